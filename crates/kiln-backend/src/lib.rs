@@ -1,0 +1,218 @@
+//! # kiln-backend: what every kiln backend implements
+//!
+//! A backend turns a validated [`kiln_ir::Kernel`] into a [`CompiledKernel`] and launches it
+//! over a [`Grid`] with [`LaunchArg`]s. The query layer and the runtime talk to backends only
+//! through [`Backend`], so adding a backend touches nothing else.
+
+use kiln_ir::Kernel;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+/// The backends kiln knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// Cranelift JIT + rayon on the host CPU.
+    Cpu,
+    /// NVIDIA CUDA through NVRTC.
+    Cuda,
+    /// Any OpenCL 1.2+ device.
+    OpenCl,
+    /// Vulkan, Metal, DX12 or GL through wgpu.
+    Wgpu,
+}
+
+impl BackendKind {
+    /// Lower-case name as accepted by `KILN_BACKEND` (`"cpu"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::OpenCl => "opencl",
+            BackendKind::Wgpu => "wgpu",
+        }
+    }
+
+    /// Parses a name as accepted by `KILN_BACKEND`; `None` if unknown.
+    pub fn parse(s: &str) -> Option<BackendKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Some(BackendKind::Cpu),
+            "cuda" => Some(BackendKind::Cuda),
+            "opencl" => Some(BackendKind::OpenCl),
+            "wgpu" => Some(BackendKind::Wgpu),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether a device is the host CPU or a GPU-like accelerator; the query planner picks its
+/// work distribution from this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceClass {
+    /// Few fast cores; contiguous chunks per work item.
+    Cpu,
+    /// Many lanes; one element per work item, coalesced accesses.
+    Gpu,
+}
+
+/// Optional capabilities of a device.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Features {
+    /// `f64` arithmetic.
+    pub f64: bool,
+    /// Subgroup operations.
+    pub subgroups: bool,
+    /// 64-bit integer atomics.
+    pub atomics64: bool,
+}
+
+/// What a device is and can do.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// The backend that drives it.
+    pub backend: BackendKind,
+    /// Human-readable device name.
+    pub name: String,
+    /// CPU or GPU.
+    pub class: DeviceClass,
+    /// Device memory in bytes (host memory for the CPU).
+    pub memory_bytes: u64,
+    /// Parallel units (cores, SMs, compute units).
+    pub compute_units: u32,
+    /// Largest work-group size.
+    pub max_group_size: u32,
+    /// Lanes per subgroup.
+    pub subgroup_size: u32,
+    /// Largest shared memory per group in bytes.
+    pub max_shared_bytes: u64,
+    /// Optional capabilities.
+    pub features: Features,
+}
+
+/// The launch shape: groups per axis, work items per group per axis, and the element count
+/// of each dynamic shared array (in declaration order of the kernel's dynamic arrays).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Groups along x, y, z.
+    pub groups: [u32; 3],
+    /// Work items per group along x, y, z.
+    pub group_size: [u32; 3],
+    /// Element counts of the kernel's dynamic shared arrays.
+    pub dynamic_shared: Vec<u32>,
+}
+
+impl Grid {
+    /// A 1D grid of `groups` groups of `group_size` work items.
+    pub fn linear(groups: u32, group_size: u32) -> Grid {
+        Grid {
+            groups: [groups, 1, 1],
+            group_size: [group_size, 1, 1],
+            dynamic_shared: Vec::new(),
+        }
+    }
+}
+
+/// One launch argument, matching the kernel's parameter of the same position.
+pub enum LaunchArg<'a> {
+    /// A read-only host buffer (bytes of the elements).
+    Read(&'a [u8]),
+    /// A host buffer the kernel reads and writes.
+    ReadWrite(&'a mut [u8]),
+    /// A host buffer the kernel fills; the caller treats it as initialized only where the
+    /// kernel stored.
+    Write(&'a mut [MaybeUninit<u8>]),
+    /// A value parameter: the bytes of the value in its C layout.
+    Value(Vec<u8>),
+}
+
+impl LaunchArg<'_> {
+    /// Length in bytes.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            LaunchArg::Read(b) => b.len(),
+            LaunchArg::ReadWrite(b) => b.len(),
+            LaunchArg::Write(b) => b.len(),
+            LaunchArg::Value(b) => b.len(),
+        }
+    }
+}
+
+/// Errors a backend reports. Each names the backend.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    /// The backend's driver or library is not on this machine.
+    #[error("backend {backend} is unavailable: {library} could not be loaded ({reason})")]
+    Unavailable {
+        /// backend
+        backend: BackendKind,
+        /// the library looked for
+        library: String,
+        /// why loading failed
+        reason: String,
+    },
+    /// The backend's compiler rejected the kernel.
+    #[error("backend {backend} failed to compile kernel `{kernel}`:\n{log}\n--- generated source ---\n{source_text}")]
+    Compile {
+        /// backend
+        backend: BackendKind,
+        /// kernel name
+        kernel: String,
+        /// the compiler's log
+        log: String,
+        /// the generated source (or IR listing) that was compiled
+        source_text: String,
+    },
+    /// The kernel uses something the device cannot do.
+    #[error("backend {backend} does not support {feature}")]
+    Unsupported {
+        /// backend
+        backend: BackendKind,
+        /// the missing feature
+        feature: String,
+    },
+    /// The launch does not fit the kernel or the device.
+    #[error("backend {backend}: invalid launch of `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// backend
+        backend: BackendKind,
+        /// kernel name
+        kernel: String,
+        /// what is wrong
+        reason: String,
+    },
+    /// An allocation larger than the device allows.
+    #[error("backend {backend}: cannot allocate {bytes} bytes: {reason}")]
+    OutOfMemory {
+        /// backend
+        backend: BackendKind,
+        /// requested size
+        bytes: u64,
+        /// why
+        reason: String,
+    },
+}
+
+/// A kernel compiled for one device.
+pub trait CompiledKernel: Send + Sync {
+    /// Runs the kernel over `grid`; returns when it has finished. Fails with
+    /// [`BackendError::InvalidLaunch`] when the arguments do not match the parameters.
+    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError>;
+}
+
+/// A device that compiles and runs kiln kernels.
+pub trait Backend: Send + Sync {
+    /// The device's description.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Compiles a validated kernel. Fails with [`BackendError::Compile`] (log and source) or
+    /// [`BackendError::Unsupported`] (a feature the device lacks).
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError>;
+
+    /// A string that changes when the compiler or driver changes (part of cache keys).
+    fn compiler_version(&self) -> String;
+}

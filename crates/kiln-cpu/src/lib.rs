@@ -1,0 +1,338 @@
+//! # kiln-cpu: the embedded CPU backend
+//!
+//! Cranelift JIT-compiles each kiln kernel into a native function that runs all work items of
+//! one group (see [`lower`] for how barriers and shared memory work); the launcher runs the
+//! grid's groups in parallel on rayon's thread pool. Buffers are host memory, passed without
+//! copies. Subgroups have one lane.
+
+mod lower;
+mod mathlib;
+
+use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use kiln_backend::*;
+use kiln_ir::{print_kernel, Kernel, ParamKind, SharedLen};
+use lower::*;
+use mathlib::MathImports;
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+
+/// Largest number of work items per group the CPU backend launches.
+pub const MAX_GROUP_SIZE: u32 = 1 << 16;
+
+struct Jit {
+    module: JITModule,
+    math: MathImports,
+    next_id: u64,
+}
+
+/// The CPU device: a Cranelift JIT module and rayon's global thread pool.
+pub struct CpuBackend {
+    info: DeviceInfo,
+    jit: Mutex<Jit>,
+}
+
+fn unavailable(reason: String) -> BackendError {
+    BackendError::Unavailable {
+        backend: BackendKind::Cpu,
+        library: "cranelift (host ISA)".into(),
+        reason,
+    }
+}
+
+impl CpuBackend {
+    /// Creates the CPU device for the host. Fails with `Unavailable` if Cranelift does not
+    /// support the host architecture.
+    pub fn new() -> Result<CpuBackend, BackendError> {
+        let mut flags = settings::builder();
+        let set = |f: &mut settings::Builder, k: &str, v: &str| {
+            f.set(k, v).map_err(|e| unavailable(e.to_string()))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(&mut flags, "is_pic", "false")?;
+        set(
+            &mut flags,
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        )?;
+        let isa = cranelift_native::builder()
+            .map_err(|e| unavailable(e.to_string()))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| unavailable(e.to_string()))?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        MathImports::register(&mut builder);
+        let mut module = JITModule::new(builder);
+        let math = MathImports::declare(&mut module).map_err(unavailable)?;
+        let threads = rayon::current_num_threads() as u32;
+        let info = DeviceInfo {
+            backend: BackendKind::Cpu,
+            name: format!("{} CPU ({threads} threads)", std::env::consts::ARCH),
+            class: DeviceClass::Cpu,
+            memory_bytes: host_memory_bytes(),
+            compute_units: threads,
+            max_group_size: MAX_GROUP_SIZE,
+            subgroup_size: 1,
+            max_shared_bytes: 64 << 20,
+            features: Features {
+                f64: true,
+                subgroups: true,
+                atomics64: true,
+            },
+        };
+        Ok(CpuBackend {
+            info,
+            jit: Mutex::new(Jit {
+                module,
+                math,
+                next_id: 0,
+            }),
+        })
+    }
+}
+
+fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn compiler_version(&self) -> String {
+        "cranelift-0.135".into()
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let compile_err = |log: String| BackendError::Compile {
+            backend: BackendKind::Cpu,
+            kernel: kernel.name.clone(),
+            log,
+            source_text: print_kernel(kernel),
+        };
+        kiln_ir::validate(kernel).map_err(|e| compile_err(e.to_string()))?;
+        let mut jit = self.jit.lock().unwrap_or_else(|p| p.into_inner());
+        let jit = &mut *jit;
+        let mut ctx = jit.module.make_context();
+        ctx.func.signature.params.push(AbiParam::new(types::I64));
+        let name = format!("{}_{}", kernel.name, jit.next_id);
+        jit.next_id += 1;
+        let id = jit
+            .module
+            .declare_function(&name, Linkage::Local, &ctx.func.signature)
+            .map_err(|e| compile_err(e.to_string()))?;
+        let mut fctx = FunctionBuilderContext::new();
+        let layout = {
+            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            Lowerer::lower(b, kernel, &mut jit.module, &jit.math).map_err(|m| compile_err(m))?
+        };
+        jit.module
+            .define_function(id, &mut ctx)
+            .map_err(|e| compile_err(format!("{e:?}")))?;
+        jit.module.clear_context(&mut ctx);
+        jit.module
+            .finalize_definitions()
+            .map_err(|e| compile_err(e.to_string()))?;
+        let ptr = jit.module.get_finalized_function(id);
+        // SAFETY: the function was just defined with signature `fn(i64)` and its code stays
+        // mapped as long as the JIT module, which lives as long as this backend, which every
+        // CpuKernel keeps alive through the Arc it holds... the module is never freed.
+        let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
+        Ok(Arc::new(CpuKernel {
+            func,
+            kernel: Arc::new(kernel.clone()),
+            private_per_item: layout.bytes_per_item,
+        }))
+    }
+}
+
+type KernelFn = unsafe extern "C" fn(*const u64);
+
+/// A kernel compiled to native code.
+struct CpuKernel {
+    func: KernelFn,
+    kernel: Arc<Kernel>,
+    private_per_item: u32,
+}
+
+static ZEROS: [u64; MAX_ELEM_BYTES as usize / 8] = [0; MAX_ELEM_BYTES as usize / 8];
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl CpuKernel {
+    fn invalid(&self, reason: String) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::Cpu,
+            kernel: self.kernel.name.clone(),
+            reason,
+        }
+    }
+}
+
+impl CompiledKernel for CpuKernel {
+    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
+        let k = &self.kernel;
+        if args.len() != k.params.len() {
+            return Err(self.invalid(format!(
+                "{} arguments for {} parameters",
+                args.len(),
+                k.params.len()
+            )));
+        }
+        let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
+        for (i, (p, a)) in k.params.iter().zip(args.iter_mut()).enumerate() {
+            let (ptr, count) = match (&p.kind, a) {
+                (ParamKind::Buffer { elem, access }, arg) => {
+                    let (ptr, bytes) = match (access, arg) {
+                        (kiln_ir::Access::Read, LaunchArg::Read(b)) => (b.as_ptr() as u64, b.len()),
+                        (_, LaunchArg::ReadWrite(b)) => (b.as_mut_ptr() as u64, b.len()),
+                        (kiln_ir::Access::Write, LaunchArg::Write(b)) => {
+                            (b.as_mut_ptr() as u64, b.len())
+                        }
+                        (acc, _) => {
+                            return Err(self.invalid(format!(
+                                "argument {i} (`{}`) must be a {acc:?} buffer",
+                                p.name
+                            )))
+                        }
+                    };
+                    let size = elem.size() as usize;
+                    if bytes % size != 0 {
+                        return Err(self.invalid(format!("buffer `{}`: {bytes} bytes is not a whole number of {size}-byte elements", p.name)));
+                    }
+                    if ptr % elem.align() as u64 != 0 {
+                        return Err(self.invalid(format!(
+                            "buffer `{}` is not aligned to {} bytes",
+                            p.name,
+                            elem.align()
+                        )));
+                    }
+                    (ptr, (bytes / size) as u64)
+                }
+                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
+                    if bytes.len() != t.size() as usize {
+                        return Err(self.invalid(format!(
+                            "value `{}` needs {} bytes, got {}",
+                            p.name,
+                            t.size(),
+                            bytes.len()
+                        )));
+                    }
+                    (bytes.as_ptr() as u64, 0)
+                }
+                (ParamKind::Value(_), _) => {
+                    return Err(self.invalid(format!("argument {i} (`{}`) must be a value", p.name)))
+                }
+            };
+            if count > u32::MAX as u64 {
+                return Err(self.invalid(format!(
+                    "buffer `{}` has more than u32::MAX elements",
+                    p.name
+                )));
+            }
+            frame[SLOT_PARAMS + 2 * i] = ptr;
+            frame[SLOT_PARAMS + 2 * i + 1] = count;
+        }
+        let items: u64 = grid.group_size.iter().map(|&g| g as u64).product();
+        if items == 0 || items > MAX_GROUP_SIZE as u64 {
+            return Err(self.invalid(format!(
+                "group size {:?} must have between 1 and {MAX_GROUP_SIZE} work items",
+                grid.group_size
+            )));
+        }
+        let groups: u64 = grid.groups.iter().map(|&g| g as u64).product();
+        if grid
+            .groups
+            .iter()
+            .zip(&grid.group_size)
+            .any(|(&g, &s)| g as u64 * s as u64 > u32::MAX as u64)
+        {
+            return Err(self.invalid("grid has more than u32::MAX work items along an axis".into()));
+        }
+        let mut dynamic = grid.dynamic_shared.iter();
+        let mut shared_words = Vec::new();
+        for s in &k.shared {
+            let len = match s.len {
+                SharedLen::Static(n) => n,
+                SharedLen::Dynamic => *dynamic.next().ok_or_else(|| {
+                    self.invalid(format!(
+                        "no size given for dynamic shared array `{}`",
+                        s.name
+                    ))
+                })?,
+            };
+            let bytes = len as u64 * s.elem.size() as u64;
+            shared_words.push((len, bytes.div_ceil(8)));
+        }
+        let shared_total: u64 = shared_words.iter().map(|(_, w)| w).sum();
+        let sink_words = MAX_ELEM_BYTES as u64 / 8;
+        let private_words = (self.private_per_item as u64 * items).div_ceil(8);
+        let scratch_words = shared_total + sink_words + private_words;
+        if scratch_words * 8 > 1 << 30 {
+            return Err(self.invalid(format!(
+                "group needs {} bytes of shared and private memory",
+                scratch_words * 8
+            )));
+        }
+        for a in 0..3 {
+            frame[SLOT_GROUP_SIZE + a] = grid.group_size[a] as u64;
+            frame[SLOT_NUM_GROUPS + a] = grid.groups[a] as u64;
+        }
+        frame[SLOT_ZEROS] = ZEROS.as_ptr() as u64;
+        if groups == 0 {
+            return Ok(());
+        }
+        let shared_base = SLOT_PARAMS + 2 * k.params.len();
+        let run_group = |g: u64| {
+            SCRATCH.with(|cell| {
+                let mut scratch = cell.borrow_mut();
+                scratch.clear();
+                scratch.resize(scratch_words as usize, 0);
+                let mut f = frame.clone();
+                let gx = g % grid.groups[0] as u64;
+                let gy = (g / grid.groups[0] as u64) % grid.groups[1] as u64;
+                let gz = g / (grid.groups[0] as u64 * grid.groups[1] as u64);
+                f[SLOT_GROUP_ID] = gx;
+                f[SLOT_GROUP_ID + 1] = gy;
+                f[SLOT_GROUP_ID + 2] = gz;
+                let base = scratch.as_mut_ptr() as u64;
+                let mut off = 0u64;
+                for (j, (len, words)) in shared_words.iter().enumerate() {
+                    f[shared_base + 2 * j] = base + off * 8;
+                    f[shared_base + 2 * j + 1] = *len as u64;
+                    off += words;
+                }
+                f[SLOT_SINK] = base + off * 8;
+                off += sink_words;
+                f[SLOT_PRIVATE] = base + off * 8;
+                // SAFETY: the frame describes live buffers whose lengths the compiled code
+                // checks before every access, and scratch memory sized for this launch.
+                unsafe { (self.func)(f.as_ptr()) };
+            })
+        };
+        if groups == 1 {
+            run_group(0);
+        } else {
+            (0..groups).into_par_iter().for_each(run_group);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1311 @@
+//! Lowering of kiln IR to Cranelift IR.
+//!
+//! A compiled kernel is `extern "C" fn(frame: *const u64)` that runs every work item of one
+//! group. The frame holds the group's position, buffer pointers and lengths, and scratch
+//! pointers (see the `SLOT_*` constants). Without group barriers the work items run one after
+//! another in a loop, locals in SSA variables. With barriers the body is split at each barrier
+//! into runs of statements; each run loops over the work items, and locals and computed values
+//! live in per-item private memory so they survive from one run to the next. Control flow that
+//! encloses a barrier is group-uniform (an IR rule), so it is decided once, by work item 0.
+
+use crate::mathlib::MathImports;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    self, types, AtomicRmwOp, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
+    Value,
+};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_jit::JITModule;
+use cranelift_module::Module;
+use kiln_ir::*;
+use std::collections::HashMap;
+
+/// Frame slot of `group_id.x` (then y, z).
+pub const SLOT_GROUP_ID: usize = 0;
+/// Frame slot of `group_size.x` (then y, z).
+pub const SLOT_GROUP_SIZE: usize = 3;
+/// Frame slot of `num_groups.x` (then y, z).
+pub const SLOT_NUM_GROUPS: usize = 6;
+/// Frame slot of a pointer to `MAX_ELEM_BYTES` zero bytes (target of out-of-bounds loads).
+pub const SLOT_ZEROS: usize = 9;
+/// Frame slot of a pointer to `MAX_ELEM_BYTES` scratch bytes (target of out-of-bounds stores).
+pub const SLOT_SINK: usize = 10;
+/// Frame slot of the per-item private memory (barrier kernels).
+pub const SLOT_PRIVATE: usize = 11;
+/// First parameter slot: two per parameter (pointer, element count; value parameters: pointer,
+/// 0), then two per shared array (pointer, element count).
+pub const SLOT_PARAMS: usize = 12;
+/// Largest element (buffer, shared or array) the CPU backend accepts, in bytes.
+pub const MAX_ELEM_BYTES: u32 = 4096;
+
+/// How the compiled function uses per-item private memory.
+pub struct PrivateLayout {
+    /// Bytes of private memory per work item (0 without group barriers).
+    pub bytes_per_item: u32,
+}
+
+type R<T> = Result<T, String>;
+
+fn clty(s: ScalarType) -> ir::Type {
+    match s {
+        ScalarType::Bool | ScalarType::I8 | ScalarType::U8 => types::I8,
+        ScalarType::I16 | ScalarType::U16 => types::I16,
+        ScalarType::I32 | ScalarType::U32 => types::I32,
+        ScalarType::I64 | ScalarType::U64 => types::I64,
+        ScalarType::F32 => types::F32,
+        ScalarType::F64 => types::F64,
+    }
+}
+
+fn mem_flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+enum LocalStore {
+    Vars(Vec<Variable>),
+    Stack(ir::StackSlot),
+    Private(u32),
+}
+
+struct FnCtx<'a> {
+    body: &'a Body,
+    types: Vec<Type>,
+    vals: Vec<Option<Vec<Value>>>,
+    params: Vec<Vec<Value>>,
+    is_kernel: bool,
+    locals: Vec<LocalStore>,
+    loops: Vec<(ir::Block, ir::Block)>,
+    ret: Option<ir::Block>,
+}
+
+/// Lowers one kernel into the function being built by `b`.
+pub struct Lowerer<'a, 'f> {
+    b: FunctionBuilder<'f>,
+    k: &'a Kernel,
+    module: &'a mut JITModule,
+    math: &'a MathImports,
+    frefs: HashMap<&'static str, ir::FuncRef>,
+    frame: Value,
+    gid: [Value; 3],
+    gsize: [Value; 3],
+    ngroups: [Value; 3],
+    total: Value,
+    zeros: Value,
+    sink: Value,
+    private: Value,
+    bufs: Vec<Option<(Value, Value)>>,
+    shared: Vec<(Value, Value)>,
+    barrier_mode: bool,
+    item: Option<Value>,
+    lid: [Value; 3],
+    item_next: Option<ir::Block>,
+    spill_off: Vec<u32>,
+    local_off: Vec<u32>,
+    frame_bytes: u32,
+}
+
+impl<'a, 'f> Lowerer<'a, 'f> {
+    /// Lowers `k` into `b` (whose function takes one pointer argument). Returns the private
+    /// memory layout the launcher must provide, or a message naming what could not be lowered.
+    pub fn lower(
+        mut b: FunctionBuilder<'f>,
+        k: &'a Kernel,
+        module: &'a mut JITModule,
+        math: &'a MathImports,
+    ) -> R<PrivateLayout> {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let frame = b.block_params(entry)[0];
+        let fn_exit = b.create_block();
+        let zero32 = b.ins().iconst(types::I32, 0);
+        let mut lw = Lowerer {
+            b,
+            k,
+            module,
+            math,
+            frefs: HashMap::new(),
+            frame,
+            gid: [zero32; 3],
+            gsize: [zero32; 3],
+            ngroups: [zero32; 3],
+            total: zero32,
+            zeros: frame,
+            sink: frame,
+            private: frame,
+            bufs: Vec::new(),
+            shared: Vec::new(),
+            barrier_mode: k.has_group_barrier(),
+            item: None,
+            lid: [zero32; 3],
+            item_next: None,
+            spill_off: Vec::new(),
+            local_off: Vec::new(),
+            frame_bytes: 0,
+        };
+        lw.prologue()?;
+        let types = expr_types(k, &k.params, &k.body)?;
+        let mut fx = FnCtx {
+            body: &k.body,
+            vals: vec![None; k.body.exprs.len()],
+            types,
+            params: Vec::new(),
+            is_kernel: true,
+            locals: Vec::new(),
+            loops: Vec::new(),
+            ret: None,
+        };
+        if lw.barrier_mode {
+            lw.plan_private(&mut fx)?;
+            lw.uniform_block(&mut fx, &k.body.block, false)?;
+        } else {
+            lw.declare_locals(&mut fx)?;
+            let stmts = k.body.block.0.clone();
+            lw.item_loop(&mut fx, &stmts)?;
+        }
+        lw.b.ins().jump(fn_exit, &[]);
+        lw.b.switch_to_block(fn_exit);
+        lw.b.ins().return_(&[]);
+        lw.b.seal_all_blocks();
+        let config = lw.module.target_config();
+        let bytes = lw.frame_bytes;
+        lw.b.finalize(config);
+        Ok(PrivateLayout {
+            bytes_per_item: bytes,
+        })
+    }
+
+    fn iconst32(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I32, v)
+    }
+
+    fn int_const(&mut self, s: ScalarType, bits: u64) -> Value {
+        let ty = clty(s);
+        let masked = if ty.bits() == 64 {
+            bits
+        } else {
+            bits & ((1u64 << ty.bits()) - 1)
+        };
+        self.b.ins().iconst(ty, masked as i64)
+    }
+
+    fn scalar_const(&mut self, v: ScalarValue) -> Value {
+        match v {
+            ScalarValue::F32(f) => self.b.ins().f32const(f),
+            ScalarValue::F64(f) => self.b.ins().f64const(f),
+            other => self.int_const(other.ty(), other.to_bits()),
+        }
+    }
+
+    fn zero(&mut self, s: ScalarType) -> Value {
+        self.scalar_const(ScalarValue::zero(s))
+    }
+
+    fn slot(&mut self, i: usize) -> Value {
+        self.b
+            .ins()
+            .load(types::I64, mem_flags(), self.frame, (i * 8) as i32)
+    }
+
+    fn slot32(&mut self, i: usize) -> Value {
+        let v = self.slot(i);
+        self.b.ins().ireduce(types::I32, v)
+    }
+
+    fn prologue(&mut self) -> R<()> {
+        for a in 0..3 {
+            self.gid[a] = self.slot32(SLOT_GROUP_ID + a);
+            self.gsize[a] = self.slot32(SLOT_GROUP_SIZE + a);
+            self.ngroups[a] = self.slot32(SLOT_NUM_GROUPS + a);
+        }
+        let xy = self.b.ins().imul(self.gsize[0], self.gsize[1]);
+        self.total = self.b.ins().imul(xy, self.gsize[2]);
+        self.zeros = self.slot(SLOT_ZEROS);
+        self.sink = self.slot(SLOT_SINK);
+        self.private = self.slot(SLOT_PRIVATE);
+        for (i, p) in self.k.params.iter().enumerate() {
+            let v = match &p.kind {
+                ParamKind::Buffer { elem, .. } => {
+                    if elem.size() > MAX_ELEM_BYTES {
+                        return Err(format!("buffer `{}` has {}-byte elements; the CPU backend allows at most {MAX_ELEM_BYTES}", p.name, elem.size()));
+                    }
+                    Some((
+                        self.slot(SLOT_PARAMS + 2 * i),
+                        self.slot(SLOT_PARAMS + 2 * i + 1),
+                    ))
+                }
+                ParamKind::Value(_) => None,
+            };
+            self.bufs.push(v);
+        }
+        let base = SLOT_PARAMS + 2 * self.k.params.len();
+        for (j, s) in self.k.shared.iter().enumerate() {
+            if s.elem.size() > MAX_ELEM_BYTES {
+                return Err(format!("shared array `{}` has {}-byte elements; the CPU backend allows at most {MAX_ELEM_BYTES}", s.name, s.elem.size()));
+            }
+            let v = (self.slot(base + 2 * j), self.slot(base + 2 * j + 1));
+            self.shared.push(v);
+        }
+        Ok(())
+    }
+
+    fn declare_locals(&mut self, fx: &mut FnCtx) -> R<()> {
+        for l in &fx.body.locals {
+            let store = match &l.ty {
+                Type::Array(e, n) => {
+                    if e.size() > MAX_ELEM_BYTES {
+                        return Err(format!(
+                            "array local `{}` has {}-byte elements",
+                            l.name,
+                            e.size()
+                        ));
+                    }
+                    let size = e
+                        .size()
+                        .checked_mul(*n)
+                        .ok_or_else(|| format!("array local `{}` is too large", l.name))?;
+                    LocalStore::Stack(self.b.create_sized_stack_slot(StackSlotData::new(
+                        StackSlotKind::ExplicitSlot,
+                        size.max(1),
+                        4,
+                    )))
+                }
+                t => LocalStore::Vars(
+                    t.flatten()
+                        .iter()
+                        .map(|(s, _)| self.b.declare_var(clty(*s)))
+                        .collect(),
+                ),
+            };
+            fx.locals.push(store);
+        }
+        Ok(())
+    }
+
+    fn zero_locals(&mut self, fx: &FnCtx) {
+        for (l, decl) in fx.locals.iter().zip(&fx.body.locals) {
+            match l {
+                LocalStore::Vars(vars) => {
+                    for ((s, _), v) in decl.ty.flatten().into_iter().zip(vars) {
+                        let z = self.zero(s);
+                        self.b.def_var(*v, z);
+                    }
+                }
+                LocalStore::Stack(slot) => {
+                    let addr = self.b.ins().stack_addr(types::I64, *slot, 0);
+                    let len = self.b.ins().iconst(types::I64, decl.ty.size() as i64);
+                    self.call_import("kiln_memzero", &[addr, len]);
+                }
+                LocalStore::Private(_) => {}
+            }
+        }
+    }
+
+    /// Barrier mode: lays out the per-item private frame (dead flag, locals, spilled values).
+    fn plan_private(&mut self, fx: &mut FnCtx) -> R<()> {
+        let mut off = 8u32;
+        for l in &fx.body.locals {
+            let a = l.ty.align().max(1);
+            off = off.div_ceil(a) * a;
+            self.local_off.push(off);
+            fx.locals.push(LocalStore::Private(off));
+            off = off
+                .checked_add(l.ty.size())
+                .ok_or("private memory overflow")?;
+        }
+        for t in &fx.types {
+            off = off.div_ceil(8) * 8;
+            self.spill_off.push(off);
+            off = off.checked_add(t.size()).ok_or("private memory overflow")?;
+        }
+        self.frame_bytes = off.div_ceil(16) * 16;
+        Ok(())
+    }
+
+    /// The work item being lowered: inside a work-item loop its index, at group level 0 (the
+    /// item that decides group-uniform control flow).
+    fn cur_item(&mut self) -> Value {
+        match self.item {
+            Some(v) => v,
+            None => self.iconst32(0),
+        }
+    }
+
+    fn private_base(&mut self) -> Value {
+        let item = self.cur_item();
+        let item64 = self.b.ins().uextend(types::I64, item);
+        let off = self.b.ins().imul_imm_u(item64, self.frame_bytes as i64);
+        self.b.ins().iadd(self.private, off)
+    }
+
+    fn load_flat(&mut self, ty: &Type, addr: Value, base_off: u32) -> Vec<Value> {
+        ty.flatten()
+            .into_iter()
+            .map(|(s, off)| {
+                self.b
+                    .ins()
+                    .load(clty(s), mem_flags(), addr, (base_off + off) as i32)
+            })
+            .collect()
+    }
+
+    fn store_flat(&mut self, ty: &Type, addr: Value, base_off: u32, vals: &[Value]) {
+        for ((_, off), v) in ty.flatten().into_iter().zip(vals) {
+            self.b
+                .ins()
+                .store(mem_flags(), *v, addr, (base_off + off) as i32);
+        }
+    }
+
+    fn fresh_block(&mut self) {
+        let blk = self.b.create_block();
+        self.b.switch_to_block(blk);
+    }
+
+    fn jump_to(&mut self, target: ir::Block, args: &[Value]) {
+        let args: Vec<BlockArg> = args.iter().map(|v| BlockArg::Value(*v)).collect();
+        self.b.ins().jump(target, &args);
+        self.fresh_block();
+    }
+
+    /// Runs `stmts` once per work item of the group.
+    fn item_loop(&mut self, fx: &mut FnCtx, stmts: &[Stmt]) -> R<()> {
+        let item_var = self.b.declare_var(types::I32);
+        let lvars = [
+            self.b.declare_var(types::I32),
+            self.b.declare_var(types::I32),
+            self.b.declare_var(types::I32),
+        ];
+        let z = self.iconst32(0);
+        self.b.def_var(item_var, z);
+        for v in lvars {
+            self.b.def_var(v, z);
+        }
+        let (header, body, next, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let item = self.b.use_var(item_var);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, item, self.total);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        self.item = Some(item);
+        for a in 0..3 {
+            self.lid[a] = self.b.use_var(lvars[a]);
+        }
+        if self.barrier_mode {
+            let base = self.private_base();
+            let dead = self.b.ins().load(types::I32, mem_flags(), base, 0);
+            let live = self.b.create_block();
+            self.b.ins().brif(dead, next, &[], live, &[]);
+            self.b.switch_to_block(live);
+        } else {
+            self.zero_locals(fx);
+        }
+        let saved = self.item_next.replace(next);
+        self.block(fx, stmts)?;
+        self.item_next = saved;
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(next);
+        let item = self.b.use_var(item_var);
+        let item1 = self.b.ins().iadd_imm_s(item, 1);
+        self.b.def_var(item_var, item1);
+        let (lx, ly, lz) = (
+            self.b.use_var(lvars[0]),
+            self.b.use_var(lvars[1]),
+            self.b.use_var(lvars[2]),
+        );
+        let lx1 = self.b.ins().iadd_imm_s(lx, 1);
+        let wrap_x = self.b.ins().icmp(IntCC::Equal, lx1, self.gsize[0]);
+        let nx = self.b.ins().select(wrap_x, z, lx1);
+        let wx = self.b.ins().uextend(types::I32, wrap_x);
+        let ly1 = self.b.ins().iadd(ly, wx);
+        let wrap_y = self.b.ins().icmp(IntCC::Equal, ly1, self.gsize[1]);
+        let ny = self.b.ins().select(wrap_y, z, ly1);
+        let wy = self.b.ins().uextend(types::I32, wrap_y);
+        let nz = self.b.ins().iadd(lz, wy);
+        self.b.def_var(lvars[0], nx);
+        self.b.def_var(lvars[1], ny);
+        self.b.def_var(lvars[2], nz);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+        self.item = None;
+        if fx.is_kernel && self.barrier_mode {
+            fx.vals.iter_mut().for_each(|v| *v = None);
+        }
+        Ok(())
+    }
+
+    /// Barrier mode: lowers a block whose statements may contain barriers.
+    fn uniform_block(&mut self, fx: &mut FnCtx, block: &Block, in_uniform_loop: bool) -> R<()> {
+        let mut run: Vec<Stmt> = Vec::new();
+        for s in &block.0 {
+            let uniform = stmt_has_barrier(s)
+                || (in_uniform_loop && escapes_loop(s))
+                || matches!(s, Stmt::Barrier(_));
+            if !uniform {
+                run.push(s.clone());
+                continue;
+            }
+            if !run.is_empty() {
+                self.item_loop(fx, &std::mem::take(&mut run))?;
+            }
+            match s {
+                Stmt::Barrier(_) => {}
+                Stmt::If {
+                    cond,
+                    accept,
+                    reject,
+                } => {
+                    let c = self.get(fx, *cond)?[0];
+                    let (then_b, else_b, merge) = (
+                        self.b.create_block(),
+                        self.b.create_block(),
+                        self.b.create_block(),
+                    );
+                    self.b.ins().brif(c, then_b, &[], else_b, &[]);
+                    self.b.switch_to_block(then_b);
+                    self.uniform_block(fx, accept, in_uniform_loop)?;
+                    self.b.ins().jump(merge, &[]);
+                    self.b.switch_to_block(else_b);
+                    self.uniform_block(fx, reject, in_uniform_loop)?;
+                    self.b.ins().jump(merge, &[]);
+                    self.b.switch_to_block(merge);
+                }
+                Stmt::Loop { body, continuing } => {
+                    let (header, cont, exit) = (
+                        self.b.create_block(),
+                        self.b.create_block(),
+                        self.b.create_block(),
+                    );
+                    self.b.ins().jump(header, &[]);
+                    self.b.switch_to_block(header);
+                    fx.loops.push((cont, exit));
+                    self.uniform_block(fx, body, true)?;
+                    self.b.ins().jump(cont, &[]);
+                    self.b.switch_to_block(cont);
+                    self.uniform_block(fx, continuing, true)?;
+                    fx.loops.pop();
+                    self.b.ins().jump(header, &[]);
+                    self.b.switch_to_block(exit);
+                }
+                Stmt::Break => {
+                    let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;
+                    self.jump_to(exit, &[]);
+                }
+                Stmt::Continue => {
+                    let (cont, _) = *fx.loops.last().ok_or("continue outside a loop")?;
+                    self.jump_to(cont, &[]);
+                }
+                other => return Err(format!("unexpected group-level statement {other:?}")),
+            }
+        }
+        if !run.is_empty() {
+            self.item_loop(fx, &run)?;
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, fx: &mut FnCtx, stmts: &[Stmt]) -> R<()> {
+        for s in stmts {
+            self.stmt(fx, s)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, fx: &mut FnCtx, s: &Stmt) -> R<()> {
+        match s {
+            Stmt::Eval(h) => {
+                let v = self.expr(fx, *h)?;
+                if fx.is_kernel && self.barrier_mode {
+                    let base = self.private_base();
+                    let ty = fx.types[h.index()].clone();
+                    self.store_flat(&ty, base, self.spill_off[h.index()], &v);
+                }
+                fx.vals[h.index()] = Some(v);
+            }
+            Stmt::LocalSet { local, value } => {
+                let v = self.get(fx, *value)?;
+                match &fx.locals[local.0 as usize] {
+                    LocalStore::Vars(vars) => {
+                        for (var, val) in vars.clone().iter().zip(v) {
+                            self.b.def_var(*var, val);
+                        }
+                    }
+                    LocalStore::Private(off) => {
+                        let off = *off;
+                        let base = self.private_base();
+                        let ty = fx.body.locals[local.0 as usize].ty.clone();
+                        self.store_flat(&ty, base, off, &v);
+                    }
+                    LocalStore::Stack(_) => return Err("array local assigned as a whole".into()),
+                }
+            }
+            Stmt::LocalIndexSet {
+                local,
+                index,
+                value,
+            } => {
+                let i = self.get(fx, *index)?[0];
+                let v = self.get(fx, *value)?;
+                let (addr, elem) = self.array_elem(fx, *local, i, true)?;
+                self.store_flat(&elem, addr, 0, &v);
+            }
+            Stmt::Store {
+                memory,
+                index,
+                value,
+            } => {
+                let i = self.get(fx, *index)?[0];
+                let v = self.get(fx, *value)?;
+                let (addr, _, elem) = self.mem_elem(*memory, i, true)?;
+                self.store_flat(&elem, addr, 0, &v);
+            }
+            Stmt::If {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = self.get(fx, *cond)?[0];
+                let (then_b, else_b, merge) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(c, then_b, &[], else_b, &[]);
+                self.b.switch_to_block(then_b);
+                self.block(fx, &accept.0)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(else_b);
+                self.block(fx, &reject.0)?;
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
+            }
+            Stmt::Loop { body, continuing } => {
+                let (header, cont, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(header);
+                fx.loops.push((cont, exit));
+                self.block(fx, &body.0)?;
+                self.b.ins().jump(cont, &[]);
+                self.b.switch_to_block(cont);
+                self.block(fx, &continuing.0)?;
+                fx.loops.pop();
+                self.b.ins().jump(header, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::Break => {
+                let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;
+                self.jump_to(exit, &[]);
+            }
+            Stmt::Continue => {
+                let (cont, _) = *fx.loops.last().ok_or("continue outside a loop")?;
+                self.jump_to(cont, &[]);
+            }
+            Stmt::Return(v) => {
+                if let Some(ret) = fx.ret {
+                    let vals = match v {
+                        Some(h) => self.get(fx, *h)?,
+                        None => Vec::new(),
+                    };
+                    self.jump_to(ret, &vals);
+                } else {
+                    let next = self.item_next.ok_or("return outside the work-item loop")?;
+                    if self.barrier_mode {
+                        let base = self.private_base();
+                        let one = self.iconst32(1);
+                        self.b.ins().store(mem_flags(), one, base, 0);
+                    }
+                    self.jump_to(next, &[]);
+                }
+            }
+            Stmt::Barrier(BarrierScope::Subgroup) => {}
+            Stmt::Barrier(BarrierScope::Group) => {
+                return Err("group barrier inside divergent control flow".into())
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, fx: &mut FnCtx, h: Handle) -> R<Vec<Value>> {
+        if let Some(v) = fx.vals.get(h.index()).and_then(|v| v.clone()) {
+            return Ok(v);
+        }
+        if fx.is_kernel && self.barrier_mode {
+            let base = self.private_base();
+            let ty = fx.types[h.index()].clone();
+            return Ok(self.load_flat(&ty, base, self.spill_off[h.index()]));
+        }
+        Err(format!("expression %{} used before it is computed", h.0))
+    }
+
+    /// Address of element `i` of a memory, redirected to the zero block (loads) or the sink
+    /// (stores) when out of bounds; also returns the in-bounds flag and the element type.
+    fn mem_elem(&mut self, m: Memory, i: Value, write: bool) -> R<(Value, Value, Type)> {
+        let (base, len, elem) = match m {
+            Memory::Buffer(p) => {
+                let (base, len) = self
+                    .bufs
+                    .get(p as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or("not a buffer")?;
+                let ParamKind::Buffer { elem, .. } = &self.k.params[p as usize].kind else {
+                    unreachable!()
+                };
+                (base, len, elem.clone())
+            }
+            Memory::Shared(s) => {
+                let (base, len) = *self.shared.get(s as usize).ok_or("no such shared array")?;
+                (base, len, self.k.shared[s as usize].elem.clone())
+            }
+        };
+        let i64v = self.b.ins().uextend(types::I64, i);
+        let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
+        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
+        let addr = self.b.ins().iadd(base, off);
+        let fallback = if write { self.sink } else { self.zeros };
+        let addr = self.b.ins().select(inb, addr, fallback);
+        Ok((addr, inb, elem))
+    }
+
+    fn array_elem(
+        &mut self,
+        fx: &FnCtx,
+        local: LocalId,
+        i: Value,
+        write: bool,
+    ) -> R<(Value, Type)> {
+        let Type::Array(elem, n) = &fx.body.locals[local.0 as usize].ty else {
+            return Err("not an array local".into());
+        };
+        let (elem, n) = ((**elem).clone(), *n);
+        let base = match &fx.locals[local.0 as usize] {
+            LocalStore::Stack(slot) => self.b.ins().stack_addr(types::I64, *slot, 0),
+            LocalStore::Private(off) => {
+                let off = *off as i64;
+                let p = self.private_base();
+                self.b.ins().iadd_imm_s(p, off)
+            }
+            LocalStore::Vars(_) => return Err("not an array local".into()),
+        };
+        let inb = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedLessThan, i, n as i64);
+        let i64v = self.b.ins().uextend(types::I64, i);
+        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
+        let addr = self.b.ins().iadd(base, off);
+        let fallback = if write { self.sink } else { self.zeros };
+        Ok((self.b.ins().select(inb, addr, fallback), elem))
+    }
+
+    fn call_import(&mut self, name: &'static str, args: &[Value]) -> Value {
+        let fref = match self.frefs.get(name) {
+            Some(f) => *f,
+            None => {
+                let id = self.math.get(name);
+                let f = self.module.declare_func_in_func(id, self.b.func);
+                self.frefs.insert(name, f);
+                f
+            }
+        };
+        let call = self.b.ins().call(fref, args);
+        self.b
+            .inst_results(call)
+            .first()
+            .copied()
+            .unwrap_or(self.frame)
+    }
+
+    fn expr(&mut self, fx: &mut FnCtx, h: Handle) -> R<Vec<Value>> {
+        let e = fx.body.exprs[h.index()].clone();
+        let ty = fx.types[h.index()].clone();
+        let comp = |t: &Type| {
+            t.component()
+                .ok_or_else(|| format!("{t} has no scalar component"))
+        };
+        Ok(match e {
+            Expr::Literal(v) => vec![self.scalar_const(v)],
+            Expr::Param(i) => {
+                if fx.is_kernel {
+                    let p = self.slot(SLOT_PARAMS + 2 * i as usize);
+                    self.load_flat(&ty, p, 0)
+                } else {
+                    fx.params
+                        .get(i as usize)
+                        .cloned()
+                        .ok_or("no such parameter")?
+                }
+            }
+            Expr::LocalGet(l) => match &fx.locals[l.0 as usize] {
+                LocalStore::Vars(vars) => vars
+                    .clone()
+                    .into_iter()
+                    .map(|v| self.b.use_var(v))
+                    .collect(),
+                LocalStore::Private(off) => {
+                    let off = *off;
+                    let base = self.private_base();
+                    self.load_flat(&ty, base, off)
+                }
+                LocalStore::Stack(_) => return Err("array local read as a whole".into()),
+            },
+            Expr::LocalIndex { local, index } => {
+                let i = self.get(fx, index)?[0];
+                let (addr, elem) = self.array_elem(fx, local, i, false)?;
+                self.load_flat(&elem, addr, 0)
+            }
+            Expr::Load { memory, index } => {
+                let i = self.get(fx, index)?[0];
+                let (addr, _, elem) = self.mem_elem(memory, i, false)?;
+                self.load_flat(&elem, addr, 0)
+            }
+            Expr::Len(m) => {
+                let len = match m {
+                    Memory::Buffer(p) => {
+                        self.bufs
+                            .get(p as usize)
+                            .copied()
+                            .flatten()
+                            .ok_or("not a buffer")?
+                            .1
+                    }
+                    Memory::Shared(s) => self.shared.get(s as usize).ok_or("no shared array")?.1,
+                };
+                vec![self.b.ins().ireduce(types::I32, len)]
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let (a, b) = (self.get(fx, lhs)?, self.get(fx, rhs)?);
+                let s = comp(&fx.types[lhs.index()])?;
+                a.into_iter()
+                    .zip(b)
+                    .map(|(x, y)| self.binary(op, s, x, y))
+                    .collect::<R<_>>()?
+            }
+            Expr::Unary { op, arg } => {
+                let a = self.get(fx, arg)?;
+                let s = comp(&ty)?;
+                a.into_iter()
+                    .map(|x| match op {
+                        UnaryOp::Neg if s.is_float() => self.b.ins().fneg(x),
+                        UnaryOp::Neg => self.b.ins().ineg(x),
+                        UnaryOp::Not if s == ScalarType::Bool => self.b.ins().bxor_imm_u(x, 1),
+                        UnaryOp::Not => self.b.ins().bnot(x),
+                    })
+                    .collect()
+            }
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = self.get(fx, cond)?[0];
+                let (a, b) = (self.get(fx, accept)?, self.get(fx, reject)?);
+                a.into_iter()
+                    .zip(b)
+                    .map(|(x, y)| self.b.ins().select(c, x, y))
+                    .collect()
+            }
+            Expr::Cast { arg, to } => {
+                let from = comp(&fx.types[arg.index()])?;
+                let a = self.get(fx, arg)?;
+                a.into_iter().map(|x| self.cast(x, from, to)).collect()
+            }
+            Expr::Bitcast { arg, to } => {
+                let from = comp(&fx.types[arg.index()])?;
+                let a = self.get(fx, arg)?;
+                a.into_iter()
+                    .map(|x| {
+                        if clty(from) == clty(to) {
+                            x
+                        } else {
+                            self.b.ins().bitcast(clty(to), MemFlagsData::new(), x)
+                        }
+                    })
+                    .collect()
+            }
+            Expr::Math { fun, args } => {
+                let s = comp(&fx.types[args[0].index()])?;
+                let vals: Vec<Vec<Value>> =
+                    args.iter().map(|a| self.get(fx, *a)).collect::<R<_>>()?;
+                (0..vals[0].len())
+                    .map(|c| {
+                        let xs: Vec<Value> = vals.iter().map(|v| v[c]).collect();
+                        self.math(fun, s, &xs)
+                    })
+                    .collect::<R<_>>()?
+            }
+            Expr::Builtin(b) => vec![self.builtin(b)],
+            Expr::Compose { parts, .. } => {
+                let mut out = Vec::new();
+                for p in parts {
+                    out.extend(self.get(fx, p)?);
+                }
+                out
+            }
+            Expr::Extract { base, index } => {
+                let v = self.get(fx, base)?;
+                match &fx.types[base.index()] {
+                    Type::Vector(..) => vec![v[index as usize]],
+                    Type::Struct(st) => {
+                        let start: usize = st.fields[..index as usize]
+                            .iter()
+                            .map(|f| f.ty.flatten().len())
+                            .sum();
+                        let n = st.fields[index as usize].ty.flatten().len();
+                        v[start..start + n].to_vec()
+                    }
+                    t => return Err(format!("cannot extract from {t}")),
+                }
+            }
+            Expr::Atomic {
+                memory,
+                index,
+                op,
+                value,
+                compare,
+            } => {
+                let i = self.get(fx, index)?[0];
+                let v = self.get(fx, value)?[0];
+                let c = match compare {
+                    Some(c) => Some(self.get(fx, c)?[0]),
+                    None => None,
+                };
+                let s = comp(&ty)?;
+                let (addr, inb, _) = self.mem_elem(memory, i, true)?;
+                let old = self.atomic(op, s, addr, v, c)?;
+                let z = self.zero(s);
+                vec![self.b.ins().select(inb, old, z)]
+            }
+            Expr::Subgroup { op, arg, .. } => {
+                let a = self.get(fx, arg)?[0];
+                vec![match op {
+                    SubgroupOp::Ballot => self.b.ins().uextend(types::I32, a),
+                    SubgroupOp::ExclusiveAdd => self.zero(comp(&ty)?),
+                    _ => a,
+                }]
+            }
+            Expr::Call { function, args } => {
+                let vals: Vec<Vec<Value>> =
+                    args.iter().map(|a| self.get(fx, *a)).collect::<R<_>>()?;
+                self.inline_call(function, vals)?
+            }
+        })
+    }
+
+    fn inline_call(&mut self, id: FunctionId, args: Vec<Vec<Value>>) -> R<Vec<Value>> {
+        let k = self.k;
+        let f = k.functions.get(id.0 as usize).ok_or("no such function")?;
+        let types = expr_types(k, &f.params, &f.body)?;
+        let mut sub = FnCtx {
+            body: &f.body,
+            vals: vec![None; f.body.exprs.len()],
+            types,
+            params: args,
+            is_kernel: false,
+            locals: Vec::new(),
+            loops: Vec::new(),
+            ret: None,
+        };
+        self.declare_locals(&mut sub)?;
+        self.zero_locals(&sub);
+        let ret = self.b.create_block();
+        let result_ty = f.result.clone();
+        let flat = result_ty.as_ref().map(|t| t.flatten()).unwrap_or_default();
+        for (s, _) in &flat {
+            self.b.append_block_param(ret, clty(*s));
+        }
+        sub.ret = Some(ret);
+        self.block(&mut sub, &f.body.block.0)?;
+        let zeros: Vec<Value> = flat.iter().map(|(s, _)| self.zero(*s)).collect();
+        let args: Vec<BlockArg> = zeros.iter().map(|v| BlockArg::Value(*v)).collect();
+        self.b.ins().jump(ret, &args);
+        self.b.switch_to_block(ret);
+        Ok(self.b.block_params(ret).to_vec())
+    }
+
+    fn builtin(&mut self, b: Builtin) -> Value {
+        match b {
+            Builtin::GlobalId(a) => {
+                let base = self
+                    .b
+                    .ins()
+                    .imul(self.gid[a.index()], self.gsize[a.index()]);
+                self.b.ins().iadd(base, self.lid[a.index()])
+            }
+            Builtin::LocalId(a) => self.lid[a.index()],
+            Builtin::GroupId(a) => self.gid[a.index()],
+            Builtin::GroupSize(a) => self.gsize[a.index()],
+            Builtin::NumGroups(a) => self.ngroups[a.index()],
+            Builtin::GlobalSize(a) => self
+                .b
+                .ins()
+                .imul(self.ngroups[a.index()], self.gsize[a.index()]),
+            Builtin::LocalIndex | Builtin::SubgroupId => self.cur_item(),
+            Builtin::SubgroupSize => self.iconst32(1),
+            Builtin::SubgroupLane => self.iconst32(0),
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> R<Value> {
+        if s.is_float() {
+            let cc = |c| Some(c);
+            let fcc = match op {
+                BinaryOp::Eq => cc(FloatCC::Equal),
+                BinaryOp::Ne => cc(FloatCC::NotEqual),
+                BinaryOp::Lt => cc(FloatCC::LessThan),
+                BinaryOp::Le => cc(FloatCC::LessThanOrEqual),
+                BinaryOp::Gt => cc(FloatCC::GreaterThan),
+                BinaryOp::Ge => cc(FloatCC::GreaterThanOrEqual),
+                _ => None,
+            };
+            if let Some(c) = fcc {
+                return Ok(self.b.ins().fcmp(c, a, b));
+            }
+            return Ok(match op {
+                BinaryOp::Add => self.b.ins().fadd(a, b),
+                BinaryOp::Sub => self.b.ins().fsub(a, b),
+                BinaryOp::Mul => self.b.ins().fmul(a, b),
+                BinaryOp::Div => self.b.ins().fdiv(a, b),
+                BinaryOp::Rem => self.call_import(
+                    if s == ScalarType::F32 {
+                        "kiln_fmod_f32"
+                    } else {
+                        "kiln_fmod_f64"
+                    },
+                    &[a, b],
+                ),
+                _ => return Err(format!("`{}` on {s}", op.symbol())),
+            });
+        }
+        let signed = s.is_signed();
+        let icc = |sc: IntCC, uc: IntCC| if signed { sc } else { uc };
+        Ok(match op {
+            BinaryOp::Add => self.b.ins().iadd(a, b),
+            BinaryOp::Sub => self.b.ins().isub(a, b),
+            BinaryOp::Mul => self.b.ins().imul(a, b),
+            BinaryOp::Div | BinaryOp::Rem => {
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                let bad = if signed {
+                    let min = self.int_const(s, 1u64 << (s.bits() - 1));
+                    let m1 = self.int_const(s, u64::MAX);
+                    let is_min = self.b.ins().icmp(IntCC::Equal, a, min);
+                    let is_m1 = self.b.ins().icmp(IntCC::Equal, b, m1);
+                    let both = self.b.ins().band(is_min, is_m1);
+                    self.b.ins().bor(zero, both)
+                } else {
+                    zero
+                };
+                let one = self.int_const(s, 1);
+                let d = self.b.ins().select(bad, one, b);
+                match (op, signed) {
+                    (BinaryOp::Div, true) => self.b.ins().sdiv(a, d),
+                    (BinaryOp::Div, false) => self.b.ins().udiv(a, d),
+                    (_, true) => self.b.ins().srem(a, d),
+                    (_, false) => self.b.ins().urem(a, d),
+                }
+            }
+            BinaryOp::And => self.b.ins().band(a, b),
+            BinaryOp::Or => self.b.ins().bor(a, b),
+            BinaryOp::Xor => self.b.ins().bxor(a, b),
+            BinaryOp::Shl => self.b.ins().ishl(a, b),
+            BinaryOp::Shr if signed => self.b.ins().sshr(a, b),
+            BinaryOp::Shr => self.b.ins().ushr(a, b),
+            BinaryOp::Eq => self.b.ins().icmp(IntCC::Equal, a, b),
+            BinaryOp::Ne => self.b.ins().icmp(IntCC::NotEqual, a, b),
+            BinaryOp::Lt => {
+                self.b
+                    .ins()
+                    .icmp(icc(IntCC::SignedLessThan, IntCC::UnsignedLessThan), a, b)
+            }
+            BinaryOp::Le => self.b.ins().icmp(
+                icc(IntCC::SignedLessThanOrEqual, IntCC::UnsignedLessThanOrEqual),
+                a,
+                b,
+            ),
+            BinaryOp::Gt => self.b.ins().icmp(
+                icc(IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan),
+                a,
+                b,
+            ),
+            BinaryOp::Ge => self.b.ins().icmp(
+                icc(
+                    IntCC::SignedGreaterThanOrEqual,
+                    IntCC::UnsignedGreaterThanOrEqual,
+                ),
+                a,
+                b,
+            ),
+        })
+    }
+
+    fn cast(&mut self, x: Value, from: ScalarType, to: ScalarType) -> Value {
+        use ScalarType::*;
+        if from == to {
+            return x;
+        }
+        let (ft, tt) = (clty(from), clty(to));
+        if to == Bool {
+            return if from.is_float() {
+                let z = self.zero(from);
+                self.b.ins().fcmp(FloatCC::NotEqual, x, z)
+            } else {
+                self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+            };
+        }
+        if from.is_float() && to.is_float() {
+            return if to == F64 {
+                self.b.ins().fpromote(tt, x)
+            } else {
+                self.b.ins().fdemote(tt, x)
+            };
+        }
+        if !from.is_float() && !to.is_float() {
+            return match ft.bits().cmp(&tt.bits()) {
+                std::cmp::Ordering::Equal => x,
+                std::cmp::Ordering::Greater => self.b.ins().ireduce(tt, x),
+                std::cmp::Ordering::Less if from.is_signed() => self.b.ins().sextend(tt, x),
+                std::cmp::Ordering::Less => self.b.ins().uextend(tt, x),
+            };
+        }
+        if !from.is_float() {
+            let wide = if ft.bits() < 32 {
+                if from.is_signed() {
+                    self.b.ins().sextend(types::I32, x)
+                } else {
+                    self.b.ins().uextend(types::I32, x)
+                }
+            } else {
+                x
+            };
+            return if from.is_signed() {
+                self.b.ins().fcvt_from_sint(tt, wide)
+            } else {
+                self.b.ins().fcvt_from_uint(tt, wide)
+            };
+        }
+        if tt.bits() >= 32 {
+            return if to.is_signed() {
+                self.b.ins().fcvt_to_sint_sat(tt, x)
+            } else {
+                self.b.ins().fcvt_to_uint_sat(tt, x)
+            };
+        }
+        let max = (1i64 << (to.bits() - if to.is_signed() { 1 } else { 0 })) - 1;
+        let w = if to.is_signed() {
+            self.b.ins().fcvt_to_sint_sat(types::I32, x)
+        } else {
+            self.b.ins().fcvt_to_uint_sat(types::I32, x)
+        };
+        let hi = self.iconst32(max);
+        let w = if to.is_signed() {
+            let lo = self.iconst32(-max - 1);
+            let too_low = self.b.ins().icmp(IntCC::SignedLessThan, w, lo);
+            let w = self.b.ins().select(too_low, lo, w);
+            let too_high = self.b.ins().icmp(IntCC::SignedGreaterThan, w, hi);
+            self.b.ins().select(too_high, hi, w)
+        } else {
+            let too_high = self.b.ins().icmp(IntCC::UnsignedGreaterThan, w, hi);
+            self.b.ins().select(too_high, hi, w)
+        };
+        self.b.ins().ireduce(tt, w)
+    }
+
+    fn imin_max(&mut self, s: ScalarType, max: bool, a: Value, b: Value) -> Value {
+        let cc = match (s.is_signed(), max) {
+            (true, false) => IntCC::SignedLessThan,
+            (false, false) => IntCC::UnsignedLessThan,
+            (true, true) => IntCC::SignedGreaterThan,
+            (false, true) => IntCC::UnsignedGreaterThan,
+        };
+        let c = self.b.ins().icmp(cc, a, b);
+        self.b.ins().select(c, a, b)
+    }
+
+    /// min/max with the IR's NaN rule: one NaN operand gives the other operand.
+    fn fmin_max(&mut self, max: bool, a: Value, b: Value) -> Value {
+        let r = if max {
+            self.b.ins().fmax(a, b)
+        } else {
+            self.b.ins().fmin(a, b)
+        };
+        let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
+        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+        let r = self.b.ins().select(a_nan, b, r);
+        self.b.ins().select(b_nan, a, r)
+    }
+
+    fn math(&mut self, fun: MathFn, s: ScalarType, x: &[Value]) -> R<Value> {
+        if !s.is_float() {
+            return Ok(match fun {
+                MathFn::Abs if s.is_signed() => {
+                    let n = self.b.ins().ineg(x[0]);
+                    let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, x[0], 0);
+                    self.b.ins().select(neg, n, x[0])
+                }
+                MathFn::Abs => x[0],
+                MathFn::Min => self.imin_max(s, false, x[0], x[1]),
+                MathFn::Max => self.imin_max(s, true, x[0], x[1]),
+                MathFn::Clamp => {
+                    let lo = self.imin_max(s, true, x[0], x[1]);
+                    self.imin_max(s, false, lo, x[2])
+                }
+                MathFn::Sign => {
+                    let (one, zero) = (self.int_const(s, 1), self.int_const(s, 0));
+                    let pos = self.b.ins().icmp_imm_s(
+                        if s.is_signed() {
+                            IntCC::SignedGreaterThan
+                        } else {
+                            IntCC::UnsignedGreaterThan
+                        },
+                        x[0],
+                        0,
+                    );
+                    let r = self.b.ins().select(pos, one, zero);
+                    if s.is_signed() {
+                        let m1 = self.int_const(s, u64::MAX);
+                        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, x[0], 0);
+                        self.b.ins().select(neg, m1, r)
+                    } else {
+                        r
+                    }
+                }
+                f => return Err(format!("{} on integers", f.name())),
+            });
+        }
+        let f64_ = s == ScalarType::F64;
+        let fconst = |l: &mut Self, v: f64| {
+            if f64_ {
+                l.b.ins().f64const(v)
+            } else {
+                l.b.ins().f32const(v as f32)
+            }
+        };
+        Ok(match fun {
+            MathFn::Sqrt => self.b.ins().sqrt(x[0]),
+            MathFn::Rsqrt => {
+                let r = self.b.ins().sqrt(x[0]);
+                let one = fconst(self, 1.0);
+                self.b.ins().fdiv(one, r)
+            }
+            MathFn::Abs => self.b.ins().fabs(x[0]),
+            MathFn::Floor => self.b.ins().floor(x[0]),
+            MathFn::Ceil => self.b.ins().ceil(x[0]),
+            MathFn::Trunc => self.b.ins().trunc(x[0]),
+            MathFn::Fract => {
+                let t = self.b.ins().trunc(x[0]);
+                self.b.ins().fsub(x[0], t)
+            }
+            MathFn::Min => self.fmin_max(false, x[0], x[1]),
+            MathFn::Max => self.fmin_max(true, x[0], x[1]),
+            MathFn::Clamp => {
+                let lo = self.fmin_max(true, x[0], x[1]);
+                self.fmin_max(false, lo, x[2])
+            }
+            MathFn::Fma => self.b.ins().fma(x[0], x[1], x[2]),
+            MathFn::Copysign => self.b.ins().fcopysign(x[0], x[1]),
+            MathFn::IsNan => self.b.ins().fcmp(FloatCC::Unordered, x[0], x[0]),
+            MathFn::IsInf => {
+                let a = self.b.ins().fabs(x[0]);
+                let inf = fconst(self, f64::INFINITY);
+                self.b.ins().fcmp(FloatCC::Equal, a, inf)
+            }
+            MathFn::Sign => {
+                let (one, m1, zero) = (fconst(self, 1.0), fconst(self, -1.0), fconst(self, 0.0));
+                let pos = self.b.ins().fcmp(FloatCC::GreaterThan, x[0], zero);
+                let neg = self.b.ins().fcmp(FloatCC::LessThan, x[0], zero);
+                let r = self.b.ins().select(pos, one, x[0]);
+                self.b.ins().select(neg, m1, r)
+            }
+            f => {
+                let name = crate::mathlib::import_name(f, f64_)
+                    .ok_or_else(|| format!("math function {}", f.name()))?;
+                self.call_import(name, x)
+            }
+        })
+    }
+
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        s: ScalarType,
+        addr: Value,
+        v: Value,
+        compare: Option<Value>,
+    ) -> R<Value> {
+        let ty = clty(s);
+        if s == ScalarType::F32 {
+            let vi = self.b.ins().bitcast(types::I32, MemFlagsData::new(), v);
+            let old = match op {
+                AtomicOp::Exchange => {
+                    self.b
+                        .ins()
+                        .atomic_rmw(types::I32, mem_flags(), AtomicRmwOp::Xchg, addr, vi)
+                }
+                AtomicOp::Add => {
+                    let start = self.b.ins().atomic_load(types::I32, mem_flags(), addr);
+                    let (lp, done) = (self.b.create_block(), self.b.create_block());
+                    let cur = self.b.append_block_param(lp, types::I32);
+                    let res = self.b.append_block_param(done, types::I32);
+                    self.b.ins().jump(lp, &[BlockArg::Value(start)]);
+                    self.b.switch_to_block(lp);
+                    let f = self.b.ins().bitcast(types::F32, MemFlagsData::new(), cur);
+                    let sum = self.b.ins().fadd(f, v);
+                    let bits = self.b.ins().bitcast(types::I32, MemFlagsData::new(), sum);
+                    let prev = self.b.ins().atomic_cas(mem_flags(), addr, cur, bits);
+                    let ok = self.b.ins().icmp(IntCC::Equal, prev, cur);
+                    self.b.ins().brif(
+                        ok,
+                        done,
+                        &[BlockArg::Value(prev)],
+                        lp,
+                        &[BlockArg::Value(prev)],
+                    );
+                    self.b.switch_to_block(done);
+                    res
+                }
+                _ => return Err(format!("atomic {op:?} on f32")),
+            };
+            return Ok(self.b.ins().bitcast(types::F32, MemFlagsData::new(), old));
+        }
+        let signed = s.is_signed();
+        let rmw = match op {
+            AtomicOp::Add => AtomicRmwOp::Add,
+            AtomicOp::Sub => AtomicRmwOp::Sub,
+            AtomicOp::Min if signed => AtomicRmwOp::Smin,
+            AtomicOp::Min => AtomicRmwOp::Umin,
+            AtomicOp::Max if signed => AtomicRmwOp::Smax,
+            AtomicOp::Max => AtomicRmwOp::Umax,
+            AtomicOp::And => AtomicRmwOp::And,
+            AtomicOp::Or => AtomicRmwOp::Or,
+            AtomicOp::Xor => AtomicRmwOp::Xor,
+            AtomicOp::Exchange => AtomicRmwOp::Xchg,
+            AtomicOp::CompareExchange => {
+                let c = compare.ok_or("compare-exchange without a compare value")?;
+                return Ok(self.b.ins().atomic_cas(mem_flags(), addr, c, v));
+            }
+        };
+        Ok(self.b.ins().atomic_rmw(ty, mem_flags(), rmw, addr, v))
+    }
+}
+
+/// True if the statement contains a `break` or `continue` that leaves it (not one that
+/// belongs to a loop inside it).
+fn escapes_loop(s: &Stmt) -> bool {
+    match s {
+        Stmt::Break | Stmt::Continue => true,
+        Stmt::If { accept, reject, .. } => {
+            accept.0.iter().any(escapes_loop) || reject.0.iter().any(escapes_loop)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,98 @@
+//! kiln's main demo: a handful of queries on the default device (`KILN_BACKEND` picks another).
+//!
+//! Every answer is printed on its own line starting with `result `; timings go on `time `
+//! lines, so the answers of two backends can be compared with
+//! `diff <(... | grep ^result) <(... | grep ^result)`.
+
+use kiln::prelude::*;
+use std::time::Instant;
+
+fn timed<T>(name: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    let start = Instant::now();
+    let r = f()?;
+    println!("time {name}: {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+    Ok(r)
+}
+
+fn main() -> Result<(), Error> {
+    let ctx = Context::new()?;
+    let dev = ctx.device();
+    println!(
+        "device: {} ({}), {} compute units",
+        dev.name, dev.backend, dev.compute_units
+    );
+
+    let n = 1 << 22;
+    let xs: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 10_007) as f32 * 0.25)
+        .collect();
+    let ys: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let ids: Vec<i32> = (0..n as i32)
+        .map(|i| i.wrapping_mul(2_654_435).rem_euclid(1_000_003) - 500_000)
+        .collect();
+
+    let fused = || {
+        ctx.from(&xs)
+            .map(|x| x * 2.0)
+            .filter(|x| x.gt(1000.0))
+            .map(|x| x + 100.0)
+    };
+    let sum = timed("map-filter-map-sum (first call, compiles)", || {
+        fused().sum()
+    })?;
+    let sum_again = timed("map-filter-map-sum (cached)", || fused().sum())?;
+    println!("result map-filter-map-sum {sum}");
+    println!("result same-answer-twice {}", sum == sum_again);
+
+    let scaled = timed("map to_vec", || {
+        ctx.from(&xs).map(|x| x.mul_add(0.5, 1.0)).to_vec()
+    })?;
+    println!(
+        "result map-to_vec len={} first={} last={}",
+        scaled.len(),
+        scaled[0],
+        scaled[n - 1]
+    );
+
+    let big = timed("filter to_vec", || {
+        ctx.from(&xs).filter(|x| x.gt(1250.0)).to_vec()
+    })?;
+    println!(
+        "result filter-to_vec len={} first={:?} last={:?}",
+        big.len(),
+        big.first(),
+        big.last()
+    );
+
+    let dot = timed("zip dot product", || {
+        ctx.from(&xs)
+            .zip(&ys)
+            .map(|(x, y)| (x * y).cast::<f64>())
+            .sum()
+    })?;
+    println!("result zip-dot {dot}");
+
+    let count = timed("count", || ctx.from(&ids).filter(|v| (v % 3).eq(0)).count())?;
+    println!("result count-multiples-of-3 {count}");
+    let min = timed("min", || ctx.from(&ids).min())?;
+    let max = timed("max", || ctx.from(&ids).max())?;
+    println!("result min {min:?} max {max:?}");
+    let avg = timed("average", || ctx.from(&xs).average())?;
+    println!("result average {avg:?}");
+    let arg = timed("argmax", || ctx.from(&ys).argmax())?;
+    println!("result argmax {arg:?}");
+    let norm = timed("fold (max |x|)", || {
+        ctx.from(&ids).map(|v| v.abs()).fold(0, |a, b| a.max(b))
+    })?;
+    println!("result fold-max-abs {norm}");
+    let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
+    println!("result any-nan {any}");
+
+    println!("\n{}", fused().explain());
+    let stats = ctx.stats();
+    println!(
+        "stats: {} compilations, {} launches",
+        stats.compilations, stats.launches
+    );
+    Ok(())
+}

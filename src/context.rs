@@ -1,0 +1,165 @@
+//! The runtime: [`Context`] owns a device and the kernel cache, and launches kernels.
+
+use crate::error::{Error, Result};
+use kiln_backend::{
+    Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
+};
+use kiln_ir::{kernel_hash, Kernel, KernelHash};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+type CompileResult = std::result::Result<Arc<dyn CompiledKernel>, BackendError>;
+
+/// The in-memory kernel cache: one entry per kernel structure, compiled once even when many
+/// threads ask for it at the same moment (the others wait for the first compile).
+#[derive(Default)]
+pub struct KernelCache {
+    entries: Mutex<HashMap<KernelHash, Arc<(Kernel, OnceLock<CompileResult>)>>>,
+}
+
+impl KernelCache {
+    /// The compiled kernel for `kernel`, compiling it with `compile` on first use. Returns the
+    /// compile error (which is cached like a success: the same kernel fails the same way).
+    fn get_or_compile(
+        &self,
+        kernel: &Kernel,
+        compile: impl FnOnce() -> CompileResult,
+    ) -> CompileResult {
+        let hash = kernel_hash(kernel);
+        let entry = {
+            let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            match map.get(&hash) {
+                Some(e) if e.0 == *kernel => e.clone(),
+                Some(_) => return compile(),
+                None => {
+                    let e = Arc::new((kernel.clone(), OnceLock::new()));
+                    map.insert(hash, e.clone());
+                    e
+                }
+            }
+        };
+        entry.1.get_or_init(compile).clone()
+    }
+
+    /// Number of kernels in the cache.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// True when nothing has been cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Counters of a context's work, for tests and tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Kernels compiled by the backend (cache misses).
+    pub compilations: u64,
+    /// Kernel launches.
+    pub launches: u64,
+}
+
+struct Inner {
+    backend: Arc<dyn Backend>,
+    cache: KernelCache,
+    compilations: AtomicU64,
+    launches: AtomicU64,
+}
+
+/// A device plus its kernel cache. Cheap to clone and shareable between threads.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Context({} on {})",
+            self.device().backend,
+            self.device().name
+        )
+    }
+}
+
+fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
+    match kind {
+        BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
+        other => Err(Error::Backend(BackendError::Unavailable {
+            backend: other,
+            library: format!("the kiln {other} backend"),
+            reason: "this build of kiln includes only the cpu backend".into(),
+        })),
+    }
+}
+
+impl Context {
+    /// Opens the best device present, or the backend `KILN_BACKEND` names
+    /// (`cpu|cuda|opencl|wgpu`). Fails if the named backend is unknown or unavailable; never
+    /// falls back to another backend silently.
+    pub fn new() -> Result<Context> {
+        match std::env::var("KILN_BACKEND") {
+            Ok(name) if !name.trim().is_empty() => {
+                let kind = BackendKind::parse(&name).ok_or(Error::UnknownBackend(name))?;
+                Context::with_backend(kind)
+            }
+            _ => Context::with_backend(BackendKind::Cpu),
+        }
+    }
+
+    /// Opens the given backend's default device; `BackendUnavailable`-style error if absent.
+    pub fn with_backend(kind: BackendKind) -> Result<Context> {
+        let backend = open_backend(kind)?;
+        Ok(Context {
+            inner: Arc::new(Inner {
+                backend,
+                cache: KernelCache::default(),
+                compilations: AtomicU64::new(0),
+                launches: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The device this context runs on.
+    pub fn device(&self) -> &DeviceInfo {
+        self.inner.backend.info()
+    }
+
+    /// Counters of compilations and launches so far.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            compilations: self.inner.compilations.load(Ordering::Relaxed),
+            launches: self.inner.launches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The in-memory kernel cache.
+    pub fn cache(&self) -> &KernelCache {
+        &self.inner.cache
+    }
+
+    /// Validates and compiles `kernel` (or takes it from the cache). Returns IR validation or
+    /// backend compile errors.
+    pub fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
+        kiln_ir::validate(kernel)?;
+        let backend = &self.inner.backend;
+        let r = self.inner.cache.get_or_compile(kernel, || {
+            self.inner.compilations.fetch_add(1, Ordering::Relaxed);
+            backend.compile(kernel)
+        });
+        Ok(r?)
+    }
+
+    /// Compiles (cached) and runs `kernel` over `grid` with `args`, one per parameter, and
+    /// waits for it. Returns validation, compile or launch errors.
+    pub fn launch(&self, kernel: &Kernel, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<()> {
+        let compiled = self.compile(kernel)?;
+        self.inner.launches.fetch_add(1, Ordering::Relaxed);
+        compiled.launch(grid, args)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,47 @@
+//! kiln's error type.
+
+use kiln_backend::{BackendError, BackendKind};
+use kiln_ir::IrError;
+
+/// Everything that can go wrong in kiln. Nothing a user passes makes kiln panic; it returns one
+/// of these.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// Columns zipped together have different lengths.
+    #[error("zip of columns with different lengths: {left} and {right} elements")]
+    LengthMismatch {
+        /// length of the query so far
+        left: usize,
+        /// length of the zipped column
+        right: usize,
+    },
+    /// An input longer than kiln's 32-bit indexing allows.
+    #[error("input of {len} elements is larger than kiln's limit of {max} elements per query")]
+    TooLarge {
+        /// elements given
+        len: usize,
+        /// largest allowed
+        max: usize,
+    },
+    /// A query or kernel uses something kiln does not support (yet), with what to do instead.
+    #[error("unsupported on backend {backend}: {what}")]
+    Unsupported {
+        /// backend the query was planned for
+        backend: BackendKind,
+        /// what is unsupported and what to do instead
+        what: String,
+    },
+    /// `KILN_BACKEND` names no backend.
+    #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu")]
+    UnknownBackend(String),
+    /// The kernel built from a query or by hand is not valid IR.
+    #[error(transparent)]
+    Ir(#[from] IrError),
+    /// The backend failed: unavailable, compile error (with log and source), unsupported
+    /// feature, bad launch or allocation.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// `Result<T, kiln::Error>`.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,48 @@
+//! # kiln: data-parallel Rust, compiled at run time
+//!
+//! Write a query and kiln fuses it into kernels, JIT-compiles them for the device and runs
+//! them:
+//!
+//! ```
+//! use kiln::prelude::*;
+//! let ctx = Context::new()?;
+//! let xs: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
+//! let total = ctx
+//!     .from(&xs)
+//!     .map(|x| x * 2.0)
+//!     .filter(|x| x.gt(1000.0))
+//!     .map(|x| x + 100.0)
+//!     .sum()?;
+//! let expected: f32 = xs.iter().map(|x| x * 2.0).filter(|x| *x > 1000.0).map(|x| x + 100.0).sum();
+//! assert!((total - expected).abs() / expected < 1e-5);
+//! # Ok::<(), kiln::Error>(())
+//! ```
+//!
+//! Closures receive [`Val`]s, typed handles to IR values: arithmetic operators, comparisons
+//! (`gt ge lt le eq ne`), `and/or/not`, [`select`], `cast::<U>()` and math methods build the
+//! kernel, and Rust's type checker types it. The same IR can be built by hand with
+//! [`ir::Kernel::build`] and run with [`Context::launch`].
+//!
+//! The embedded default backend is the CPU (Cranelift JIT + rayon); `KILN_BACKEND` selects
+//! another. Semantics (division by zero, shifts, casts, NaN in min/max, out-of-bounds access)
+//! are the rules written in [`ir`].
+
+mod context;
+mod error;
+mod query;
+mod row;
+
+pub use context::{Context, KernelCache, Stats};
+pub use error::{Error, Result};
+pub use kiln_backend::{
+    BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,
+};
+pub use kiln_ir as ir;
+pub use kiln_ir::{select, Val};
+pub use query::{Query, MAX_LEN};
+pub use row::{IntoRow, Row};
+
+/// The names most programs need: `use kiln::prelude::*;`.
+pub mod prelude {
+    pub use crate::{select, BackendKind, Context, Error, Query, Val};
+}

@@ -1,0 +1,795 @@
+//! Queries: `ctx.from(&xs).map(..).filter(..).sum()`. A chain of element-wise stages is fused
+//! into one element function; the terminal decides the kernels around it:
+//!
+//! * `to_vec` without a filter: one kernel writes every element.
+//! * `to_vec` with a filter: count per group, scan of the counts, ordered scatter (the output
+//!   keeps the input order).
+//! * reductions (`sum`, `fold`, `min`, ...): each group folds its chunk into one partial (four
+//!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
+//!   one work item folds the partials. Extra memory is one value per group.
+//!
+//! Work distribution: each work item owns a contiguous chunk of `CHUNK` elements, which fits the
+//! CPU backend (one tight loop per chunk) and fixes the reduction order for a given input, so
+//! results are the same on every run.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::row::{IntoRow, Row};
+use kiln_backend::{Grid, LaunchArg};
+use kiln_ir::*;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+
+/// Elements per work item.
+const CHUNK: u32 = 16384;
+/// Independent accumulators per work item in reductions.
+const LANES: u32 = 4;
+/// Largest input a query accepts.
+pub const MAX_LEN: usize = i32::MAX as usize;
+
+type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
+type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
+type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+
+enum Stage<'a> {
+    Map(MapFn<'a>),
+    Filter(FilterFn<'a>),
+    Enumerate,
+    Zip(usize),
+}
+
+impl Stage<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Stage::Map(_) => "map",
+            Stage::Filter(_) => "filter",
+            Stage::Enumerate => "enumerate",
+            Stage::Zip(_) => "zip",
+        }
+    }
+}
+
+/// A lazy query over host slices; nothing runs until a terminal (`to_vec`, `sum`, ...).
+pub struct Query<'a, T> {
+    ctx: Context,
+    len: usize,
+    columns: Vec<(&'a [u8], ScalarType)>,
+    base_columns: usize,
+    stages: Vec<Stage<'a>>,
+    error: Option<Error>,
+    _t: PhantomData<fn() -> T>,
+}
+
+fn bytes_of<T: Scalar>(xs: &[T]) -> &[u8] {
+    // SAFETY: kiln scalars are plain numbers (bool is one byte 0/1) without padding.
+    unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
+}
+
+fn bin(op: BinaryOp, a: &AnyVal, b: &AnyVal) -> AnyVal {
+    let ty = if op.is_compare() {
+        Type::Scalar(ScalarType::Bool)
+    } else {
+        a.ty.clone()
+    };
+    expr_dyn(
+        Expr::Binary {
+            op,
+            lhs: a.handle(),
+            rhs: b.handle(),
+        },
+        &[a, b],
+        ty,
+    )
+}
+
+fn math2(fun: MathFn, a: &AnyVal, b: &AnyVal) -> AnyVal {
+    expr_dyn(
+        Expr::Math {
+            fun,
+            args: vec![a.handle(), b.handle()],
+        },
+        &[a, b],
+        a.ty.clone(),
+    )
+}
+
+fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
+    expr_dyn(
+        Expr::Select {
+            cond: c.handle(),
+            accept: a.handle(),
+            reject: b.handle(),
+        },
+        &[c, a, b],
+        a.ty.clone(),
+    )
+}
+
+fn value_bytes(v: u32) -> LaunchArg<'static> {
+    LaunchArg::Value(v.to_le_bytes().to_vec())
+}
+
+fn groups_for(n: usize) -> u32 {
+    (n as u64).div_ceil(CHUNK as u64).max(1) as u32
+}
+
+/// The `[start, end)` chunk of the current work item.
+fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
+    let start = global_id(Axis::X) * chunk;
+    (start, (start + chunk).min(n))
+}
+
+fn words(n: usize, ty: ScalarType) -> Vec<u64> {
+    vec![0u64; (n * ty.size() as usize).div_ceil(8).max(1)]
+}
+
+fn as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u64 storage viewed as bytes.
+    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, w.len() * 8) }
+}
+
+fn as_bytes(w: &[u64]) -> &[u8] {
+    // SAFETY: u64 storage viewed as bytes.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) }
+}
+
+fn as_uninit(w: &mut [u64]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: initialized u64 storage viewed as possibly-uninitialized bytes.
+    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut MaybeUninit<u8>, w.len() * 8) }
+}
+
+fn read_value(w: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
+    let size = ty.size() as usize;
+    let bytes = &as_bytes(w)[i * size..(i + 1) * size];
+    let mut b = [0u8; 8];
+    b[..size].copy_from_slice(bytes);
+    ScalarValue::from_bits(ty, u64::from_le_bytes(b))
+}
+
+impl Context {
+    /// Starts a query over a host slice. Inputs longer than [`MAX_LEN`] make the terminal fail
+    /// with [`Error::TooLarge`].
+    pub fn from<'a, T: Scalar>(&self, xs: &'a [T]) -> Query<'a, T> {
+        Query {
+            ctx: self.clone(),
+            len: xs.len(),
+            columns: vec![(bytes_of(xs), T::TYPE)],
+            base_columns: 1,
+            stages: Vec::new(),
+            error: (xs.len() > MAX_LEN).then_some(Error::TooLarge {
+                len: xs.len(),
+                max: MAX_LEN,
+            }),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<'a, T> Query<'a, T> {
+    fn retype<U>(self) -> Query<'a, U> {
+        Query {
+            ctx: self.ctx,
+            len: self.len,
+            columns: self.columns,
+            base_columns: self.base_columns,
+            stages: self.stages,
+            error: self.error,
+            _t: PhantomData,
+        }
+    }
+
+    fn has_filter(&self) -> bool {
+        self.stages.iter().any(|s| matches!(s, Stage::Filter(_)))
+    }
+
+    fn unsupported(&self, what: &str) -> Error {
+        Error::Unsupported {
+            backend: self.ctx.device().backend,
+            what: what.to_string(),
+        }
+    }
+
+    fn check(&mut self) -> Result<()> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Emits the fused element function for source index `i` and hands each surviving
+    /// element's column values to `sink`.
+    fn element(&self, cols: &[Memory], i: Val<u32>, sink: &mut dyn FnMut(Vec<AnyVal>)) {
+        let vals = (0..self.base_columns)
+            .map(|c| load_dyn(cols[c], i, Type::Scalar(self.columns[c].1)))
+            .collect();
+        self.apply(0, vals, cols, i, sink);
+    }
+
+    fn apply(
+        &self,
+        s: usize,
+        mut vals: Vec<AnyVal>,
+        cols: &[Memory],
+        i: Val<u32>,
+        sink: &mut dyn FnMut(Vec<AnyVal>),
+    ) {
+        match self.stages.get(s) {
+            None => sink(vals),
+            Some(Stage::Map(f)) => self.apply(s + 1, f(vals), cols, i, sink),
+            Some(Stage::Filter(p)) => {
+                let keep = p(vals.clone());
+                if_then(keep, || self.apply(s + 1, vals, cols, i, sink));
+            }
+            Some(Stage::Enumerate) => {
+                vals.insert(0, i.erase());
+                self.apply(s + 1, vals, cols, i, sink)
+            }
+            Some(Stage::Zip(c)) => {
+                vals.push(load_dyn(cols[*c], i, Type::Scalar(self.columns[*c].1)));
+                self.apply(s + 1, vals, cols, i, sink)
+            }
+        }
+    }
+
+    fn declare_inputs(&self, k: &KernelScope) -> Vec<Memory> {
+        self.columns
+            .iter()
+            .enumerate()
+            .map(|(c, (_, t))| k.buffer_dyn(&format!("in{c}"), Type::Scalar(*t), Access::Read))
+            .collect()
+    }
+
+    fn input_args(&self) -> Vec<LaunchArg<'a>> {
+        self.columns
+            .iter()
+            .map(|(b, _)| LaunchArg::Read(b))
+            .collect()
+    }
+
+    /// The two kernels of a reduction with `identity` and the associative `op`.
+    fn reduce_kernels(&self, identity: &[ScalarValue], op: CombineFn<'_>) -> Result<[Kernel; 2]> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let partials = Kernel::build("query_reduce_partials", |k| {
+            let cols = self.declare_inputs(k);
+            let outs: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            let lanes: Vec<Vec<AnyVar>> = (0..LANES)
+                .map(|l| {
+                    identity
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| AnyVar::new(&format!("acc{l}_{j}"), &lit_value(*v)))
+                        .collect()
+                })
+                .collect();
+            let quarter = (end - start) / LANES;
+            for_range(0u32, quarter, |t| {
+                for (l, acc) in lanes.iter().enumerate() {
+                    let i = start + quarter * (l as u32) + t;
+                    self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
+                }
+            });
+            let last = &lanes[LANES as usize - 1];
+            for_range(start + quarter * LANES, end, |i| {
+                self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
+            });
+            let mut total: Vec<AnyVal> = lanes[0].iter().map(|v| v.get()).collect();
+            for lane in &lanes[1..] {
+                total = op(total, lane.iter().map(|v| v.get()).collect());
+            }
+            let g = global_id(Axis::X);
+            for (o, v) in outs.iter().zip(&total) {
+                store_dyn(*o, g, v);
+            }
+        })?;
+        let finish = Kernel::build("query_reduce_final", |k| {
+            let ins: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Read))
+                .collect();
+            let outs: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("result{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let m = k.value::<u32>("m");
+            let acc: Vec<AnyVar> = identity
+                .iter()
+                .enumerate()
+                .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
+                .collect();
+            for_range(0u32, m, |g| {
+                let vals = ins
+                    .iter()
+                    .zip(&types)
+                    .map(|(mem, t)| load_dyn(*mem, g, Type::Scalar(*t)))
+                    .collect();
+                fold_into(&acc, vals, op);
+            });
+            for (o, v) in outs.iter().zip(&acc) {
+                store_dyn(*o, lit(0u32), &v.get());
+            }
+        })?;
+        Ok([partials, finish])
+    }
+
+    /// Runs a reduction of the current rows; returns the result's column constants.
+    fn reduce_values(
+        mut self,
+        identity: Vec<ScalarValue>,
+        op: CombineFn<'_>,
+    ) -> Result<Vec<ScalarValue>> {
+        self.check()?;
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let [partials, finish] = self.reduce_kernels(&identity, op)?;
+        let groups = groups_for(self.len);
+        let mut partial_bufs: Vec<Vec<u64>> =
+            types.iter().map(|t| words(groups as usize, *t)).collect();
+        let mut args = self.input_args();
+        for (b, t) in partial_bufs.iter_mut().zip(&types) {
+            args.push(LaunchArg::ReadWrite(
+                &mut as_bytes_mut(b)[..groups as usize * t.size() as usize],
+            ));
+        }
+        args.push(value_bytes(self.len as u32));
+        args.push(value_bytes(CHUNK));
+        self.ctx
+            .launch(&partials, &Grid::linear(groups, 1), &mut args)?;
+        drop(args);
+        let mut result_bufs: Vec<Vec<u64>> = types.iter().map(|t| words(1, *t)).collect();
+        let mut args: Vec<LaunchArg> = partial_bufs
+            .iter()
+            .zip(&types)
+            .map(|(b, t)| LaunchArg::Read(&as_bytes(b)[..groups as usize * t.size() as usize]))
+            .collect();
+        for (b, t) in result_bufs.iter_mut().zip(&types) {
+            args.push(LaunchArg::Write(&mut as_uninit(b)[..t.size() as usize]));
+        }
+        args.push(value_bytes(groups));
+        self.ctx.launch(&finish, &Grid::linear(1, 1), &mut args)?;
+        Ok(result_bufs
+            .iter()
+            .zip(&types)
+            .map(|(b, t)| read_value(b, 0, *t))
+            .collect())
+    }
+
+    fn map_erased<F: Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>(mut self, f: F) -> Query<'a, ErasedRow> {
+        self.stages.push(Stage::Map(Box::new(f)));
+        self.retype()
+    }
+}
+
+impl<'a, T: Row> Query<'a, T> {
+    /// Number of elements in the source (before any filter).
+    pub fn source_len(&self) -> usize {
+        self.len
+    }
+
+    /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a
+    /// tuple for zipped/enumerated queries) and returns a `Val` or a tuple of them.
+    pub fn map<O: IntoRow, F: Fn(T::Vals) -> O + 'a>(mut self, f: F) -> Query<'a, O::Row> {
+        self.stages.push(Stage::Map(Box::new(move |cols| {
+            let v = T::vals(&mut cols.into_iter());
+            let mut out = Vec::new();
+            f(v).into_handles(&mut out);
+            out
+        })));
+        self.retype()
+    }
+
+    /// Keeps the elements for which `pred` is true, in their input order.
+    pub fn filter<F: Fn(T::Vals) -> Val<bool> + 'a>(mut self, pred: F) -> Query<'a, T> {
+        self.stages.push(Stage::Filter(Box::new(move |cols| {
+            pred(T::vals(&mut cols.into_iter()))
+        })));
+        self
+    }
+
+    /// Pairs every element with its index in the source (`u32`). Must come before any filter.
+    pub fn enumerate(mut self) -> Query<'a, (u32, T)> {
+        if self.has_filter() && self.error.is_none() {
+            self.error = Some(self.unsupported("enumerate after filter (positions in a filtered sequence need a scan); call enumerate before filter to number the source elements"));
+        }
+        self.stages.push(Stage::Enumerate);
+        self.retype()
+    }
+
+    /// Pairs every element with the element of `other` at the same index. Both must have the
+    /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
+    /// filter.
+    pub fn zip<U: Scalar>(mut self, other: &'a [U]) -> Query<'a, (T, U)> {
+        if self.error.is_none() {
+            if other.len() != self.len {
+                self.error = Some(Error::LengthMismatch {
+                    left: self.len,
+                    right: other.len(),
+                });
+            } else if self.has_filter() {
+                self.error =
+                    Some(self.unsupported("zip after filter; zip the columns first, then filter"));
+            }
+        }
+        self.columns.push((bytes_of(other), U::TYPE));
+        self.stages.push(Stage::Zip(self.columns.len() - 1));
+        self.retype()
+    }
+
+    fn out_types() -> Vec<ScalarType> {
+        let mut t = Vec::new();
+        T::column_types(&mut t);
+        t
+    }
+
+    /// The kernel writing every element (no filter in the chain).
+    fn map_kernel(&self) -> Result<Kernel> {
+        Ok(Kernel::build("query_map", |k| {
+            let cols = self.declare_inputs(k);
+            let outs: Vec<Memory> = Self::out_types()
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |vals| {
+                    for (o, v) in outs.iter().zip(&vals) {
+                        store_dyn(*o, i, v);
+                    }
+                })
+            });
+        })?)
+    }
+
+    /// The three kernels of an ordered filter: count per chunk, scan of counts, scatter.
+    fn filter_kernels(&self) -> Result<[Kernel; 3]> {
+        let count = Kernel::build("query_filter_count", |k| {
+            let cols = self.declare_inputs(k);
+            let counts = k.buffer::<u32>("counts", Access::Write);
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            let c = Var::new("count", 0u32);
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |_| c.set(c.get() + 1u32))
+            });
+            counts.store(global_id(Axis::X), c.get());
+        })?;
+        let scan = Kernel::build("query_filter_scan", |k| {
+            let counts = k.buffer::<u32>("counts", Access::Read);
+            let offsets = k.buffer::<u32>("offsets", Access::Write);
+            let total = k.buffer::<u32>("total", Access::Write);
+            let acc = Var::new("acc", 0u32);
+            for_range(0u32, counts.len(), |g| {
+                offsets.store(g, acc.get());
+                acc.set(acc.get() + counts.load(g));
+            });
+            total.store(0u32, acc.get());
+        })?;
+        let scatter = Kernel::build("query_filter_scatter", |k| {
+            let cols = self.declare_inputs(k);
+            let offsets = k.buffer::<u32>("offsets", Access::Read);
+            let outs: Vec<Memory> = Self::out_types()
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            let pos = Var::new("pos", offsets.load(global_id(Axis::X)));
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |vals| {
+                    let p = pos.get();
+                    for (o, v) in outs.iter().zip(&vals) {
+                        store_dyn(*o, p, v);
+                    }
+                    pos.set(p + 1u32);
+                })
+            });
+        })?;
+        Ok([count, scan, scatter])
+    }
+
+    /// Folds all elements with the associative `op`, starting from `identity` (which must be
+    /// an identity of `op`). Groups of elements are folded in parallel and the partial results
+    /// folded in input order, so `op` need not be commutative; the result is the same on
+    /// every run.
+    pub fn fold<O, F>(self, identity: T, op: F) -> Result<T>
+    where
+        O: IntoRow<Row = T>,
+        F: Fn(T::Vals, T::Vals) -> O,
+    {
+        let mut id = Vec::new();
+        identity.to_values(&mut id);
+        let combine = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let (a, b) = (T::vals(&mut a.into_iter()), T::vals(&mut b.into_iter()));
+            let mut out = Vec::new();
+            op(a, b).into_handles(&mut out);
+            out
+        };
+        let vals = self.reduce_values(id, &combine)?;
+        Ok(T::from_values(&mut vals.into_iter()))
+    }
+
+    /// Collects the elements into a `Vec`, in input order.
+    pub fn to_vec(mut self) -> Result<Vec<T>> {
+        self.check()?;
+        let types = Self::out_types();
+        let n = self.len;
+        if !self.has_filter() {
+            let kernel = self.map_kernel()?;
+            let groups = groups_for(n);
+            return T::collect(n, &mut |outs| {
+                let mut args = self.input_args();
+                for (o, t) in outs.iter_mut().zip(&types) {
+                    args.push(LaunchArg::Write(&mut o[..n * t.size() as usize]));
+                }
+                args.push(value_bytes(n as u32));
+                args.push(value_bytes(CHUNK));
+                self.ctx
+                    .launch(&kernel, &Grid::linear(groups, 1), &mut args)?;
+                Ok(n)
+            });
+        }
+        let [count, scan, scatter] = self.filter_kernels()?;
+        let groups = groups_for(n);
+        let mut counts = vec![0u32; groups as usize];
+        let mut args = self.input_args();
+        args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
+        args.push(value_bytes(n as u32));
+        args.push(value_bytes(CHUNK));
+        self.ctx
+            .launch(&count, &Grid::linear(groups, 1), &mut args)?;
+        drop(args);
+        let mut offsets = vec![0u32; groups as usize];
+        let mut total = [0u32; 1];
+        let mut args = vec![
+            LaunchArg::Read(u32_bytes(&counts)),
+            LaunchArg::ReadWrite(u32_bytes_mut(&mut offsets)),
+            LaunchArg::ReadWrite(u32_bytes_mut(&mut total)),
+        ];
+        self.ctx.launch(&scan, &Grid::linear(1, 1), &mut args)?;
+        drop(args);
+        let selected = total[0] as usize;
+        T::collect(selected, &mut |outs| {
+            let mut args = self.input_args();
+            args.push(LaunchArg::Read(u32_bytes(&offsets)));
+            for (o, t) in outs.iter_mut().zip(&types) {
+                args.push(LaunchArg::Write(&mut o[..selected * t.size() as usize]));
+            }
+            args.push(value_bytes(n as u32));
+            args.push(value_bytes(CHUNK));
+            self.ctx
+                .launch(&scatter, &Grid::linear(groups, 1), &mut args)?;
+            Ok(selected)
+        })
+    }
+
+    /// Number of elements (after filters).
+    pub fn count(self) -> Result<usize> {
+        let q = self.map_erased(|_| vec![lit_value(ScalarValue::U32(1))]);
+        let v = q.reduce_values(vec![ScalarValue::U32(0)], &|a, b| {
+            vec![bin(BinaryOp::Add, &a[0], &b[0])]
+        })?;
+        Ok(v[0].to_bits() as usize)
+    }
+
+    /// True if `pred` holds for some element (false when empty).
+    pub fn any<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
+        let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
+        let v = q.reduce_values(vec![ScalarValue::Bool(false)], &|a, b| {
+            vec![bin(BinaryOp::Or, &a[0], &b[0])]
+        })?;
+        Ok(v[0] == ScalarValue::Bool(true))
+    }
+
+    /// True if `pred` holds for every element (true when empty).
+    pub fn all<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
+        let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
+        let v = q.reduce_values(vec![ScalarValue::Bool(true)], &|a, b| {
+            vec![bin(BinaryOp::And, &a[0], &b[0])]
+        })?;
+        Ok(v[0] == ScalarValue::Bool(true))
+    }
+
+    /// The fused plan and the IR of its kernels, as `to_vec` would run them.
+    pub fn explain(&self) -> String {
+        let mut s = format!(
+            "plan on {} ({}):\n  source: {} element(s), column types [",
+            self.ctx.device().backend,
+            self.ctx.device().name,
+            self.len
+        );
+        s += &self.columns[..self.base_columns]
+            .iter()
+            .map(|c| c.1.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        s += "]\n  fused stages: ";
+        s += &self
+            .stages
+            .iter()
+            .map(|st| st.name())
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        let kernels = if self.has_filter() {
+            self.filter_kernels().map(|k| k.to_vec())
+        } else {
+            self.map_kernel().map(|k| vec![k])
+        };
+        match kernels {
+            Ok(ks) => {
+                s += &format!(
+                    "\n  to_vec runs {} kernel(s): {}\n",
+                    ks.len(),
+                    ks.iter()
+                        .map(|k| k.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                s += "  a terminal reduction runs 2 kernels (query_reduce_partials, query_reduce_final) around the same element function\n";
+                for k in ks {
+                    s += &format!("\n{}", print_kernel(&k));
+                }
+            }
+            Err(e) => s += &format!("\n  cannot build kernels: {e}\n"),
+        }
+        s
+    }
+}
+
+fn fold_into(acc: &[AnyVar], vals: Vec<AnyVal>, op: CombineFn<'_>) {
+    let cur = acc.iter().map(|v| v.get()).collect();
+    for (a, v) in acc.iter().zip(op(cur, vals)) {
+        a.set(&v);
+    }
+}
+
+fn u32_bytes(v: &[u32]) -> &[u8] {
+    bytes_of(v)
+}
+
+fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
+    // SAFETY: u32 storage viewed as bytes.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// A row whose columns are known only at run time (internal terminals).
+#[derive(Clone, Copy)]
+struct ErasedRow;
+
+impl<'a, T: Scalar + Numeric> Query<'a, T> {
+    /// Sum of the elements (wrapping for integers; 0 when empty).
+    pub fn sum(self) -> Result<T> {
+        let v = self.reduce_values(vec![ScalarValue::zero(T::TYPE)], &|a, b| {
+            vec![bin(BinaryOp::Add, &a[0], &b[0])]
+        })?;
+        Ok(T::from_bits(v[0].to_bits()))
+    }
+
+    /// Product of the elements (wrapping for integers; 1 when empty).
+    pub fn product(self) -> Result<T> {
+        let one = ScalarValue::from_bits(
+            T::TYPE,
+            match T::TYPE {
+                ScalarType::F32 => 1f32.to_bits() as u64,
+                ScalarType::F64 => 1f64.to_bits(),
+                _ => 1,
+            },
+        );
+        let v = self.reduce_values(vec![one], &|a, b| vec![bin(BinaryOp::Mul, &a[0], &b[0])])?;
+        Ok(T::from_bits(v[0].to_bits()))
+    }
+
+    fn min_max(self, max: bool) -> Result<Option<T>> {
+        let identity = match T::TYPE {
+            ScalarType::F32 => ScalarValue::F32(f32::NAN),
+            ScalarType::F64 => ScalarValue::F64(f64::NAN),
+            t if max => ScalarValue::from_bits(
+                t,
+                if t.is_signed() {
+                    1u64 << (t.bits() - 1)
+                } else {
+                    0
+                },
+            ),
+            t => ScalarValue::from_bits(
+                t,
+                if t.is_signed() {
+                    (1u64 << (t.bits() - 1)) - 1
+                } else {
+                    u64::MAX
+                },
+            ),
+        };
+        let fun = if max { MathFn::Max } else { MathFn::Min };
+        let q = self.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
+        let v = q.reduce_values(vec![identity, ScalarValue::U32(0)], &|a, b| {
+            vec![math2(fun, &a[0], &b[0]), bin(BinaryOp::Add, &a[1], &b[1])]
+        })?;
+        Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
+    }
+
+    /// Smallest element (`None` when empty). NaN is skipped unless every element is NaN.
+    pub fn min(self) -> Result<Option<T>> {
+        self.min_max(false)
+    }
+
+    /// Largest element (`None` when empty). NaN is skipped unless every element is NaN.
+    pub fn max(self) -> Result<Option<T>> {
+        self.min_max(true)
+    }
+
+    /// Arithmetic mean in `f64` (`None` when empty).
+    pub fn average(self) -> Result<Option<f64>> {
+        let q = self.map_erased(|c| {
+            let x = expr_dyn(
+                Expr::Cast {
+                    arg: c[0].handle(),
+                    to: ScalarType::F64,
+                },
+                &[&c[0]],
+                Type::Scalar(ScalarType::F64),
+            );
+            vec![x, lit_value(ScalarValue::U32(1))]
+        });
+        let v = q.reduce_values(vec![ScalarValue::F64(0.0), ScalarValue::U32(0)], &|a, b| {
+            vec![
+                bin(BinaryOp::Add, &a[0], &b[0]),
+                bin(BinaryOp::Add, &a[1], &b[1]),
+            ]
+        })?;
+        let n = v[1].to_bits();
+        Ok((n != 0).then(|| f64::from_bits(v[0].to_bits()) / n as f64))
+    }
+
+    fn arg_best(self, max: bool) -> Result<Option<usize>> {
+        if self.has_filter() {
+            return Err(self.unsupported("argmin/argmax after filter (positions in a filtered sequence need a scan); use enumerate() before filter and fold"));
+        }
+        let mut q = self.map_erased(|c| c);
+        q.stages.push(Stage::Enumerate);
+        let none = ScalarValue::U32(u32::MAX);
+        let better = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let (ai, av, bi, bv) = (
+                a[0].typed::<u32>(),
+                a[1].typed::<T>(),
+                b[0].typed::<u32>(),
+                b[1].typed::<T>(),
+            );
+            let a_none = ai.eq(u32::MAX);
+            let b_some = bi.ne(u32::MAX);
+            let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
+            let strictly = if max { bv.gt(av) } else { bv.lt(av) };
+            let earlier = bi.lt(ai);
+            let tie = bv.eq(av).and(earlier);
+            let nan_rule = a_nan.and(b_nan.not()).or(a_nan.and(b_nan).and(earlier));
+            let take_b = a_none.or(b_some.and(strictly.or(tie).or(nan_rule)));
+            let c = take_b.erase();
+            vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
+        };
+        let v = q.reduce_values(vec![none, ScalarValue::zero(T::TYPE)], &better)?;
+        let i = v[0].to_bits() as u32;
+        Ok((i != u32::MAX).then_some(i as usize))
+    }
+
+    /// Index of the first smallest element (`None` when empty; NaN counts as largest).
+    pub fn argmin(self) -> Result<Option<usize>> {
+        self.arg_best(false)
+    }
+
+    /// Index of the first largest element (`None` when empty; NaN counts as smallest).
+    pub fn argmax(self) -> Result<Option<usize>> {
+        self.arg_best(true)
+    }
+}

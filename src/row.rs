@@ -1,0 +1,184 @@
+//! Rows: the element types a query carries. A scalar is a row of one column; a tuple of rows is
+//! a row of their columns side by side (struct-of-arrays on the device).
+
+use kiln_ir::{AnyVal, Scalar, ScalarType, ScalarValue, Val};
+use std::mem::MaybeUninit;
+
+/// A query element type: a kiln scalar or a tuple of rows.
+pub trait Row: Copy + Send + Sync + 'static {
+    /// The element as IR values inside closures: `Val<T>` or a tuple of them.
+    type Vals: Copy;
+    /// Number of scalar columns.
+    fn width() -> usize;
+    /// Appends the column types.
+    fn column_types(out: &mut Vec<ScalarType>);
+    /// Builds the IR view of the element from its column values.
+    fn vals(cols: &mut dyn Iterator<Item = AnyVal>) -> Self::Vals;
+    /// Appends the column values of an IR view.
+    fn handles(v: Self::Vals, out: &mut Vec<AnyVal>);
+    /// Appends the element's column constants.
+    fn to_values(self, out: &mut Vec<ScalarValue>);
+    /// Rebuilds an element from column constants.
+    fn from_values(vals: &mut dyn Iterator<Item = ScalarValue>) -> Self;
+    /// Element `i` of column buffers holding this row's columns.
+    fn read(cols: &[&[u8]], i: usize) -> Self;
+    /// Allocates room for `n` elements, lets `fill` write the columns (one byte buffer per
+    /// column) and return how many elements it wrote, and returns them.
+    fn collect(
+        n: usize,
+        fill: &mut dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize>,
+    ) -> crate::Result<Vec<Self>> {
+        let types = {
+            let mut t = Vec::new();
+            Self::column_types(&mut t);
+            t
+        };
+        let mut bufs: Vec<Vec<MaybeUninit<u64>>> = types
+            .iter()
+            .map(|t| vec![MaybeUninit::uninit(); (n * t.size() as usize).div_ceil(8)])
+            .collect();
+        let mut views: Vec<&mut [MaybeUninit<u8>]> = bufs
+            .iter_mut()
+            .zip(&types)
+            .map(|(b, t)| {
+                let len = n * t.size() as usize;
+                // SAFETY: a u64 buffer viewed as bytes, within its length.
+                unsafe {
+                    std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut MaybeUninit<u8>, len)
+                }
+            })
+            .collect();
+        let count = fill(&mut views)?.min(n);
+        let cols: Vec<&[u8]> = bufs
+            .iter()
+            .zip(&types)
+            .map(|(b, t)| {
+                // SAFETY: the kernel wrote the first `count` elements of every column.
+                unsafe {
+                    std::slice::from_raw_parts(b.as_ptr() as *const u8, count * t.size() as usize)
+                }
+            })
+            .collect();
+        Ok((0..count).map(|i| Self::read(&cols, i)).collect())
+    }
+}
+
+macro_rules! scalar_row {
+    ($($t:ty),*) => {$(
+impl Row for $t {
+    type Vals = Val<$t>;
+    fn width() -> usize {
+        1
+    }
+    fn column_types(out: &mut Vec<ScalarType>) {
+        out.push(<$t as Scalar>::TYPE);
+    }
+    fn vals(cols: &mut dyn Iterator<Item = AnyVal>) -> Val<$t> {
+        match cols.next() {
+            Some(v) => v.typed::<$t>(),
+            None => kiln_ir::lit_value(ScalarValue::zero(<$t as Scalar>::TYPE)).typed::<$t>(),
+        }
+    }
+    fn handles(v: Val<$t>, out: &mut Vec<AnyVal>) {
+        out.push(v.erase());
+    }
+    fn to_values(self, out: &mut Vec<ScalarValue>) {
+        out.push(self.to_value());
+    }
+    fn from_values(vals: &mut dyn Iterator<Item = ScalarValue>) -> $t {
+        <$t as Scalar>::from_bits(vals.next().map(|v| v.to_bits()).unwrap_or(0))
+    }
+    fn read(cols: &[&[u8]], i: usize) -> $t {
+        let size = <$t as Scalar>::TYPE.size() as usize;
+        let mut bits = [0u8; 8];
+        bits[..size].copy_from_slice(&cols[0][i * size..(i + 1) * size]);
+        <$t as Scalar>::from_bits(u64::from_le_bytes(bits))
+    }
+    fn collect(n: usize, fill: &mut dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize>) -> crate::Result<Vec<$t>> {
+        let mut out: Vec<$t> = Vec::with_capacity(n);
+        let spare = out.spare_capacity_mut();
+        // SAFETY: the spare capacity of a Vec<$t> viewed as bytes, within its length.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr() as *mut MaybeUninit<u8>, n * std::mem::size_of::<$t>()) };
+        let count = fill(&mut [bytes])?.min(n);
+        // SAFETY: the kernel wrote the first `count` elements with valid values.
+        unsafe { out.set_len(count) };
+        Ok(out)
+    }
+}
+    )*};
+}
+scalar_row!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+
+macro_rules! tuple_row {
+    ($($name:ident),+) => {
+        impl<$($name: Row),+> Row for ($($name,)+) {
+            type Vals = ($($name::Vals,)+);
+            fn width() -> usize {
+                0 $(+ $name::width())+
+            }
+            fn column_types(out: &mut Vec<ScalarType>) {
+                $($name::column_types(out);)+
+            }
+            fn vals(cols: &mut dyn Iterator<Item = AnyVal>) -> Self::Vals {
+                ($($name::vals(cols),)+)
+            }
+            #[allow(non_snake_case)]
+            fn handles(v: Self::Vals, out: &mut Vec<AnyVal>) {
+                let ($($name,)+) = v;
+                $(<$name as Row>::handles($name, out);)+
+            }
+            #[allow(non_snake_case)]
+            fn to_values(self, out: &mut Vec<ScalarValue>) {
+                let ($($name,)+) = self;
+                $($name.to_values(out);)+
+            }
+            fn from_values(vals: &mut dyn Iterator<Item = ScalarValue>) -> Self {
+                ($($name::from_values(vals),)+)
+            }
+            #[allow(unused_assignments)]
+            fn read(cols: &[&[u8]], i: usize) -> Self {
+                let mut at = 0;
+                ($({
+                    let w = $name::width();
+                    let v = $name::read(&cols[at..at + w], i);
+                    at += w;
+                    v
+                },)+)
+            }
+        }
+    };
+}
+tuple_row!(A, B);
+tuple_row!(A, B, C);
+tuple_row!(A, B, C, D);
+
+/// What a `map` closure may return: a `Val<T>` or a tuple of them.
+pub trait IntoRow {
+    /// The row type of the result.
+    type Row: Row;
+    /// Appends the column values.
+    fn into_handles(self, out: &mut Vec<AnyVal>);
+}
+
+impl<T: Scalar + Row> IntoRow for Val<T> {
+    type Row = T;
+    fn into_handles(self, out: &mut Vec<AnyVal>) {
+        out.push(self.erase());
+    }
+}
+
+macro_rules! tuple_into_row {
+    ($($name:ident),+) => {
+        impl<$($name: IntoRow),+> IntoRow for ($($name,)+) {
+            type Row = ($($name::Row,)+);
+            #[allow(non_snake_case)]
+            fn into_handles(self, out: &mut Vec<AnyVal>) {
+                let ($($name,)+) = self;
+                $($name.into_handles(out);)+
+            }
+        }
+    };
+}
+tuple_into_row!(A, B);
+tuple_into_row!(A, B, C);
+tuple_into_row!(A, B, C, D);
