@@ -4,7 +4,7 @@
 //! over a [`Grid`] with [`LaunchArg`]s. The query layer and the runtime talk to backends only
 //! through [`Backend`], so adding a backend touches nothing else.
 
-use kiln_ir::Kernel;
+use kiln_ir::{IrType, Kernel};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
@@ -130,7 +130,33 @@ pub enum LaunchArg<'a> {
     Value(Vec<u8>),
 }
 
-impl LaunchArg<'_> {
+impl<'a> LaunchArg<'a> {
+    /// A read-only buffer argument over a slice of kiln values.
+    pub fn read<T: IrType>(xs: &'a [T]) -> LaunchArg<'a> {
+        // SAFETY: IrType values are plain data without padding (scalars, `Vector`, IrStruct).
+        LaunchArg::Read(unsafe {
+            std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs))
+        })
+    }
+
+    /// A read-write buffer argument over a slice of kiln values.
+    pub fn read_write<T: IrType>(xs: &'a mut [T]) -> LaunchArg<'a> {
+        let len = std::mem::size_of_val(xs);
+        // SAFETY: as in `read`; kernels store only valid values of the element type.
+        LaunchArg::ReadWrite(unsafe {
+            std::slice::from_raw_parts_mut(xs.as_mut_ptr() as *mut u8, len)
+        })
+    }
+
+    /// A value argument.
+    pub fn value<T: IrType>(v: T) -> LaunchArg<'a> {
+        // SAFETY: as in `read`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(&v as *const T as *const u8, std::mem::size_of::<T>())
+        };
+        LaunchArg::Value(bytes.to_vec())
+    }
+
     /// Length in bytes.
     pub fn byte_len(&self) -> usize {
         match self {

@@ -79,7 +79,8 @@ impl<T: Numeric, const N: usize> Arith for Vector<T, N> {}
 /// Implemented by plain `#[repr(C)]` structs usable as kernel values and buffer elements.
 ///
 /// # Safety
-/// `ir_type` must describe the Rust struct's exact layout (field types and order, `repr(C)`).
+/// `struct_type` must describe the Rust struct's exact layout (`#[repr(C)]`, same field types
+/// in the same order) and the struct must have no padding bytes.
 pub unsafe trait IrStruct: Copy + 'static {
     /// The struct type.
     fn struct_type() -> StructType;
@@ -1369,4 +1370,9 @@ impl<R: IrType> DeviceFn<R> {
             &raws,
         )
     }
+}
+
+/// Flattened index of the work item inside its group.
+pub fn local_index() -> Val<u32> {
+    builtin(Builtin::LocalIndex)
 }
