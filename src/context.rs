@@ -10,15 +10,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 type CompileResult = std::result::Result<Arc<dyn CompiledKernel>, BackendError>;
+/// One cache entry: the kernel (to rule out hash collisions) and its compile result.
+type CacheEntry = Arc<(Kernel, OnceLock<CompileResult>)>;
 
 /// The in-memory kernel cache: one entry per kernel structure, compiled once even when many
 /// threads ask for it at the same moment (the others wait for the first compile).
 #[derive(Default)]
 pub struct KernelCache {
-    entries: Mutex<HashMap<KernelHash, Arc<(Kernel, OnceLock<CompileResult>)>>>,
+    entries: Mutex<HashMap<KernelHash, CacheEntry>>,
 }
 
 impl KernelCache {
+    /// The cached result for `kernel`, if it was compiled (or failed to compile) before.
+    fn lookup(&self, kernel: &Kernel) -> Option<CompileResult> {
+        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map.get(&kernel_hash(kernel))?;
+        if entry.0 == *kernel {
+            entry.1.get().cloned()
+        } else {
+            None
+        }
+    }
+
     /// The compiled kernel for `kernel`, compiling it with `compile` on first use. Returns the
     /// compile error (which is cached like a success: the same kernel fails the same way).
     fn get_or_compile(
@@ -60,6 +73,8 @@ pub struct Stats {
     pub compilations: u64,
     /// Kernel launches.
     pub launches: u64,
+    /// Time spent in backend compiles, in nanoseconds.
+    pub compile_nanos: u64,
 }
 
 struct Inner {
@@ -67,6 +82,7 @@ struct Inner {
     cache: KernelCache,
     compilations: AtomicU64,
     launches: AtomicU64,
+    compile_nanos: AtomicU64,
 }
 
 /// A device plus its kernel cache. Cheap to clone and shareable between threads.
@@ -120,6 +136,7 @@ impl Context {
                 cache: KernelCache::default(),
                 compilations: AtomicU64::new(0),
                 launches: AtomicU64::new(0),
+                compile_nanos: AtomicU64::new(0),
             }),
         })
     }
@@ -129,11 +146,12 @@ impl Context {
         self.inner.backend.info()
     }
 
-    /// Counters of compilations and launches so far.
+    /// Counters of compilations, launches and compile time so far.
     pub fn stats(&self) -> Stats {
         Stats {
             compilations: self.inner.compilations.load(Ordering::Relaxed),
             launches: self.inner.launches.load(Ordering::Relaxed),
+            compile_nanos: self.inner.compile_nanos.load(Ordering::Relaxed),
         }
     }
 
@@ -145,11 +163,19 @@ impl Context {
     /// Validates and compiles `kernel` (or takes it from the cache). Returns IR validation or
     /// backend compile errors.
     pub fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
+        if let Some(hit) = self.inner.cache.lookup(kernel) {
+            return Ok(hit?);
+        }
         kiln_ir::validate(kernel)?;
         let backend = &self.inner.backend;
         let r = self.inner.cache.get_or_compile(kernel, || {
             self.inner.compilations.fetch_add(1, Ordering::Relaxed);
-            backend.compile(kernel)
+            let start = std::time::Instant::now();
+            let r = backend.compile(kernel);
+            self.inner
+                .compile_nanos
+                .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            r
         });
         Ok(r?)
     }

@@ -4,6 +4,9 @@
 use kiln_ir::{AnyVal, Scalar, ScalarType, ScalarValue, Val};
 use std::mem::MaybeUninit;
 
+/// Writes the output columns (one byte buffer each) and returns how many elements it wrote.
+pub type FillColumns<'f> = dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize> + 'f;
+
 /// A query element type: a kiln scalar or a tuple of rows.
 pub trait Row: Copy + Send + Sync + 'static {
     /// The element as IR values inside closures: `Val<T>` or a tuple of them.
@@ -26,7 +29,7 @@ pub trait Row: Copy + Send + Sync + 'static {
     /// column) and return how many elements it wrote, and returns them.
     fn collect(
         n: usize,
-        fill: &mut dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize>,
+        fill: &mut FillColumns<'_>,
     ) -> crate::Result<Vec<Self>> {
         let types = {
             let mut t = Vec::new();
@@ -94,7 +97,7 @@ impl Row for $t {
         bits[..size].copy_from_slice(&cols[0][i * size..(i + 1) * size]);
         <$t as Scalar>::from_bits(u64::from_le_bytes(bits))
     }
-    fn collect(n: usize, fill: &mut dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize>) -> crate::Result<Vec<$t>> {
+    fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<$t>> {
         let mut out: Vec<$t> = Vec::with_capacity(n);
         let spare = out.spare_capacity_mut();
         // SAFETY: the spare capacity of a Vec<$t> viewed as bytes, within its length.

@@ -140,7 +140,7 @@ impl Backend for CpuBackend {
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, kernel, &mut jit.module, &jit.math).map_err(|m| compile_err(m))?
+            Lowerer::lower(b, kernel, &mut jit.module, &jit.math).map_err(&compile_err)?
         };
         jit.module
             .define_function(id, &mut ctx)
@@ -304,8 +304,11 @@ impl CompiledKernel for CpuKernel {
         let run_group = |g: u64| {
             SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
-                scratch.clear();
-                scratch.resize(scratch_words as usize, 0);
+                if scratch.len() < scratch_words as usize {
+                    scratch.resize(scratch_words as usize, 0);
+                }
+                scratch[..shared_total as usize].fill(0);
+                scratch[(shared_total + sink_words) as usize..scratch_words as usize].fill(0);
                 let mut f = frame.clone();
                 let gx = g % grid.groups[0] as u64;
                 let gy = (g / grid.groups[0] as u64) % grid.groups[1] as u64;
@@ -313,6 +316,7 @@ impl CompiledKernel for CpuKernel {
                 f[SLOT_GROUP_ID] = gx;
                 f[SLOT_GROUP_ID + 1] = gy;
                 f[SLOT_GROUP_ID + 2] = gz;
+                // Shared and private memory start zeroed in every group; the sink is never read.
                 let base = scratch.as_mut_ptr() as u64;
                 let mut off = 0u64;
                 for (j, (len, words)) in shared_words.iter().enumerate() {

@@ -394,8 +394,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         self.item = Some(item);
-        for a in 0..3 {
-            self.lid[a] = self.b.use_var(lvars[a]);
+        for (lid, var) in self.lid.iter_mut().zip(lvars) {
+            *lid = self.b.use_var(var);
         }
         if self.barrier_mode {
             let base = self.private_base();

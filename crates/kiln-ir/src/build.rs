@@ -214,7 +214,7 @@ fn new_fn(params: Vec<Param>, result: Option<Type>) -> FnState {
 /// Checks that every operand belongs to the function being built; records an error otherwise.
 fn owned(k: &mut KernelState, deps: &[Raw]) -> bool {
     let id = k.fns.last().map(|f| f.id);
-    if deps.iter().any(|d| *d == POISON) {
+    if deps.contains(&POISON) {
         return false;
     }
     if deps.iter().any(|d| Some(d.owner) != id) {
@@ -430,7 +430,8 @@ impl Val<bool> {
     pub fn or(self, rhs: impl IntoVal<bool>) -> Val<bool> {
         self | rhs.into_val()
     }
-    /// Logical not.
+    /// Logical not (the same as `!self`, spelled as a method for query chains).
+    #[allow(clippy::should_implement_trait)]
     pub fn not(self) -> Val<bool> {
         !self
     }
