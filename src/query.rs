@@ -8,9 +8,10 @@
 //!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
 //!   one work item folds the partials. Extra memory is one value per group.
 //!
-//! Work distribution: each work item owns a contiguous chunk of `CHUNK` elements, which fits the
-//! CPU backend (one tight loop per chunk) and fixes the reduction order for a given input, so
-//! results are the same on every run.
+//! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
+//! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
+//! fits the CPU backend (one tight loop per chunk) and fixes the reduction order for a given
+//! input, so results are the same on every run.
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -428,7 +429,8 @@ impl<'a, T: Row> Query<'a, T> {
         t
     }
 
-    /// The kernel writing every element (no filter in the chain).
+    /// The kernel writing every element (no filter in the chain): one element per work item,
+    /// so backends can spread (and the CPU backend vectorize) across work items.
     fn map_kernel(&self) -> Result<Kernel> {
         Ok(Kernel::build("query_map", |k| {
             let cols = self.declare_inputs(k);
@@ -438,9 +440,8 @@ impl<'a, T: Row> Query<'a, T> {
                 .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
                 .collect();
             let n = k.value::<u32>("n");
-            let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
-            for_range(start, end, |i| {
+            let i = global_id(Axis::X);
+            if_then(i.lt(n), || {
                 self.element(&cols, i, &mut |vals| {
                     for (o, v) in outs.iter().zip(&vals) {
                         store_dyn(*o, i, v);
@@ -535,9 +536,8 @@ impl<'a, T: Row> Query<'a, T> {
                     args.push(LaunchArg::Write(&mut o[..n * t.size() as usize]));
                 }
                 args.push(value_bytes(n as u32));
-                args.push(value_bytes(CHUNK));
                 self.ctx
-                    .launch(&kernel, &Grid::linear(groups, 1), &mut args)?;
+                    .launch(&kernel, &Grid::linear(groups, CHUNK), &mut args)?;
                 Ok(n)
             });
         }

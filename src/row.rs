@@ -27,10 +27,7 @@ pub trait Row: Copy + Send + Sync + 'static {
     fn read(cols: &[&[u8]], i: usize) -> Self;
     /// Allocates room for `n` elements, lets `fill` write the columns (one byte buffer per
     /// column) and return how many elements it wrote, and returns them.
-    fn collect(
-        n: usize,
-        fill: &mut FillColumns<'_>,
-    ) -> crate::Result<Vec<Self>> {
+    fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<Self>> {
         let types = {
             let mut t = Vec::new();
             Self::column_types(&mut t);

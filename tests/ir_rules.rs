@@ -890,3 +890,105 @@ fn bad_launches_are_typed_errors_not_panics() {
     .unwrap();
     assert_eq!(b, a, "the context keeps working after errors");
 }
+
+/// Bodies the CPU backend runs four work items at a time (32-bit values, straight-line code
+/// with ifs): varying if/else with stores, return inside a varying if, gathers, contiguous
+/// and uniform-index stores, partial quads at the end of each group. Checked against a plain
+/// per-item loop.
+#[test]
+fn element_wise_bodies_give_per_item_results() {
+    let n = 1003u32;
+    let k = Kernel::build("lanes", |k| {
+        let x = k.buffer::<f32>("x", Access::Read);
+        let ids = k.buffer::<i32>("ids", Access::Read);
+        let out = k.buffer::<f32>("out", Access::ReadWrite);
+        let tags = k.buffer::<u32>("tags", Access::ReadWrite);
+        let last = k.buffer::<u32>("last", Access::ReadWrite);
+        let i = global_id(Axis::X);
+        if_then(i.ge(x.len()), return_);
+        let v = x.load(i);
+        let gathered = x.load((i * 7u32) % x.len());
+        let id = ids.load(i);
+        if_else(
+            v.gt(0.0).and((id % 3).ne(0)),
+            || {
+                out.store(i, v.sqrt() + gathered.min(f32::NAN));
+                if_then(id.lt(-100), return_);
+                tags.store(i, (id / 3).cast::<u32>() + 1u32);
+            },
+            || out.store(i, select(v.is_nan(), -1.0f32, v.abs().floor() * 2.0)),
+        );
+        last.store(group_id(Axis::X), i);
+        tags.store(i + 5000u32, 9u32);
+    })
+    .unwrap();
+    let x: Vec<f32> = (0..n)
+        .map(|i| {
+            if i % 97 == 0 {
+                f32::NAN
+            } else {
+                (i as f32 * 1.37).sin() * 50.0
+            }
+        })
+        .collect();
+    let ids: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 401 - 200).collect();
+    for group in [1u32, 3, 10, 64, 256] {
+        let mut out = vec![7f32; n as usize];
+        let mut tags = vec![0u32; n as usize];
+        let groups = n.div_ceil(group);
+        let mut last = vec![u32::MAX; groups as usize];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(groups, group),
+                &mut [
+                    LaunchArg::read(&x),
+                    LaunchArg::read(&ids),
+                    LaunchArg::read_write(&mut out),
+                    LaunchArg::read_write(&mut tags),
+                    LaunchArg::read_write(&mut last),
+                ],
+            )
+            .unwrap();
+        for i in 0..n as usize {
+            let (v, id) = (x[i], ids[i]);
+            let g = x[(i * 7) % n as usize];
+            let (want_out, want_tag) = if v > 0.0 && id % 3 != 0 {
+                let o = v.sqrt() + g.min(f32::NAN);
+                (o, if id < -100 { 0 } else { (id / 3) as u32 + 1 })
+            } else {
+                (
+                    if v.is_nan() {
+                        -1.0
+                    } else {
+                        v.abs().floor() * 2.0
+                    },
+                    0,
+                )
+            };
+            assert!(
+                out[i] == want_out || (out[i].is_nan() && want_out.is_nan()),
+                "group {group}, item {i}: {} vs {want_out}",
+                out[i]
+            );
+            assert_eq!(tags[i], want_tag, "group {group}, item {i}");
+        }
+        let returned_early = |i: usize| x[i] > 0.0 && ids[i] % 3 != 0 && ids[i] < -100;
+        for (g, l) in last.iter().enumerate() {
+            let items = g as u32 * group..((g as u32 + 1) * group).min(n);
+            let finishers: Vec<u32> = items.filter(|&i| !returned_early(i as usize)).collect();
+            if finishers.is_empty() {
+                assert_eq!(
+                    *l,
+                    u32::MAX,
+                    "group {g} of size {group}: every item returned early"
+                );
+            } else {
+                assert!(
+                    finishers.contains(l),
+                    "group {g} of size {group}: last = {l}, expected one of {finishers:?}"
+                );
+            }
+        }
+    }
+}

@@ -20,6 +20,8 @@ use cranelift_module::Module;
 use kiln_ir::*;
 use std::collections::HashMap;
 
+mod simd;
+
 /// Frame slot of `group_id.x` (then y, z).
 pub const SLOT_GROUP_ID: usize = 0;
 /// Frame slot of `group_size.x` (then y, z).
@@ -160,8 +162,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lw.uniform_block(&mut fx, &k.body.block, false)?;
         } else {
             lw.declare_locals(&mut fx)?;
+            let start = if simd::vectorizable(k, &fx.types) {
+                Some(lw.quad_loop(&mut fx)?)
+            } else {
+                None
+            };
             let stmts = k.body.block.0.clone();
-            lw.item_loop(&mut fx, &stmts)?;
+            lw.item_loop(&mut fx, &stmts, start)?;
         }
         lw.b.ins().jump(fn_exit, &[]);
         lw.b.switch_to_block(fn_exit);
@@ -368,8 +375,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.fresh_block();
     }
 
-    /// Runs `stmts` once per work item of the group.
-    fn item_loop(&mut self, fx: &mut FnCtx, stmts: &[Stmt]) -> R<()> {
+    /// Runs `stmts` once per work item of the group, from work item `start` (0 if `None`; a
+    /// start other than 0 is only used for one-dimensional groups).
+    fn item_loop(&mut self, fx: &mut FnCtx, stmts: &[Stmt], start: Option<Value>) -> R<()> {
         let item_var = self.b.declare_var(types::I32);
         let lvars = [
             self.b.declare_var(types::I32),
@@ -377,10 +385,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.b.declare_var(types::I32),
         ];
         let z = self.iconst32(0);
-        self.b.def_var(item_var, z);
-        for v in lvars {
-            self.b.def_var(v, z);
-        }
+        let first = start.unwrap_or(z);
+        self.b.def_var(item_var, first);
+        self.b.def_var(lvars[0], first);
+        self.b.def_var(lvars[1], z);
+        self.b.def_var(lvars[2], z);
         let (header, body, next, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -452,7 +461,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 continue;
             }
             if !run.is_empty() {
-                self.item_loop(fx, &std::mem::take(&mut run))?;
+                self.item_loop(fx, &std::mem::take(&mut run), None)?;
             }
             match s {
                 Stmt::Barrier(_) => {}
@@ -505,7 +514,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
         }
         if !run.is_empty() {
-            self.item_loop(fx, &run)?;
+            self.item_loop(fx, &run, None)?;
         }
         Ok(())
     }

@@ -1,0 +1,615 @@
+//! Four work items at a time: f32x4/i32x4 lowering of element-wise kernel bodies.
+//!
+//! A kernel whose body is straight-line code with `if`s and `return`s over 32-bit values and
+//! `bool`s (no loops, locals, barriers, shared memory, atomics, subgroup operations or calls)
+//! runs its work items in quads. Values the same for the whole group stay scalar and reuse the
+//! scalar lowering; values that vary per item live in 128-bit vectors. An index equal to the
+//! work item's global id plus a uniform value is tracked as contiguous, so its loads and stores
+//! become vector loads and stores when all four lanes are in bounds. `if` on a varying
+//! condition becomes lane masks; stores write only active lanes. Operations without a vector
+//! instruction run lane by lane with the scalar lowering, so every IR rule holds unchanged. The
+//! quads stop before the group's last partial quad, which the scalar loop finishes.
+
+use super::{clty, mem_flags, FnCtx, Lowerer, R};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
+use cranelift_frontend::Variable;
+use kiln_ir::*;
+
+/// A varying value: the vector, and for contiguous integer indices the scalar first lane.
+#[derive(Clone, Copy)]
+struct Lanes {
+    v: Value,
+    first: Option<Value>,
+}
+
+pub(super) struct QuadState {
+    lanes: Vec<Option<Lanes>>,
+    active: Value,
+    returned: Variable,
+    first_item: Value,
+    iota: Value,
+}
+
+fn vty(s: ScalarType) -> types::Type {
+    if s == ScalarType::F32 {
+        types::F32X4
+    } else {
+        types::I32X4
+    }
+}
+
+fn allowed(t: &Type) -> bool {
+    matches!(
+        t,
+        Type::Scalar(ScalarType::F32 | ScalarType::I32 | ScalarType::U32 | ScalarType::Bool)
+    )
+}
+
+fn block_ok(b: &Block, body: &Body) -> bool {
+    b.0.iter().all(|s| match s {
+        Stmt::Eval(h) => !matches!(
+            &body.exprs[h.index()],
+            Expr::LocalGet(_)
+                | Expr::LocalIndex { .. }
+                | Expr::Atomic { .. }
+                | Expr::Subgroup { .. }
+                | Expr::Call { .. }
+                | Expr::Compose { .. }
+                | Expr::Extract { .. }
+                | Expr::Bitcast { .. }
+                | Expr::Load {
+                    memory: Memory::Shared(_),
+                    ..
+                }
+                | Expr::Len(Memory::Shared(_))
+        ),
+        Stmt::Store {
+            memory: Memory::Buffer(_),
+            ..
+        }
+        | Stmt::Return(None) => true,
+        Stmt::If { accept, reject, .. } => block_ok(accept, body) && block_ok(reject, body),
+        _ => false,
+    })
+}
+
+/// True if the kernel body can run four work items at a time.
+pub(super) fn vectorizable(k: &Kernel, types: &[Type]) -> bool {
+    k.shared.is_empty()
+        && types.iter().all(allowed)
+        && k.params.iter().all(|p| match &p.kind {
+            ParamKind::Buffer { elem, .. } => {
+                allowed(elem) && *elem != Type::Scalar(ScalarType::Bool)
+            }
+            ParamKind::Value(_) => true,
+        })
+        && block_ok(&k.body.block, &k.body)
+}
+
+impl Lowerer<'_, '_> {
+    /// Runs full quads of work items with the vector lowering; returns the first work item
+    /// left for the scalar loop (0 when the group is not one-dimensional).
+    pub(super) fn quad_loop(&mut self, fx: &mut FnCtx) -> R<Value> {
+        let one_dim = {
+            let y = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[1], 1);
+            let z = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[2], 1);
+            self.b.ins().band(y, z)
+        };
+        let zero = self.iconst32(0);
+        let limit = self.b.ins().select(one_dim, self.total, zero);
+        let mut iota = self.b.ins().splat(types::I32X4, zero);
+        for k in 1..4 {
+            let c = self.iconst32(k);
+            iota = self.b.ins().insertlane(iota, c, k as u8);
+        }
+        let q_var = self.b.declare_var(types::I32);
+        let returned = self.b.declare_var(types::I32X4);
+        self.b.def_var(q_var, zero);
+        let (header, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let q = self.b.use_var(q_var);
+        let q4 = self.b.ins().iadd_imm_s(q, 4);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, q4, limit);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        let none = self.b.ins().splat(types::I32X4, zero);
+        self.b.def_var(returned, none);
+        let all = self.b.ins().iconst(types::I32, -1);
+        let active = self.b.ins().splat(types::I32X4, all);
+        self.lid = [q, zero, zero];
+        self.item = Some(q);
+        let mut qs = QuadState {
+            lanes: vec![None; fx.body.exprs.len()],
+            active,
+            returned,
+            first_item: q,
+            iota,
+        };
+        let stmts = fx.body.block.0.clone();
+        self.quad_block(fx, &mut qs, &stmts)?;
+        let q = self.b.use_var(q_var);
+        let next = self.b.ins().iadd_imm_s(q, 4);
+        self.b.def_var(q_var, next);
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+        self.item = None;
+        fx.vals.iter_mut().for_each(|v| *v = None);
+        Ok(self.b.use_var(q_var))
+    }
+
+    fn quad_block(&mut self, fx: &mut FnCtx, qs: &mut QuadState, stmts: &[Stmt]) -> R<()> {
+        for s in stmts {
+            match s {
+                Stmt::Eval(h) => self.quad_eval(fx, qs, *h)?,
+                Stmt::Store {
+                    memory: Memory::Buffer(p),
+                    index,
+                    value,
+                } => self.quad_store(fx, qs, *p, *index, *value)?,
+                Stmt::Return(None) => {
+                    let r = self.b.use_var(qs.returned);
+                    let r = self.b.ins().bor(r, qs.active);
+                    self.b.def_var(qs.returned, r);
+                }
+                Stmt::If {
+                    cond,
+                    accept,
+                    reject,
+                } => {
+                    if let Some(mask) = qs.lanes[cond.index()] {
+                        let outer = qs.active;
+                        let on = self.b.ins().band(outer, mask.v);
+                        let off = self.b.ins().band_not(outer, mask.v);
+                        for (arm, act) in [(accept, on), (reject, off)] {
+                            if arm.0.is_empty() {
+                                continue;
+                            }
+                            let (run, done) = (self.b.create_block(), self.b.create_block());
+                            let any = self.b.ins().vany_true(act);
+                            self.b.ins().brif(any, run, &[], done, &[]);
+                            self.b.switch_to_block(run);
+                            qs.active = act;
+                            self.quad_block(fx, qs, &arm.0)?;
+                            self.b.ins().jump(done, &[]);
+                            self.b.switch_to_block(done);
+                        }
+                        qs.active = outer;
+                    } else {
+                        let c = self.get(fx, *cond)?[0];
+                        let (t, e, merge) = (
+                            self.b.create_block(),
+                            self.b.create_block(),
+                            self.b.create_block(),
+                        );
+                        self.b.ins().brif(c, t, &[], e, &[]);
+                        self.b.switch_to_block(t);
+                        self.quad_block(fx, qs, &accept.0)?;
+                        self.b.ins().jump(merge, &[]);
+                        self.b.switch_to_block(e);
+                        self.quad_block(fx, qs, &reject.0)?;
+                        self.b.ins().jump(merge, &[]);
+                        self.b.switch_to_block(merge);
+                    }
+                }
+                other => return Err(format!("statement {other:?} in a vectorized body")),
+            }
+        }
+        Ok(())
+    }
+
+    /// The vector form of an operand (uniform values are splatted; `bool` becomes a mask).
+    fn lanes_of(&mut self, fx: &mut FnCtx, qs: &QuadState, h: Handle) -> R<Value> {
+        if let Some(l) = qs.lanes[h.index()] {
+            return Ok(l.v);
+        }
+        let s = fx.types[h.index()]
+            .as_scalar()
+            .ok_or("non-scalar in a vectorized body")?;
+        let v = self.get(fx, h)?[0];
+        Ok(if s == ScalarType::Bool {
+            let ones = self.b.ins().iconst(types::I32, -1);
+            let zero = self.iconst32(0);
+            let m = self.b.ins().select(v, ones, zero);
+            self.b.ins().splat(types::I32X4, m)
+        } else {
+            self.b.ins().splat(vty(s), v)
+        })
+    }
+
+    /// Applies a scalar lowering to each lane.
+    fn per_lane(
+        &mut self,
+        args: &[(Value, ScalarType)],
+        out: ScalarType,
+        mut f: impl FnMut(&mut Self, &[Value]) -> R<Value>,
+    ) -> R<Value> {
+        let zero = self.iconst32(0);
+        let mut acc = self.b.ins().splat(types::I32X4, zero);
+        if out == ScalarType::F32 {
+            acc = self.b.ins().bitcast(types::F32X4, mem_flags_little(), acc);
+        }
+        for k in 0..4u8 {
+            let xs: Vec<Value> = args
+                .iter()
+                .map(|(v, s)| {
+                    let x = self.b.ins().extractlane(*v, k);
+                    if *s == ScalarType::Bool {
+                        self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            let mut r = f(self, &xs)?;
+            if out == ScalarType::Bool {
+                let ones = self.b.ins().iconst(types::I32, -1);
+                r = self.b.ins().select(r, ones, zero);
+            }
+            acc = self.b.ins().insertlane(acc, r, k);
+        }
+        Ok(acc)
+    }
+
+    fn varying_builtin(&mut self, qs: &QuadState, b: Builtin) -> Option<Lanes> {
+        let first = match b {
+            Builtin::GlobalId(Axis::X) => {
+                let base = self.b.ins().imul(self.gid[0], self.gsize[0]);
+                self.b.ins().iadd(base, qs.first_item)
+            }
+            Builtin::LocalId(Axis::X) | Builtin::LocalIndex | Builtin::SubgroupId => qs.first_item,
+            _ => return None,
+        };
+        let splat = self.b.ins().splat(types::I32X4, first);
+        Some(Lanes {
+            v: self.b.ins().iadd(splat, qs.iota),
+            first: Some(first),
+        })
+    }
+
+    fn quad_eval(&mut self, fx: &mut FnCtx, qs: &mut QuadState, h: Handle) -> R<()> {
+        let e = fx.body.exprs[h.index()].clone();
+        if let Expr::Builtin(b) = e {
+            if let Some(l) = self.varying_builtin(qs, b) {
+                qs.lanes[h.index()] = Some(l);
+                return Ok(());
+            }
+        }
+        let varying = operands(&e).iter().any(|o| qs.lanes[o.index()].is_some());
+        if !varying {
+            let v = self.expr(fx, h)?;
+            fx.vals[h.index()] = Some(v);
+            return Ok(());
+        }
+        let ty = fx.types[h.index()]
+            .as_scalar()
+            .ok_or("non-scalar in a vectorized body")?;
+        let lanes = match e {
+            Expr::Load {
+                memory: Memory::Buffer(p),
+                index,
+            } => self.quad_load(qs, p, index)?,
+            Expr::Binary { op, lhs, rhs } => {
+                let s = fx.types[lhs.index()]
+                    .as_scalar()
+                    .ok_or("non-scalar operand")?;
+                let first = match (op, qs.lanes[lhs.index()], qs.lanes[rhs.index()]) {
+                    (BinaryOp::Add, Some(Lanes { first: Some(f), .. }), None) => {
+                        let r = self.get(fx, rhs)?[0];
+                        Some(self.b.ins().iadd(f, r))
+                    }
+                    (BinaryOp::Add, None, Some(Lanes { first: Some(f), .. })) => {
+                        let l = self.get(fx, lhs)?[0];
+                        Some(self.b.ins().iadd(l, f))
+                    }
+                    (BinaryOp::Sub, Some(Lanes { first: Some(f), .. }), None) => {
+                        let r = self.get(fx, rhs)?[0];
+                        Some(self.b.ins().isub(f, r))
+                    }
+                    _ => None,
+                };
+                let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
+                let v = self.vbinary(op, s, a, b)?;
+                Lanes {
+                    v,
+                    first: if s.is_int() { first } else { None },
+                }
+            }
+            Expr::Unary { op, arg } => {
+                let a = self.lanes_of(fx, qs, arg)?;
+                let v = match op {
+                    UnaryOp::Neg if ty == ScalarType::F32 => self.b.ins().fneg(a),
+                    UnaryOp::Neg => self.b.ins().ineg(a),
+                    UnaryOp::Not => self.b.ins().bnot(a),
+                };
+                Lanes { v, first: None }
+            }
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
+                let (a, b) = (
+                    self.lanes_of(fx, qs, accept)?,
+                    self.lanes_of(fx, qs, reject)?,
+                );
+                let v = match qs.lanes[cond.index()] {
+                    Some(m) => {
+                        let mask = if ty == ScalarType::F32 {
+                            self.b.ins().bitcast(types::F32X4, mem_flags_little(), m.v)
+                        } else {
+                            m.v
+                        };
+                        self.b.ins().bitselect(mask, a, b)
+                    }
+                    None => {
+                        let c = self.get(fx, cond)?[0];
+                        self.b.ins().select(c, a, b)
+                    }
+                };
+                Lanes { v, first: None }
+            }
+            Expr::Cast { arg, to } => {
+                let from = fx.types[arg.index()].as_scalar().ok_or("non-scalar cast")?;
+                let a = self.lanes_of(fx, qs, arg)?;
+                Lanes {
+                    v: self.vcast(a, from, to)?,
+                    first: None,
+                }
+            }
+            Expr::Math { fun, args } => {
+                let s = fx.types[args[0].index()]
+                    .as_scalar()
+                    .ok_or("non-scalar math")?;
+                let vs: Vec<(Value, ScalarType)> = args
+                    .iter()
+                    .map(|a| Ok((self.lanes_of(fx, qs, *a)?, s)))
+                    .collect::<R<_>>()?;
+                Lanes {
+                    v: self.vmath(fun, s, ty, &vs)?,
+                    first: None,
+                }
+            }
+            other => return Err(format!("expression {other:?} in a vectorized body")),
+        };
+        qs.lanes[h.index()] = Some(lanes);
+        Ok(())
+    }
+
+    fn vbinary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> R<Value> {
+        if s == ScalarType::F32 {
+            let fcc = match op {
+                BinaryOp::Eq => Some(FloatCC::Equal),
+                BinaryOp::Ne => Some(FloatCC::NotEqual),
+                BinaryOp::Lt => Some(FloatCC::LessThan),
+                BinaryOp::Le => Some(FloatCC::LessThanOrEqual),
+                BinaryOp::Gt => Some(FloatCC::GreaterThan),
+                BinaryOp::Ge => Some(FloatCC::GreaterThanOrEqual),
+                _ => None,
+            };
+            if let Some(c) = fcc {
+                return Ok(self.b.ins().fcmp(c, a, b));
+            }
+            return match op {
+                BinaryOp::Add => Ok(self.b.ins().fadd(a, b)),
+                BinaryOp::Sub => Ok(self.b.ins().fsub(a, b)),
+                BinaryOp::Mul => Ok(self.b.ins().fmul(a, b)),
+                BinaryOp::Div => Ok(self.b.ins().fdiv(a, b)),
+                _ => self.per_lane(&[(a, s), (b, s)], s, |l, x| l.binary(op, s, x[0], x[1])),
+            };
+        }
+        let signed = s.is_signed();
+        let cc = |sc: IntCC, uc: IntCC| if signed { sc } else { uc };
+        Ok(match op {
+            BinaryOp::Add => self.b.ins().iadd(a, b),
+            BinaryOp::Sub => self.b.ins().isub(a, b),
+            BinaryOp::Mul => self.b.ins().imul(a, b),
+            BinaryOp::And => self.b.ins().band(a, b),
+            BinaryOp::Or => self.b.ins().bor(a, b),
+            BinaryOp::Xor => self.b.ins().bxor(a, b),
+            BinaryOp::Eq => self.b.ins().icmp(IntCC::Equal, a, b),
+            BinaryOp::Ne => self.b.ins().icmp(IntCC::NotEqual, a, b),
+            BinaryOp::Lt if s != ScalarType::Bool => {
+                self.b
+                    .ins()
+                    .icmp(cc(IntCC::SignedLessThan, IntCC::UnsignedLessThan), a, b)
+            }
+            BinaryOp::Le if s != ScalarType::Bool => self.b.ins().icmp(
+                cc(IntCC::SignedLessThanOrEqual, IntCC::UnsignedLessThanOrEqual),
+                a,
+                b,
+            ),
+            BinaryOp::Gt if s != ScalarType::Bool => self.b.ins().icmp(
+                cc(IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan),
+                a,
+                b,
+            ),
+            BinaryOp::Ge if s != ScalarType::Bool => self.b.ins().icmp(
+                cc(
+                    IntCC::SignedGreaterThanOrEqual,
+                    IntCC::UnsignedGreaterThanOrEqual,
+                ),
+                a,
+                b,
+            ),
+            _ => {
+                let out = if op.is_compare() { ScalarType::Bool } else { s };
+                self.per_lane(&[(a, s), (b, s)], out, |l, x| l.binary(op, s, x[0], x[1]))?
+            }
+        })
+    }
+
+    fn vcast(&mut self, a: Value, from: ScalarType, to: ScalarType) -> R<Value> {
+        use ScalarType::*;
+        Ok(match (from, to) {
+            _ if from == to => a,
+            (I32, U32) | (U32, I32) => a,
+            (F32, I32) => self.b.ins().fcvt_to_sint_sat(types::I32X4, a),
+            (I32, F32) => self.b.ins().fcvt_from_sint(types::F32X4, a),
+            (Bool, I32 | U32) => {
+                let one = self.iconst32(1);
+                let ones = self.b.ins().splat(types::I32X4, one);
+                self.b.ins().band(a, ones)
+            }
+            (I32 | U32, Bool) => {
+                let zero = self.iconst32(0);
+                let z = self.b.ins().splat(types::I32X4, zero);
+                self.b.ins().icmp(IntCC::NotEqual, a, z)
+            }
+            _ => self.per_lane(&[(a, from)], to, |l, x| Ok(l.cast(x[0], from, to)))?,
+        })
+    }
+
+    fn vmath(
+        &mut self,
+        fun: MathFn,
+        s: ScalarType,
+        out: ScalarType,
+        args: &[(Value, ScalarType)],
+    ) -> R<Value> {
+        if s == ScalarType::F32 {
+            let x = args[0].0;
+            match fun {
+                MathFn::Sqrt => return Ok(self.b.ins().sqrt(x)),
+                MathFn::Abs => return Ok(self.b.ins().fabs(x)),
+                MathFn::Floor => return Ok(self.b.ins().floor(x)),
+                MathFn::Ceil => return Ok(self.b.ins().ceil(x)),
+                MathFn::Trunc => return Ok(self.b.ins().trunc(x)),
+                MathFn::Min | MathFn::Max => {
+                    let y = args[1].0;
+                    let r = if fun == MathFn::Max {
+                        self.b.ins().fmax(x, y)
+                    } else {
+                        self.b.ins().fmin(x, y)
+                    };
+                    let x_nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+                    let x_nan = self
+                        .b
+                        .ins()
+                        .bitcast(types::F32X4, mem_flags_little(), x_nan);
+                    let y_nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+                    let y_nan = self
+                        .b
+                        .ins()
+                        .bitcast(types::F32X4, mem_flags_little(), y_nan);
+                    let r = self.b.ins().bitselect(x_nan, y, r);
+                    return Ok(self.b.ins().bitselect(y_nan, x, r));
+                }
+                MathFn::IsNan => return Ok(self.b.ins().fcmp(FloatCC::Unordered, x, x)),
+                _ => {}
+            }
+        }
+        self.per_lane(args, out, |l, x| l.math(fun, s, x))
+    }
+
+    fn quad_load(&mut self, qs: &QuadState, p: u32, index: Handle) -> R<Lanes> {
+        let idx = qs.lanes[index.index()].ok_or("varying load with a uniform index")?;
+        let elem = match &self.k.params[p as usize].kind {
+            ParamKind::Buffer {
+                elem: Type::Scalar(s),
+                ..
+            } => *s,
+            _ => return Err("vector load of a non-scalar buffer".into()),
+        };
+        let gather = |l: &mut Self| {
+            l.per_lane(&[(idx.v, ScalarType::U32)], elem, |l, x| {
+                let (addr, _, _) = l.mem_elem(Memory::Buffer(p), x[0], false)?;
+                Ok(l.b.ins().load(clty(elem), mem_flags(), addr, 0))
+            })
+        };
+        let Some(first) = idx.first else {
+            return Ok(Lanes {
+                v: gather(self)?,
+                first: None,
+            });
+        };
+        let (base, len) = self.bufs[p as usize].ok_or("not a buffer")?;
+        let f64v = self.b.ins().uextend(types::I64, first);
+        let last = self.b.ins().iadd_imm_s(f64v, 3);
+        let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let out = self.b.append_block_param(done, vty(elem));
+        self.b.ins().brif(inb, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let off = self.b.ins().imul_imm_u(f64v, 4);
+        let addr = self.b.ins().iadd(base, off);
+        let v = self.b.ins().load(vty(elem), mem_flags(), addr, 0);
+        self.b.ins().jump(done, &[BlockArg::Value(v)]);
+        self.b.switch_to_block(slow);
+        let v = gather(self)?;
+        self.b.ins().jump(done, &[BlockArg::Value(v)]);
+        self.b.switch_to_block(done);
+        Ok(Lanes {
+            v: out,
+            first: None,
+        })
+    }
+
+    fn quad_store(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: &QuadState,
+        p: u32,
+        index: Handle,
+        value: Handle,
+    ) -> R<()> {
+        let v = self.lanes_of(fx, qs, value)?;
+        let idx = self.lanes_of(fx, qs, index)?;
+        let returned = self.b.use_var(qs.returned);
+        let live = self.b.ins().band_not(qs.active, returned);
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        match qs.lanes[index.index()].and_then(|l| l.first) {
+            Some(first) => {
+                let (base, len) = self.bufs[p as usize].ok_or("not a buffer")?;
+                let f64v = self.b.ins().uextend(types::I64, first);
+                let last = self.b.ins().iadd_imm_s(f64v, 3);
+                let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+                let all = self.b.ins().vall_true(live);
+                let ok = self.b.ins().band(inb, all);
+                self.b.ins().brif(ok, fast, &[], slow, &[]);
+                self.b.switch_to_block(fast);
+                let off = self.b.ins().imul_imm_u(f64v, 4);
+                let addr = self.b.ins().iadd(base, off);
+                self.b.ins().store(mem_flags(), v, addr, 0);
+                self.b.ins().jump(done, &[]);
+            }
+            None => {
+                self.b.ins().jump(slow, &[]);
+                self.b.switch_to_block(fast);
+                self.b.ins().jump(done, &[]);
+            }
+        }
+        self.b.switch_to_block(slow);
+        for k in 0..4u8 {
+            let on = self.b.ins().extractlane(live, k);
+            let on = self.b.ins().icmp_imm_s(IntCC::NotEqual, on, 0);
+            let i = self.b.ins().extractlane(idx, k);
+            let x = self.b.ins().extractlane(v, k);
+            let (addr, _, _) = self.mem_elem(Memory::Buffer(p), i, true)?;
+            let addr = self.b.ins().select(on, addr, self.sink);
+            self.b.ins().store(mem_flags(), x, addr, 0);
+        }
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Ok(())
+    }
+}
+
+fn mem_flags_little() -> cranelift_codegen::ir::MemFlagsData {
+    let mut f = cranelift_codegen::ir::MemFlagsData::new();
+    f.set_endianness(cranelift_codegen::ir::Endianness::Little);
+    f
+}
