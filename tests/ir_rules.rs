@@ -992,3 +992,48 @@ fn element_wise_bodies_give_per_item_results() {
         }
     }
 }
+
+#[test]
+fn oversized_local_arrays_are_a_compile_error() {
+    let k = Kernel::build("huge", |k| {
+        let out = k.buffer::<f32>("out", Access::Write);
+        let big = LocalArray::<f32>::new("big", 100_000_000);
+        big.set(3u32, 1.0f32);
+        out.store(0u32, big.get(3u32));
+    })
+    .unwrap();
+    let mut out = vec![0f32; 1];
+    let e = ctx()
+        .launch(
+            &k,
+            &Grid::linear(1, 1),
+            &mut [LaunchArg::read_write(&mut out)],
+        )
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("backend cpu failed to compile kernel `huge`")
+            && text.contains("array local `big`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("var big: [f32; 100000000]"),
+        "the error carries the IR listing: {text}"
+    );
+    let with_barrier = Kernel::build("huge_barrier", |k| {
+        let out = k.buffer::<f32>("out", Access::Write);
+        let big = LocalArray::<f32>::new("big", 1 << 30);
+        big.set(3u32, 1.0f32);
+        barrier();
+        out.store(0u32, big.get(3u32));
+    })
+    .unwrap();
+    let e = ctx()
+        .launch(
+            &with_barrier,
+            &Grid::linear(1, 1),
+            &mut [LaunchArg::read_write(&mut out)],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("array local `big`"), "{e}");
+}

@@ -37,6 +37,8 @@ pub const SLOT_PRIVATE: usize = 11;
 /// First parameter slot: two per parameter (pointer, element count; value parameters: pointer,
 /// 0), then two per shared array (pointer, element count).
 pub const SLOT_PARAMS: usize = 12;
+/// Largest local array the CPU backend accepts per work item, in bytes.
+pub const MAX_ARRAY_BYTES: u32 = 64 << 10;
 /// Largest element (buffer, shared or array) the CPU backend accepts, in bytes.
 pub const MAX_ELEM_BYTES: u32 = 4096;
 
@@ -259,18 +261,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn declare_locals(&mut self, fx: &mut FnCtx) -> R<()> {
         for l in &fx.body.locals {
             let store = match &l.ty {
-                Type::Array(e, n) => {
-                    if e.size() > MAX_ELEM_BYTES {
-                        return Err(format!(
-                            "array local `{}` has {}-byte elements",
-                            l.name,
-                            e.size()
-                        ));
-                    }
-                    let size = e
-                        .size()
-                        .checked_mul(*n)
-                        .ok_or_else(|| format!("array local `{}` is too large", l.name))?;
+                Type::Array(..) => {
+                    let size = array_bytes(l)?;
                     LocalStore::Stack(self.b.create_sized_stack_slot(StackSlotData::new(
                         StackSlotKind::ExplicitSlot,
                         size.max(1),
@@ -312,6 +304,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn plan_private(&mut self, fx: &mut FnCtx) -> R<()> {
         let mut off = 8u32;
         for l in &fx.body.locals {
+            if matches!(l.ty, Type::Array(..)) {
+                array_bytes(l)?;
+            }
             let a = l.ty.align().max(1);
             off = off.div_ceil(a) * a;
             self.local_off.push(off);
@@ -1304,6 +1299,23 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
         };
         Ok(self.b.ins().atomic_rmw(ty, mem_flags(), rmw, addr, v))
+    }
+}
+
+/// Size of an array local, or why the CPU backend cannot hold it.
+fn array_bytes(l: &LocalDecl) -> R<u32> {
+    let Type::Array(e, n) = &l.ty else {
+        return Err(format!("local `{}` is not an array", l.name));
+    };
+    if e.size() > MAX_ELEM_BYTES {
+        return Err(format!("array local `{}` has {}-byte elements; the CPU backend allows at most {MAX_ELEM_BYTES}", l.name, e.size()));
+    }
+    match e.size().checked_mul(*n) {
+        Some(b) if b <= MAX_ARRAY_BYTES => Ok(b),
+        _ => Err(format!(
+            "array local `{}` ([{e}; {n}]) is larger than the {MAX_ARRAY_BYTES} bytes the CPU backend allows per work item; use shared memory or a buffer",
+            l.name
+        )),
     }
 }
 

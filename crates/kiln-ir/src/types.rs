@@ -166,16 +166,17 @@ impl Type {
         }
     }
 
-    /// Size in bytes with C layout (struct tail padding included).
+    /// Size in bytes with C layout (struct tail padding included); saturates at `u32::MAX`
+    /// for types too large to exist.
     pub fn size(&self) -> u32 {
         match self {
             Type::Scalar(s) => s.size(),
             Type::Vector(s, n) => s.size() * *n as u32,
-            Type::Array(e, n) => e.size() * n,
+            Type::Array(e, n) => e.size().saturating_mul(*n),
             Type::Struct(st) => {
                 let mut off = 0u32;
                 for f in &st.fields {
-                    off = align_up(off, f.ty.align()) + f.ty.size();
+                    off = align_up(off, f.ty.align()).saturating_add(f.ty.size());
                 }
                 align_up(off, self.align())
             }
@@ -257,7 +258,7 @@ impl From<ScalarType> for Type {
 }
 
 fn align_up(x: u32, a: u32) -> u32 {
-    x.div_ceil(a) * a
+    x.div_ceil(a).saturating_mul(a)
 }
 
 impl fmt::Display for Type {
