@@ -137,6 +137,8 @@ impl Backend for CpuBackend {
             .module
             .declare_function(&name, Linkage::Local, &ctx.func.signature)
             .map_err(|e| compile_err(e.to_string()))?;
+        let log =
+            std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"));
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -145,6 +147,14 @@ impl Backend for CpuBackend {
         jit.module
             .define_function(id, &mut ctx)
             .map_err(|e| compile_err(format!("{e:?}")))?;
+        if log {
+            eprintln!(
+                "kiln cpu: kernel `{}`\n{}\n--- cranelift ---\n{}",
+                kernel.name,
+                print_kernel(kernel),
+                ctx.func.display()
+            );
+        }
         jit.module.clear_context(&mut ctx);
         jit.module
             .finalize_definitions()

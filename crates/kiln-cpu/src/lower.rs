@@ -98,6 +98,8 @@ pub struct Lowerer<'a, 'f> {
     sink: Value,
     private: Value,
     bufs: Vec<Option<(Value, Value)>>,
+    /// Components of each value parameter, loaded once at entry (empty for buffers).
+    value_params: Vec<Vec<Value>>,
     shared: Vec<(Value, Value)>,
     barrier_mode: bool,
     item: Option<Value>,
@@ -138,6 +140,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             sink: frame,
             private: frame,
             bufs: Vec::new(),
+            value_params: vec![Vec::new(); k.params.len()],
             shared: Vec::new(),
             barrier_mode: k.has_group_barrier(),
             item: None,
@@ -153,7 +156,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
             types,
-            params: Vec::new(),
+            params: std::mem::take(&mut lw.value_params),
             is_kernel: true,
             locals: Vec::new(),
             loops: Vec::new(),
@@ -243,7 +246,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                         self.slot(SLOT_PARAMS + 2 * i + 1),
                     ))
                 }
-                ParamKind::Value(_) => None,
+                ParamKind::Value(t) => {
+                    let ptr = self.slot(SLOT_PARAMS + 2 * i);
+                    self.value_params[i] = self.load_flat(t, ptr, 0);
+                    None
+                }
             };
             self.bufs.push(v);
         }
@@ -739,17 +746,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         };
         Ok(match e {
             Expr::Literal(v) => vec![self.scalar_const(v)],
-            Expr::Param(i) => {
-                if fx.is_kernel {
-                    let p = self.slot(SLOT_PARAMS + 2 * i as usize);
-                    self.load_flat(&ty, p, 0)
-                } else {
-                    fx.params
-                        .get(i as usize)
-                        .cloned()
-                        .ok_or("no such parameter")?
-                }
-            }
+            Expr::Param(i) => fx
+                .params
+                .get(i as usize)
+                .cloned()
+                .ok_or("no such parameter")?,
             Expr::LocalGet(l) => match &fx.locals[l.0 as usize] {
                 LocalStore::Vars(vars) => vars
                     .clone()
