@@ -105,10 +105,11 @@ impl std::fmt::Debug for Context {
 fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
     match kind {
         BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
+        BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::new()?)),
         other => Err(Error::Backend(BackendError::Unavailable {
             backend: other,
             library: format!("the kiln {other} backend"),
-            reason: "this build of kiln includes only the cpu backend".into(),
+            reason: "this build of kiln includes the cpu and opencl backends only".into(),
         })),
     }
 }

@@ -529,7 +529,8 @@ impl<'a, T: Row> Query<'a, T> {
         let n = self.len;
         if !self.has_filter() {
             let kernel = self.map_kernel()?;
-            let groups = groups_for(n);
+            let group = CHUNK.min(self.ctx.device().max_group_size);
+            let groups = (n as u64).div_ceil(group as u64).max(1) as u32;
             return T::collect(n, &mut |outs| {
                 let mut args = self.input_args();
                 for (o, t) in outs.iter_mut().zip(&types) {
@@ -537,7 +538,7 @@ impl<'a, T: Row> Query<'a, T> {
                 }
                 args.push(value_bytes(n as u32));
                 self.ctx
-                    .launch(&kernel, &Grid::linear(groups, CHUNK), &mut args)?;
+                    .launch(&kernel, &Grid::linear(groups, group), &mut args)?;
                 Ok(n)
             });
         }

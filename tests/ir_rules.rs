@@ -2,12 +2,11 @@
 //! memory, 1D/2D/3D grids, atomics, math, subgroups, device functions, locals, structs and
 //! vectors, each checked against a plain-Rust or f64 reference.
 
-use kiln::ir::*;
-use kiln::{Context, Grid, LaunchArg};
+mod common;
+use common::{ctx, every_backend};
 
-fn ctx() -> Context {
-    Context::new().expect("the CPU backend is always available")
-}
+use kiln::ir::*;
+use kiln::{Grid, LaunchArg};
 
 /// Runs `out[i] = f(a[i], b[i])` over n elements with groups of 64 (so n need not be a
 /// multiple of the group size).
@@ -62,226 +61,238 @@ fn pairs<T: Copy>(vals: &[T]) -> (Vec<T>, Vec<T>) {
 
 #[test]
 fn integer_division_and_remainder_by_zero_and_min_over_minus_one() {
-    let (a, b) = pairs(&I32S);
-    let div = binary(&a, &b, |x, y| x / y);
-    let rem = binary(&a, &b, |x, y| x % y);
-    for i in 0..a.len() {
-        let (x, y) = (a[i], b[i]);
-        let want_div = if y == 0 { x } else { x.wrapping_div(y) };
-        let want_rem = if y == 0 { 0 } else { x.wrapping_rem(y) };
-        assert_eq!(div[i], want_div, "{x} / {y}");
-        assert_eq!(rem[i], want_rem, "{x} % {y}");
-    }
-    let ua: Vec<u32> = vec![0, 1, 9, u32::MAX];
-    let (a, b) = pairs(&ua);
-    let div = binary(&a, &b, |x, y| x / y);
-    let rem = binary(&a, &b, |x, y| x % y);
-    for i in 0..a.len() {
-        assert_eq!(div[i], a[i].checked_div(b[i]).unwrap_or(a[i]));
-        assert_eq!(rem[i], if b[i] == 0 { 0 } else { a[i] % b[i] });
-    }
+    every_backend(|| {
+        let (a, b) = pairs(&I32S);
+        let div = binary(&a, &b, |x, y| x / y);
+        let rem = binary(&a, &b, |x, y| x % y);
+        for i in 0..a.len() {
+            let (x, y) = (a[i], b[i]);
+            let want_div = if y == 0 { x } else { x.wrapping_div(y) };
+            let want_rem = if y == 0 { 0 } else { x.wrapping_rem(y) };
+            assert_eq!(div[i], want_div, "{x} / {y}");
+            assert_eq!(rem[i], want_rem, "{x} % {y}");
+        }
+        let ua: Vec<u32> = vec![0, 1, 9, u32::MAX];
+        let (a, b) = pairs(&ua);
+        let div = binary(&a, &b, |x, y| x / y);
+        let rem = binary(&a, &b, |x, y| x % y);
+        for i in 0..a.len() {
+            assert_eq!(div[i], a[i].checked_div(b[i]).unwrap_or(a[i]));
+            assert_eq!(rem[i], if b[i] == 0 { 0 } else { a[i] % b[i] });
+        }
+    });
 }
 
 #[test]
 fn shifts_take_the_amount_modulo_the_bit_width() {
-    let a: Vec<i32> = vec![1, -8, 0x1234_5678, i32::MIN, 5, -1, 77];
-    let s: Vec<i32> = vec![0, 1, 31, 32, 33, 64, -1];
-    let (a, b) = {
-        let mut x = Vec::new();
-        let mut y = Vec::new();
-        for &v in &a {
-            for &t in &s {
-                x.push(v);
-                y.push(t);
+    every_backend(|| {
+        let a: Vec<i32> = vec![1, -8, 0x1234_5678, i32::MIN, 5, -1, 77];
+        let s: Vec<i32> = vec![0, 1, 31, 32, 33, 64, -1];
+        let (a, b) = {
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            for &v in &a {
+                for &t in &s {
+                    x.push(v);
+                    y.push(t);
+                }
             }
+            (x, y)
+        };
+        let shl = binary(&a, &b, |x, y| x << y);
+        let shr = binary(&a, &b, |x, y| x >> y);
+        for i in 0..a.len() {
+            assert_eq!(
+                shl[i],
+                a[i].wrapping_shl(b[i] as u32),
+                "{} << {}",
+                a[i],
+                b[i]
+            );
+            assert_eq!(
+                shr[i],
+                a[i].wrapping_shr(b[i] as u32),
+                "{} >> {}",
+                a[i],
+                b[i]
+            );
         }
-        (x, y)
-    };
-    let shl = binary(&a, &b, |x, y| x << y);
-    let shr = binary(&a, &b, |x, y| x >> y);
-    for i in 0..a.len() {
-        assert_eq!(
-            shl[i],
-            a[i].wrapping_shl(b[i] as u32),
-            "{} << {}",
-            a[i],
-            b[i]
-        );
-        assert_eq!(
-            shr[i],
-            a[i].wrapping_shr(b[i] as u32),
-            "{} >> {}",
-            a[i],
-            b[i]
-        );
-    }
-    let u: Vec<u8> = vec![0x81, 0xff, 1];
-    let t: Vec<u8> = vec![7, 8, 9];
-    let shr = binary(&u, &t, |x, y| x >> y);
-    for i in 0..3 {
-        assert_eq!(shr[i], u[i].wrapping_shr(t[i] as u32));
-    }
+        let u: Vec<u8> = vec![0x81, 0xff, 1];
+        let t: Vec<u8> = vec![7, 8, 9];
+        let shr = binary(&u, &t, |x, y| x >> y);
+        for i in 0..3 {
+            assert_eq!(shr[i], u[i].wrapping_shr(t[i] as u32));
+        }
+    });
 }
 
 #[test]
 fn float_to_int_casts_saturate_and_nan_gives_zero() {
-    let xs: Vec<f32> = vec![
-        0.0,
-        -0.0,
-        1.5,
-        -1.5,
-        1e10,
-        -1e10,
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        255.9,
-        256.0,
-        -129.0,
-        65535.5,
-        3e9,
-    ];
-    assert_eq!(
-        unary(&xs, |x| x.cast::<i32>()),
-        xs.iter().map(|&x| x as i32).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<u32>()),
-        xs.iter().map(|&x| x as u32).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<i8>()),
-        xs.iter().map(|&x| x as i8).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<u8>()),
-        xs.iter().map(|&x| x as u8).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<u16>()),
-        xs.iter().map(|&x| x as u16).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<i64>()),
-        xs.iter().map(|&x| x as i64).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&xs, |x| x.cast::<u64>()),
-        xs.iter().map(|&x| x as u64).collect::<Vec<_>>()
-    );
-    let ds: Vec<f64> = vec![1e300, -1e300, f64::NAN, 9.3e18, -9.3e18, 0.5];
-    assert_eq!(
-        unary(&ds, |x| x.cast::<i64>()),
-        ds.iter().map(|&x| x as i64).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&ds, |x| x.cast::<u64>()),
-        ds.iter().map(|&x| x as u64).collect::<Vec<_>>()
-    );
-    let is: Vec<i64> = vec![i64::MIN, -1, 0, 1 << 40, i64::MAX];
-    assert_eq!(
-        unary(&is, |x| x.cast::<i16>()),
-        is.iter().map(|&x| x as i16).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&is, |x| x.cast::<u32>()),
-        is.iter().map(|&x| x as u32).collect::<Vec<_>>()
-    );
-    let got: Vec<f64> = unary(&is, |x| x.cast::<f64>());
-    assert_eq!(got, is.iter().map(|&x| x as f64).collect::<Vec<_>>());
-    let bs: Vec<i16> = vec![-128, 0, 2, -1];
-    assert_eq!(
-        unary(&bs, |x| x.cast::<bool>()),
-        vec![true, false, true, true]
-    );
+    every_backend(|| {
+        let xs: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            1e10,
+            -1e10,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            255.9,
+            256.0,
+            -129.0,
+            65535.5,
+            3e9,
+        ];
+        assert_eq!(
+            unary(&xs, |x| x.cast::<i32>()),
+            xs.iter().map(|&x| x as i32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<u32>()),
+            xs.iter().map(|&x| x as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<i8>()),
+            xs.iter().map(|&x| x as i8).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<u8>()),
+            xs.iter().map(|&x| x as u8).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<u16>()),
+            xs.iter().map(|&x| x as u16).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<i64>()),
+            xs.iter().map(|&x| x as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&xs, |x| x.cast::<u64>()),
+            xs.iter().map(|&x| x as u64).collect::<Vec<_>>()
+        );
+        let ds: Vec<f64> = vec![1e300, -1e300, f64::NAN, 9.3e18, -9.3e18, 0.5];
+        assert_eq!(
+            unary(&ds, |x| x.cast::<i64>()),
+            ds.iter().map(|&x| x as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&ds, |x| x.cast::<u64>()),
+            ds.iter().map(|&x| x as u64).collect::<Vec<_>>()
+        );
+        let is: Vec<i64> = vec![i64::MIN, -1, 0, 1 << 40, i64::MAX];
+        assert_eq!(
+            unary(&is, |x| x.cast::<i16>()),
+            is.iter().map(|&x| x as i16).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&is, |x| x.cast::<u32>()),
+            is.iter().map(|&x| x as u32).collect::<Vec<_>>()
+        );
+        let got: Vec<f64> = unary(&is, |x| x.cast::<f64>());
+        assert_eq!(got, is.iter().map(|&x| x as f64).collect::<Vec<_>>());
+        let bs: Vec<i16> = vec![-128, 0, 2, -1];
+        assert_eq!(
+            unary(&bs, |x| x.cast::<bool>()),
+            vec![true, false, true, true]
+        );
+    });
 }
 
 #[test]
 fn min_max_with_nan_return_the_other_operand() {
-    let v = [1.0f32, -2.0, f32::NAN, f32::INFINITY, -0.5];
-    let (a, b) = pairs(&v);
-    let mn = binary(&a, &b, |x, y| x.min(y));
-    let mx = binary(&a, &b, |x, y| x.max(y));
-    for i in 0..a.len() {
-        let (want_min, want_max) = (a[i].min(b[i]), a[i].max(b[i]));
-        assert!(
-            mn[i] == want_min || (mn[i].is_nan() && want_min.is_nan()),
-            "min({}, {}) = {}",
-            a[i],
-            b[i],
-            mn[i]
-        );
-        assert!(
-            mx[i] == want_max || (mx[i].is_nan() && want_max.is_nan()),
-            "max({}, {}) = {}",
-            a[i],
-            b[i],
-            mx[i]
-        );
-    }
-    let c = unary(&[f32::NAN, 5.0, -5.0], |x| x.clamp(-1.0, 1.0));
-    assert_eq!(c, vec![-1.0, 1.0, -1.0]);
+    every_backend(|| {
+        let v = [1.0f32, -2.0, f32::NAN, f32::INFINITY, -0.5];
+        let (a, b) = pairs(&v);
+        let mn = binary(&a, &b, |x, y| x.min(y));
+        let mx = binary(&a, &b, |x, y| x.max(y));
+        for i in 0..a.len() {
+            let (want_min, want_max) = (a[i].min(b[i]), a[i].max(b[i]));
+            assert!(
+                mn[i] == want_min || (mn[i].is_nan() && want_min.is_nan()),
+                "min({}, {}) = {}",
+                a[i],
+                b[i],
+                mn[i]
+            );
+            assert!(
+                mx[i] == want_max || (mx[i].is_nan() && want_max.is_nan()),
+                "max({}, {}) = {}",
+                a[i],
+                b[i],
+                mx[i]
+            );
+        }
+        let c = unary(&[f32::NAN, 5.0, -5.0], |x| x.clamp(-1.0, 1.0));
+        assert_eq!(c, vec![-1.0, 1.0, -1.0]);
+    });
 }
 
 #[test]
 fn out_of_bounds_loads_read_zero_and_stores_are_skipped() {
-    let k = Kernel::build("oob", |k| {
-        let a = k.buffer::<i32>("a", Access::Read);
-        let out = k.buffer::<i32>("out", Access::ReadWrite);
-        let i = global_id(Axis::X);
-        out.store(i, a.load(i + 3u32) + 1i32);
-        out.store(i + 1000u32, 99i32);
-        out.store(u32::MAX, 7i32);
-    })
-    .unwrap();
-    let a: Vec<i32> = (10..18).collect();
-    let mut out = vec![-5i32; 8];
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(1, 8),
-            &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut out)],
-        )
+    every_backend(|| {
+        let k = Kernel::build("oob", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let out = k.buffer::<i32>("out", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            out.store(i, a.load(i + 3u32) + 1i32);
+            out.store(i + 1000u32, 99i32);
+            out.store(u32::MAX, 7i32);
+        })
         .unwrap();
-    let want: Vec<i32> = (0..8)
-        .map(|i| a.get(i + 3).copied().unwrap_or(0) + 1)
-        .collect();
-    assert_eq!(out, want);
+        let a: Vec<i32> = (10..18).collect();
+        let mut out = vec![-5i32; 8];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(1, 8),
+                &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        let want: Vec<i32> = (0..8)
+            .map(|i| a.get(i + 3).copied().unwrap_or(0) + 1)
+            .collect();
+        assert_eq!(out, want);
+    });
 }
 
 #[test]
 fn integer_arithmetic_wraps() {
-    let a = vec![i8::MAX, i8::MIN, 100, -100];
-    let b = vec![1i8, -1, 100, 100];
-    assert_eq!(
-        binary(&a, &b, |x, y| x + y),
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| x.wrapping_add(*y))
-            .collect::<Vec<_>>()
-    );
-    assert_eq!(
-        binary(&a, &b, |x, y| x * y),
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| x.wrapping_mul(*y))
-            .collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&a, |x| -x),
-        a.iter().map(|x| x.wrapping_neg()).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        unary(&a, |x| x.abs()),
-        a.iter().map(|x| x.wrapping_abs()).collect::<Vec<_>>()
-    );
-    let u = vec![0u16, 1, u16::MAX];
-    assert_eq!(
-        binary(&u, &u, |x, y| x - y - 1u16),
-        u.iter()
-            .map(|x| x.wrapping_sub(*x).wrapping_sub(1))
-            .collect::<Vec<_>>()
-    );
+    every_backend(|| {
+        let a = vec![i8::MAX, i8::MIN, 100, -100];
+        let b = vec![1i8, -1, 100, 100];
+        assert_eq!(
+            binary(&a, &b, |x, y| x + y),
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| x.wrapping_add(*y))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            binary(&a, &b, |x, y| x * y),
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| x.wrapping_mul(*y))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&a, |x| -x),
+            a.iter().map(|x| x.wrapping_neg()).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            unary(&a, |x| x.abs()),
+            a.iter().map(|x| x.wrapping_abs()).collect::<Vec<_>>()
+        );
+        let u = vec![0u16, 1, u16::MAX];
+        assert_eq!(
+            binary(&u, &u, |x, y| x - y - 1u16),
+            u.iter()
+                .map(|x| x.wrapping_sub(*x).wrapping_sub(1))
+                .collect::<Vec<_>>()
+        );
+    });
 }
 
 fn ulps(a: f32, b: f32) -> u32 {
@@ -293,95 +304,99 @@ fn ulps(a: f32, b: f32) -> u32 {
 
 #[test]
 fn math_functions_match_f64_references_within_two_ulp() {
-    let xs: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) * 0.037).collect();
-    let pos: Vec<f32> = (1..200).map(|i| i as f32 * 0.11).collect();
-    let unit: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) / 101.0).collect();
-    type Case = (&'static str, fn(Val<f32>) -> Val<f32>, fn(f64) -> f64);
-    let cases: [(&[f32], Case); 21] = [
-        (&xs, ("sin", |x| x.sin(), f64::sin)),
-        (&xs, ("cos", |x| x.cos(), f64::cos)),
-        (&xs, ("tan", |x| x.tan(), f64::tan)),
-        (&unit, ("asin", |x| x.asin(), f64::asin)),
-        (&unit, ("acos", |x| x.acos(), f64::acos)),
-        (&xs, ("atan", |x| x.atan(), f64::atan)),
-        (&xs, ("sinh", |x| x.sinh(), f64::sinh)),
-        (&xs, ("cosh", |x| x.cosh(), f64::cosh)),
-        (&xs, ("tanh", |x| x.tanh(), f64::tanh)),
-        (&xs, ("exp", |x| x.exp(), f64::exp)),
-        (&xs, ("exp2", |x| x.exp2(), f64::exp2)),
-        (&pos, ("ln", |x| x.ln(), f64::ln)),
-        (&pos, ("log2", |x| x.log2(), f64::log2)),
-        (&pos, ("log10", |x| x.log10(), f64::log10)),
-        (&pos, ("sqrt", |x| x.sqrt(), f64::sqrt)),
-        (&pos, ("rsqrt", |x| x.rsqrt(), |x| 1.0 / x.sqrt())),
-        (&xs, ("floor", |x| x.floor(), f64::floor)),
-        (&xs, ("ceil", |x| x.ceil(), f64::ceil)),
-        (&xs, ("trunc", |x| x.trunc(), f64::trunc)),
-        (&xs, ("abs", |x| x.abs(), f64::abs)),
-        (&xs, ("fract", |x| x.fract(), |x| x - x.trunc())),
-    ];
-    for (input, (name, f, reference)) in cases {
-        let got = unary(input, f);
-        for (x, g) in input.iter().zip(&got) {
-            let want = reference(*x as f64) as f32;
-            assert!(ulps(*g, want) <= 2, "{name}({x}) = {g}, reference {want}");
+    every_backend(|| {
+        let xs: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) * 0.037).collect();
+        let pos: Vec<f32> = (1..200).map(|i| i as f32 * 0.11).collect();
+        let unit: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) / 101.0).collect();
+        type Case = (&'static str, fn(Val<f32>) -> Val<f32>, fn(f64) -> f64);
+        let cases: [(&[f32], Case); 21] = [
+            (&xs, ("sin", |x| x.sin(), f64::sin)),
+            (&xs, ("cos", |x| x.cos(), f64::cos)),
+            (&xs, ("tan", |x| x.tan(), f64::tan)),
+            (&unit, ("asin", |x| x.asin(), f64::asin)),
+            (&unit, ("acos", |x| x.acos(), f64::acos)),
+            (&xs, ("atan", |x| x.atan(), f64::atan)),
+            (&xs, ("sinh", |x| x.sinh(), f64::sinh)),
+            (&xs, ("cosh", |x| x.cosh(), f64::cosh)),
+            (&xs, ("tanh", |x| x.tanh(), f64::tanh)),
+            (&xs, ("exp", |x| x.exp(), f64::exp)),
+            (&xs, ("exp2", |x| x.exp2(), f64::exp2)),
+            (&pos, ("ln", |x| x.ln(), f64::ln)),
+            (&pos, ("log2", |x| x.log2(), f64::log2)),
+            (&pos, ("log10", |x| x.log10(), f64::log10)),
+            (&pos, ("sqrt", |x| x.sqrt(), f64::sqrt)),
+            (&pos, ("rsqrt", |x| x.rsqrt(), |x| 1.0 / x.sqrt())),
+            (&xs, ("floor", |x| x.floor(), f64::floor)),
+            (&xs, ("ceil", |x| x.ceil(), f64::ceil)),
+            (&xs, ("trunc", |x| x.trunc(), f64::trunc)),
+            (&xs, ("abs", |x| x.abs(), f64::abs)),
+            (&xs, ("fract", |x| x.fract(), |x| x - x.trunc())),
+        ];
+        for (input, (name, f, reference)) in cases {
+            let got = unary(input, f);
+            for (x, g) in input.iter().zip(&got) {
+                let want = reference(*x as f64) as f32;
+                assert!(ulps(*g, want) <= 2, "{name}({x}) = {g}, reference {want}");
+            }
         }
-    }
-    let halves: Vec<f32> = vec![0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997];
-    assert_eq!(
-        unary(&halves, |x| x.round()),
-        vec![1.0, -1.0, 2.0, 3.0, -3.0, 0.0]
-    );
-    let signs: Vec<f32> = vec![3.0, -2.0, 0.0, -0.0];
-    let s = unary(&signs, |x| x.sign());
-    assert_eq!(s[..2], [1.0, -1.0]);
-    assert!(s[2] == 0.0 && s[2].is_sign_positive() && s[3] == 0.0 && s[3].is_sign_negative());
-    let (a, b) = pairs(&[0.5f32, -3.25, 7.0, 1e-3]);
-    let p = binary(&a, &b, |x, y| x.abs().powf(y));
-    let t = binary(&a, &b, |x, y| x.atan2(y));
-    let m = binary(&a, &b, |x, y| x % y);
-    let f = binary(&a, &b, |x, y| x.mul_add(y, 1.0));
-    let c = binary(&a, &b, |x, y| x.copysign(y));
-    for i in 0..a.len() {
-        let (x, y) = (a[i] as f64, b[i] as f64);
-        assert!(ulps(p[i], x.abs().powf(y) as f32) <= 2, "pow");
-        assert!(ulps(t[i], x.atan2(y) as f32) <= 2, "atan2");
-        assert_eq!(m[i], a[i] % b[i], "fmod");
-        assert_eq!(f[i], (x * y + 1.0) as f32, "fma rounds once");
-        assert_eq!(c[i], a[i].copysign(b[i]));
-    }
-    let special = vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0];
-    assert_eq!(
-        unary(&special, |x| x.is_nan()),
-        vec![true, false, false, false]
-    );
-    assert_eq!(
-        unary(&special, |x| x.is_infinite()),
-        vec![false, true, true, false]
-    );
-    assert_eq!(
-        unary(&[-5i32, 0, 9, i32::MIN], |x| x.sign()),
-        vec![-1, 0, 1, -1]
-    );
-    assert_eq!(
-        unary(&[-5i32, 0, 9, 100], |x| x.clamp(-2, 50)),
-        vec![-2, 0, 9, 50]
-    );
+        let halves: Vec<f32> = vec![0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997];
+        assert_eq!(
+            unary(&halves, |x| x.round()),
+            vec![1.0, -1.0, 2.0, 3.0, -3.0, 0.0]
+        );
+        let signs: Vec<f32> = vec![3.0, -2.0, 0.0, -0.0];
+        let s = unary(&signs, |x| x.sign());
+        assert_eq!(s[..2], [1.0, -1.0]);
+        assert!(s[2] == 0.0 && s[2].is_sign_positive() && s[3] == 0.0 && s[3].is_sign_negative());
+        let (a, b) = pairs(&[0.5f32, -3.25, 7.0, 1e-3]);
+        let p = binary(&a, &b, |x, y| x.abs().powf(y));
+        let t = binary(&a, &b, |x, y| x.atan2(y));
+        let m = binary(&a, &b, |x, y| x % y);
+        let f = binary(&a, &b, |x, y| x.mul_add(y, 1.0));
+        let c = binary(&a, &b, |x, y| x.copysign(y));
+        for i in 0..a.len() {
+            let (x, y) = (a[i] as f64, b[i] as f64);
+            assert!(ulps(p[i], x.abs().powf(y) as f32) <= 2, "pow");
+            assert!(ulps(t[i], x.atan2(y) as f32) <= 2, "atan2");
+            assert_eq!(m[i], a[i] % b[i], "fmod");
+            assert_eq!(f[i], (x * y + 1.0) as f32, "fma rounds once");
+            assert_eq!(c[i], a[i].copysign(b[i]));
+        }
+        let special = vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0];
+        assert_eq!(
+            unary(&special, |x| x.is_nan()),
+            vec![true, false, false, false]
+        );
+        assert_eq!(
+            unary(&special, |x| x.is_infinite()),
+            vec![false, true, true, false]
+        );
+        assert_eq!(
+            unary(&[-5i32, 0, 9, i32::MIN], |x| x.sign()),
+            vec![-1, 0, 1, -1]
+        );
+        assert_eq!(
+            unary(&[-5i32, 0, 9, 100], |x| x.clamp(-2, 50)),
+            vec![-2, 0, 9, 50]
+        );
+    });
 }
 
 #[test]
 fn comparisons_with_nan_are_false_except_ne() {
-    let (a, b) = pairs(&[1.0f64, f64::NAN, -0.0, 0.0]);
-    let lt = binary(&a, &b, |x, y| x.lt(y));
-    let eq = binary(&a, &b, |x, y| x.eq(y));
-    let ne = binary(&a, &b, |x, y| x.ne(y));
-    let ge = binary(&a, &b, |x, y| x.ge(y));
-    for i in 0..a.len() {
-        assert_eq!(lt[i], a[i] < b[i]);
-        assert_eq!(eq[i], a[i] == b[i]);
-        assert_eq!(ne[i], a[i] != b[i]);
-        assert_eq!(ge[i], a[i] >= b[i]);
-    }
+    every_backend(|| {
+        let (a, b) = pairs(&[1.0f64, f64::NAN, -0.0, 0.0]);
+        let lt = binary(&a, &b, |x, y| x.lt(y));
+        let eq = binary(&a, &b, |x, y| x.eq(y));
+        let ne = binary(&a, &b, |x, y| x.ne(y));
+        let ge = binary(&a, &b, |x, y| x.ge(y));
+        for i in 0..a.len() {
+            assert_eq!(lt[i], a[i] < b[i]);
+            assert_eq!(eq[i], a[i] == b[i]);
+            assert_eq!(ne[i], a[i] != b[i]);
+            assert_eq!(ge[i], a[i] >= b[i]);
+        }
+    });
 }
 
 /// Shared-memory tree reduction with barriers inside a loop: the group-uniform loop and the
@@ -436,319 +451,336 @@ fn tree_reduce(dynamic: bool, group: u32) {
 
 #[test]
 fn shared_memory_tree_reduction_with_barriers() {
-    tree_reduce(false, 256);
-    tree_reduce(true, 128);
-    tree_reduce(false, 1);
+    every_backend(|| {
+        tree_reduce(false, 256);
+        tree_reduce(true, 128);
+        tree_reduce(false, 1);
+    });
 }
 
 #[test]
 fn barrier_kernel_with_early_return_and_locals_across_barriers() {
-    let k = Kernel::build("rotate", |k| {
-        let x = k.buffer::<u32>("x", Access::Read);
-        let out = k.buffer::<u32>("out", Access::ReadWrite);
-        let tile = k.shared::<u32>("tile", SharedLen::Static(64));
-        let lid = local_id(Axis::X);
-        let mine = Var::new("mine", x.load(global_id(Axis::X)) * 3u32);
-        tile.store(lid, mine.get());
-        barrier();
-        let next = tile.load((lid + 1u32) % group_size(Axis::X));
-        if_then(lid.eq(5u32), return_);
-        barrier();
-        out.store(global_id(Axis::X), next + mine.get());
-    })
-    .unwrap();
-    let xs: Vec<u32> = (0..128).map(|i| i * i).collect();
-    let mut out = vec![1u32; 128];
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(2, 64),
-            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
-        )
+    every_backend(|| {
+        let k = Kernel::build("rotate", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let tile = k.shared::<u32>("tile", SharedLen::Static(64));
+            let lid = local_id(Axis::X);
+            let mine = Var::new("mine", x.load(global_id(Axis::X)) * 3u32);
+            tile.store(lid, mine.get());
+            barrier();
+            let next = tile.load((lid + 1u32) % group_size(Axis::X));
+            barrier();
+            tile.store(lid, next);
+            barrier();
+            let again = tile.load((lid + 1u32) % group_size(Axis::X));
+            if_then(lid.eq(5u32), return_);
+            out.store(global_id(Axis::X), again + mine.get());
+        })
         .unwrap();
-    for g in 0..2 {
-        for l in 0..64usize {
-            let i = g * 64 + l;
-            let want = if l == 5 {
-                1
-            } else {
-                xs[g * 64 + (l + 1) % 64] * 3 + xs[i] * 3
-            };
-            assert_eq!(out[i], want, "item {i}");
+        let xs: Vec<u32> = (0..128).map(|i| i * i).collect();
+        let mut out = vec![1u32; 128];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(2, 64),
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        for g in 0..2 {
+            for l in 0..64usize {
+                let i = g * 64 + l;
+                let want = if l == 5 {
+                    1
+                } else {
+                    xs[g * 64 + (l + 2) % 64] * 3 + xs[i] * 3
+                };
+                assert_eq!(out[i], want, "item {i}");
+            }
         }
-    }
+    });
 }
 
 #[test]
 fn two_and_three_dimensional_grids() {
-    let (w, h) = (37u32, 21u32);
-    let k2 = Kernel::build("grid2", |k| {
-        let out = k.buffer::<u32>("out", Access::Write);
-        let width = k.value::<u32>("width");
-        let height = k.value::<u32>("height");
-        let (x, y) = (global_id(Axis::X), global_id(Axis::Y));
-        if_then(x.lt(width).and(y.lt(height)), || {
-            out.store(y * width + x, x * 1000u32 + y)
-        });
-    })
-    .unwrap();
-    let mut out = vec![0u32; (w * h) as usize];
-    let grid = Grid {
-        groups: [w.div_ceil(8), h.div_ceil(4), 1],
-        group_size: [8, 4, 1],
-        dynamic_shared: vec![],
-    };
-    ctx()
-        .launch(
-            &k2,
-            &grid,
-            &mut [
-                LaunchArg::read_write(&mut out),
-                LaunchArg::value(w),
-                LaunchArg::value(h),
-            ],
-        )
+    every_backend(|| {
+        let (w, h) = (37u32, 21u32);
+        let k2 = Kernel::build("grid2", |k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let width = k.value::<u32>("width");
+            let height = k.value::<u32>("height");
+            let (x, y) = (global_id(Axis::X), global_id(Axis::Y));
+            if_then(x.lt(width).and(y.lt(height)), || {
+                out.store(y * width + x, x * 1000u32 + y)
+            });
+        })
         .unwrap();
-    for y in 0..h {
-        for x in 0..w {
-            assert_eq!(out[(y * w + x) as usize], x * 1000 + y);
-        }
-    }
-    let k3 = Kernel::build("grid3", |k| {
-        let out = k.buffer::<u32>("out", Access::Write);
-        let (x, y, z) = (global_id(Axis::X), global_id(Axis::Y), global_id(Axis::Z));
-        let (sx, sy) = (global_size(Axis::X), global_size(Axis::Y));
-        let idx = (z * sy + y) * sx + x;
-        out.store(
-            idx,
-            local_index() + group_id(Axis::Z) * 10_000u32 + num_groups(Axis::Y) * 1_000_000u32,
-        );
-    })
-    .unwrap();
-    let grid = Grid {
-        groups: [2, 3, 4],
-        group_size: [4, 2, 2],
-        dynamic_shared: vec![],
-    };
-    let (sx, sy, sz) = (8usize, 6usize, 8usize);
-    let mut out = vec![0u32; sx * sy * sz];
-    ctx()
-        .launch(&k3, &grid, &mut [LaunchArg::read_write(&mut out)])
-        .unwrap();
-    for z in 0..sz {
-        for y in 0..sy {
-            for x in 0..sx {
-                let local = (x % 4) + (y % 2) * 4 + (z % 2) * 8;
-                let want = local as u32 + (z / 2) as u32 * 10_000 + 3_000_000;
-                assert_eq!(out[(z * sy + y) * sx + x], want, "({x},{y},{z})");
+        let mut out = vec![0u32; (w * h) as usize];
+        let grid = Grid {
+            groups: [w.div_ceil(8), h.div_ceil(4), 1],
+            group_size: [8, 4, 1],
+            dynamic_shared: vec![],
+        };
+        ctx()
+            .launch(
+                &k2,
+                &grid,
+                &mut [
+                    LaunchArg::read_write(&mut out),
+                    LaunchArg::value(w),
+                    LaunchArg::value(h),
+                ],
+            )
+            .unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                assert_eq!(out[(y * w + x) as usize], x * 1000 + y);
             }
         }
-    }
+        let k3 = Kernel::build("grid3", |k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let (x, y, z) = (global_id(Axis::X), global_id(Axis::Y), global_id(Axis::Z));
+            let (sx, sy) = (global_size(Axis::X), global_size(Axis::Y));
+            let idx = (z * sy + y) * sx + x;
+            out.store(
+                idx,
+                local_index() + group_id(Axis::Z) * 10_000u32 + num_groups(Axis::Y) * 1_000_000u32,
+            );
+        })
+        .unwrap();
+        let grid = Grid {
+            groups: [2, 3, 4],
+            group_size: [4, 2, 2],
+            dynamic_shared: vec![],
+        };
+        let (sx, sy, sz) = (8usize, 6usize, 8usize);
+        let mut out = vec![0u32; sx * sy * sz];
+        ctx()
+            .launch(&k3, &grid, &mut [LaunchArg::read_write(&mut out)])
+            .unwrap();
+        for z in 0..sz {
+            for y in 0..sy {
+                for x in 0..sx {
+                    let local = (x % 4) + (y % 2) * 4 + (z % 2) * 8;
+                    let want = local as u32 + (z / 2) as u32 * 10_000 + 3_000_000;
+                    assert_eq!(out[(z * sy + y) * sx + x], want, "({x},{y},{z})");
+                }
+            }
+        }
+    });
 }
 
 #[test]
 fn atomics_on_buffers_and_shared_memory() {
-    let n = 5000u32;
-    let k = Kernel::build("atomics", |k| {
-        let x = k.buffer::<u32>("x", Access::Read);
-        let hist = k.buffer::<u32>("hist", Access::ReadWrite);
-        let cells = k.buffer::<i32>("cells", Access::ReadWrite);
-        let fsum = k.buffer::<f32>("fsum", Access::ReadWrite);
-        let winner = k.buffer::<u32>("winner", Access::ReadWrite);
-        let local = k.shared::<u32>("local", SharedLen::Static(8));
-        let i = global_id(Axis::X);
-        if_then(i.lt(x.len()), || {
-            let v = x.load(i);
-            hist.atomic_add(v % 16u32, 1u32);
-            let s = v.cast::<i32>() - 2500i32;
-            cells.atomic_min(0u32, s);
-            cells.atomic_max(1u32, s);
-            cells.atomic_and(2u32, s | 0x0F0);
-            cells.atomic_or(3u32, s & 0x30F);
-            cells.atomic_xor(4u32, s);
-            cells.atomic_sub(5u32, 1i32);
-            fsum.atomic_add(0u32, (v % 4u32).cast::<f32>());
-            let old = winner.atomic_compare_exchange(0u32, 0u32, i + 1u32);
-            winner.store(i + 1u32, old);
-            local.atomic_add(v % 8u32, 1u32);
-            let ignored = hist.atomic_add(1_000_000u32, 1u32);
-            winner.atomic_max(n + 1u32, ignored);
-        });
-    })
-    .unwrap();
-    let xs: Vec<u32> = (0..n).map(|i| (i * 7 + 3) % 5003).collect();
-    let mut hist = vec![0u32; 16];
-    let mut cells = vec![i32::MAX, i32::MIN, -1, 0, 0, 0];
-    let mut fsum = vec![0f32; 1];
-    let mut winner = vec![0u32; n as usize + 2];
-    let groups = n.div_ceil(128);
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(groups, 128),
-            &mut [
-                LaunchArg::read(&xs),
-                LaunchArg::read_write(&mut hist),
-                LaunchArg::read_write(&mut cells),
-                LaunchArg::read_write(&mut fsum),
-                LaunchArg::read_write(&mut winner),
-            ],
-        )
+    every_backend(|| {
+        let n = 5000u32;
+        let k = Kernel::build("atomics", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let hist = k.buffer::<u32>("hist", Access::ReadWrite);
+            let cells = k.buffer::<i32>("cells", Access::ReadWrite);
+            let fsum = k.buffer::<f32>("fsum", Access::ReadWrite);
+            let winner = k.buffer::<u32>("winner", Access::ReadWrite);
+            let local = k.shared::<u32>("local", SharedLen::Static(8));
+            let i = global_id(Axis::X);
+            if_then(i.lt(x.len()), || {
+                let v = x.load(i);
+                hist.atomic_add(v % 16u32, 1u32);
+                let s = v.cast::<i32>() - 2500i32;
+                cells.atomic_min(0u32, s);
+                cells.atomic_max(1u32, s);
+                cells.atomic_and(2u32, s | 0x0F0);
+                cells.atomic_or(3u32, s & 0x30F);
+                cells.atomic_xor(4u32, s);
+                cells.atomic_sub(5u32, 1i32);
+                fsum.atomic_add(0u32, (v % 4u32).cast::<f32>());
+                let old = winner.atomic_compare_exchange(0u32, 0u32, i + 1u32);
+                winner.store(i + 1u32, old);
+                local.atomic_add(v % 8u32, 1u32);
+                let ignored = hist.atomic_add(1_000_000u32, 1u32);
+                winner.atomic_max(n + 1u32, ignored);
+            });
+        })
         .unwrap();
-    let mut want_hist = vec![0u32; 16];
-    for v in &xs {
-        want_hist[(v % 16) as usize] += 1;
-    }
-    assert_eq!(hist, want_hist);
-    let s: Vec<i32> = xs.iter().map(|&v| v as i32 - 2500).collect();
-    assert_eq!(cells[0], *s.iter().min().unwrap());
-    assert_eq!(cells[1], *s.iter().max().unwrap());
-    assert_eq!(cells[2], s.iter().fold(-1, |a, v| a & (v | 0x0F0)));
-    assert_eq!(cells[3], s.iter().fold(0, |a, v| a | (v & 0x30F)));
-    assert_eq!(cells[4], s.iter().fold(0, |a, v| a ^ v));
-    assert_eq!(cells[5], -(n as i32));
-    assert_eq!(fsum[0], xs.iter().map(|v| (v % 4) as f32).sum::<f32>());
-    let zeros = winner[1..=n as usize].iter().filter(|&&o| o == 0).count();
-    assert_eq!(zeros, 1, "exactly one compare-exchange succeeds");
-    let first = winner[1..=n as usize].iter().position(|&o| o == 0).unwrap() as u32;
-    assert_eq!(winner[0], first + 1);
-    assert_eq!(
-        winner[n as usize + 1],
-        0,
-        "out-of-bounds atomics return zero"
-    );
+        let xs: Vec<u32> = (0..n).map(|i| (i * 7 + 3) % 5003).collect();
+        let mut hist = vec![0u32; 16];
+        let mut cells = vec![i32::MAX, i32::MIN, -1, 0, 0, 0];
+        let mut fsum = vec![0f32; 1];
+        let mut winner = vec![0u32; n as usize + 2];
+        let groups = n.div_ceil(128);
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(groups, 128),
+                &mut [
+                    LaunchArg::read(&xs),
+                    LaunchArg::read_write(&mut hist),
+                    LaunchArg::read_write(&mut cells),
+                    LaunchArg::read_write(&mut fsum),
+                    LaunchArg::read_write(&mut winner),
+                ],
+            )
+            .unwrap();
+        let mut want_hist = vec![0u32; 16];
+        for v in &xs {
+            want_hist[(v % 16) as usize] += 1;
+        }
+        assert_eq!(hist, want_hist);
+        let s: Vec<i32> = xs.iter().map(|&v| v as i32 - 2500).collect();
+        assert_eq!(cells[0], *s.iter().min().unwrap());
+        assert_eq!(cells[1], *s.iter().max().unwrap());
+        assert_eq!(cells[2], s.iter().fold(-1, |a, v| a & (v | 0x0F0)));
+        assert_eq!(cells[3], s.iter().fold(0, |a, v| a | (v & 0x30F)));
+        assert_eq!(cells[4], s.iter().fold(0, |a, v| a ^ v));
+        assert_eq!(cells[5], -(n as i32));
+        assert_eq!(fsum[0], xs.iter().map(|v| (v % 4) as f32).sum::<f32>());
+        let zeros = winner[1..=n as usize].iter().filter(|&&o| o == 0).count();
+        assert_eq!(zeros, 1, "exactly one compare-exchange succeeds");
+        let first = winner[1..=n as usize].iter().position(|&o| o == 0).unwrap() as u32;
+        assert_eq!(winner[0], first + 1);
+        assert_eq!(
+            winner[n as usize + 1],
+            0,
+            "out-of-bounds atomics return zero"
+        );
+    });
 }
 
 #[test]
 fn subgroups_have_one_lane_on_the_cpu() {
-    let xs: Vec<i32> = (0..40).map(|i| i * 3 - 7).collect();
-    let k = Kernel::build("subgroup", |k| {
-        let x = k.buffer::<i32>("x", Access::Read);
-        let out = k.buffer::<i32>("out", Access::Write);
-        let i = global_id(Axis::X);
-        let v = x.load(i);
-        let size = builtin(Builtin::SubgroupSize).cast::<i32>();
-        let lane = builtin(Builtin::SubgroupLane).cast::<i32>();
-        let s = v.shuffle_down(1u32)
-            + v.shuffle_xor(1u32)
-            + v.subgroup_add()
-            + v.subgroup_exclusive_add()
-            + v.subgroup_inclusive_add()
-            + v.broadcast(0u32);
-        let b = v.gt(0).ballot().cast::<i32>()
-            + v.gt(0).subgroup_all().cast::<i32>() * 10
-            + v.subgroup_max()
-            - v.subgroup_min();
-        out.store(i, s * 100 + b + size * 1000 + lane);
-    })
-    .unwrap();
-    let mut out = vec![0i32; 40];
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(5, 8),
-            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
-        )
+    every_backend(|| {
+        let xs: Vec<i32> = (0..40).map(|i| i * 3 - 7).collect();
+        let k = Kernel::build("subgroup", |k| {
+            let x = k.buffer::<i32>("x", Access::Read);
+            let out = k.buffer::<i32>("out", Access::Write);
+            let i = global_id(Axis::X);
+            let v = x.load(i);
+            let size = builtin(Builtin::SubgroupSize).cast::<i32>();
+            let lane = builtin(Builtin::SubgroupLane).cast::<i32>();
+            let s = v.shuffle_down(1u32)
+                + v.shuffle_xor(1u32)
+                + v.subgroup_add()
+                + v.subgroup_exclusive_add()
+                + v.subgroup_inclusive_add()
+                + v.broadcast(0u32);
+            let b = v.gt(0).ballot().cast::<i32>()
+                + v.gt(0).subgroup_all().cast::<i32>() * 10
+                + v.subgroup_max()
+                - v.subgroup_min();
+            out.store(i, s * 100 + b + size * 1000 + lane);
+        })
         .unwrap();
-    for (x, o) in xs.iter().zip(&out) {
-        let pos = (*x > 0) as i32;
-        assert_eq!(*o, x * 5 * 100 + pos + pos * 10 + 1000);
-    }
+        let mut out = vec![0i32; 40];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(5, 8),
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        for (x, o) in xs.iter().zip(&out) {
+            let pos = (*x > 0) as i32;
+            assert_eq!(*o, x * 5 * 100 + pos + pos * 10 + 1000);
+        }
+    });
 }
 
 #[test]
 fn device_functions_inline_and_noinline() {
-    let k = Kernel::build("poly", |k| {
-        let x = k.buffer::<f64>("x", Access::Read);
-        let out = k.buffer::<f64>("out", Access::Write);
-        let sq = device_fn::<f64>("square", &[("v", f64::ir_type())], false, |a| {
-            let v = a[0].typed::<f64>();
-            v * v
-        });
-        let cube = device_fn::<f64>("cube", &[("v", f64::ir_type())], true, |a| {
-            sq.call(a) * a[0].typed::<f64>()
-        });
-        let i = global_id(Axis::X);
-        let v = x.load(i);
-        out.store(i, cube.call(&[v.erase()]) + sq.call(&[v.erase()]));
-    })
-    .unwrap();
-    assert_eq!(k.functions.len(), 2);
-    assert!(k.functions[1].noinline);
-    let xs: Vec<f64> = (0..33).map(|i| i as f64 * 0.5 - 4.0).collect();
-    let mut out = vec![0f64; 33];
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(3, 11),
-            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
-        )
+    every_backend(|| {
+        let k = Kernel::build("poly", |k| {
+            let x = k.buffer::<f64>("x", Access::Read);
+            let out = k.buffer::<f64>("out", Access::Write);
+            let sq = device_fn::<f64>("square", &[("v", f64::ir_type())], false, |a| {
+                let v = a[0].typed::<f64>();
+                v * v
+            });
+            let cube = device_fn::<f64>("cube", &[("v", f64::ir_type())], true, |a| {
+                sq.call(a) * a[0].typed::<f64>()
+            });
+            let i = global_id(Axis::X);
+            let v = x.load(i);
+            out.store(i, cube.call(&[v.erase()]) + sq.call(&[v.erase()]));
+        })
         .unwrap();
-    for (x, o) in xs.iter().zip(&out) {
-        assert_eq!(*o, x * x * x + x * x);
-    }
+        assert_eq!(k.functions.len(), 2);
+        assert!(k.functions[1].noinline);
+        let xs: Vec<f64> = (0..33).map(|i| i as f64 * 0.5 - 4.0).collect();
+        let mut out = vec![0f64; 33];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(3, 11),
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        for (x, o) in xs.iter().zip(&out) {
+            assert_eq!(*o, x * x * x + x * x);
+        }
+    });
 }
 
 #[test]
 fn local_arrays_loops_break_continue_and_early_return() {
-    let k = Kernel::build("locals", |k| {
-        let x = k.buffer::<u32>("x", Access::Read);
-        let out = k.buffer::<u32>("out", Access::ReadWrite);
-        let i = global_id(Axis::X);
-        if_then(i.ge(x.len()), return_);
-        let v = x.load(i);
-        if_then((v % 5u32).eq(4u32), return_);
-        let arr = LocalArray::<u32>::new("digits", 8);
-        for_range(0u32, 8u32, |j| arr.set(j, v + j * j));
-        let acc = Var::new("acc", 0u32);
-        for_range_step(0u32, 10u32, 2u32, |j| acc.set(acc.get() + arr.get(j)));
-        let count = Var::new("count", 0u32);
-        let t = Var::new("t", v);
-        while_(
-            || t.get().gt(0u32),
-            || {
-                t.set(t.get() / 2u32);
-                if_then((t.get() % 3u32).eq(0u32), continue_);
-                count.set(count.get() + 1u32);
-                if_then(count.get().ge(4u32), break_);
-            },
-        );
-        out.store(i, acc.get() * 100u32 + count.get());
-    })
-    .unwrap();
-    let xs: Vec<u32> = (0..50).map(|i| i * 13 + 1).collect();
-    let mut out = vec![7u32; 50];
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(4, 16),
-            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
-        )
+    every_backend(|| {
+        let k = Kernel::build("locals", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            if_then(i.ge(x.len()), return_);
+            let v = x.load(i);
+            if_then((v % 5u32).eq(4u32), return_);
+            let arr = LocalArray::<u32>::new("digits", 8);
+            for_range(0u32, 8u32, |j| arr.set(j, v + j * j));
+            let acc = Var::new("acc", 0u32);
+            for_range_step(0u32, 10u32, 2u32, |j| acc.set(acc.get() + arr.get(j)));
+            let count = Var::new("count", 0u32);
+            let t = Var::new("t", v);
+            while_(
+                || t.get().gt(0u32),
+                || {
+                    t.set(t.get() / 2u32);
+                    if_then((t.get() % 3u32).eq(0u32), continue_);
+                    count.set(count.get() + 1u32);
+                    if_then(count.get().ge(4u32), break_);
+                },
+            );
+            out.store(i, acc.get() * 100u32 + count.get());
+        })
         .unwrap();
-    for (x, o) in xs.iter().zip(&out) {
-        if x % 5 == 4 {
-            assert_eq!(*o, 7);
-            continue;
-        }
-        let arr: Vec<u32> = (0..8).map(|j| x + j * j).collect();
-        let acc: u32 = (0..10)
-            .step_by(2)
-            .map(|j| arr.get(j).copied().unwrap_or(0))
-            .sum();
-        let mut count = 0;
-        let mut t = *x;
-        while t > 0 {
-            t /= 2;
-            if t % 3 == 0 {
+        let xs: Vec<u32> = (0..50).map(|i| i * 13 + 1).collect();
+        let mut out = vec![7u32; 50];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(4, 16),
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        for (x, o) in xs.iter().zip(&out) {
+            if x % 5 == 4 {
+                assert_eq!(*o, 7);
                 continue;
             }
-            count += 1;
-            if count >= 4 {
-                break;
+            let arr: Vec<u32> = (0..8).map(|j| x + j * j).collect();
+            let acc: u32 = (0..10)
+                .step_by(2)
+                .map(|j| arr.get(j).copied().unwrap_or(0))
+                .sum();
+            let mut count = 0;
+            let mut t = *x;
+            while t > 0 {
+                t /= 2;
+                if t % 3 == 0 {
+                    continue;
+                }
+                count += 1;
+                if count >= 4 {
+                    break;
+                }
             }
+            assert_eq!(*o, acc * 100 + count, "x = {x}");
         }
-        assert_eq!(*o, acc * 100 + count, "x = {x}");
-    }
+    });
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -784,111 +816,115 @@ unsafe impl IrStruct for Particle {
 
 #[test]
 fn struct_buffers_vectors_and_struct_parameters() {
-    let k = Kernel::build("particles", |k| {
-        let ps = k.buffer::<Particle>("ps", Access::ReadWrite);
-        let push = k.value::<Particle>("push");
-        let i = global_id(Axis::X);
-        let p = ps.load(i);
-        let pos = p.field::<Vector<f32, 2>>(0);
-        let d = push.field::<Vector<f32, 2>>(0);
-        let moved = pos + d * vector([p.field::<f32>(1), p.field::<f32>(1)]);
-        let swapped = vector([moved.at(1), moved.at(0)]);
-        let id = p.field::<u32>(2) + push.field::<u32>(2);
-        ps.store(
-            i,
-            compose::<Particle>(&[
-                swapped.erase(),
-                (p.field::<f32>(1) * 2.0).erase(),
-                id.erase(),
-            ]),
-        );
-    })
-    .unwrap();
-    let mut ps: Vec<Particle> = (0..20)
-        .map(|i| Particle {
-            pos: Vector([i as f32, -(i as f32)]),
-            mass: 0.5 + i as f32,
-            id: i,
+    every_backend(|| {
+        let k = Kernel::build("particles", |k| {
+            let ps = k.buffer::<Particle>("ps", Access::ReadWrite);
+            let push = k.value::<Particle>("push");
+            let i = global_id(Axis::X);
+            let p = ps.load(i);
+            let pos = p.field::<Vector<f32, 2>>(0);
+            let d = push.field::<Vector<f32, 2>>(0);
+            let moved = pos + d * vector([p.field::<f32>(1), p.field::<f32>(1)]);
+            let swapped = vector([moved.at(1), moved.at(0)]);
+            let id = p.field::<u32>(2) + push.field::<u32>(2);
+            ps.store(
+                i,
+                compose::<Particle>(&[
+                    swapped.erase(),
+                    (p.field::<f32>(1) * 2.0).erase(),
+                    id.erase(),
+                ]),
+            );
         })
-        .collect();
-    let orig = ps.clone();
-    let push = Particle {
-        pos: Vector([1.0, 2.0]),
-        mass: 0.0,
-        id: 100,
-    };
-    ctx()
-        .launch(
-            &k,
-            &Grid::linear(4, 5),
-            &mut [LaunchArg::read_write(&mut ps), LaunchArg::value(push)],
-        )
         .unwrap();
-    for (p, o) in ps.iter().zip(&orig) {
-        let mx = o.pos.0[0] + 1.0 * o.mass;
-        let my = o.pos.0[1] + 2.0 * o.mass;
-        assert_eq!(
-            *p,
-            Particle {
-                pos: Vector([my, mx]),
-                mass: o.mass * 2.0,
-                id: o.id + 100
-            }
-        );
-    }
+        let mut ps: Vec<Particle> = (0..20)
+            .map(|i| Particle {
+                pos: Vector([i as f32, -(i as f32)]),
+                mass: 0.5 + i as f32,
+                id: i,
+            })
+            .collect();
+        let orig = ps.clone();
+        let push = Particle {
+            pos: Vector([1.0, 2.0]),
+            mass: 0.0,
+            id: 100,
+        };
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(4, 5),
+                &mut [LaunchArg::read_write(&mut ps), LaunchArg::value(push)],
+            )
+            .unwrap();
+        for (p, o) in ps.iter().zip(&orig) {
+            let mx = o.pos.0[0] + 1.0 * o.mass;
+            let my = o.pos.0[1] + 2.0 * o.mass;
+            assert_eq!(
+                *p,
+                Particle {
+                    pos: Vector([my, mx]),
+                    mass: o.mass * 2.0,
+                    id: o.id + 100
+                }
+            );
+        }
+    });
 }
 
 #[test]
 fn bad_launches_are_typed_errors_not_panics() {
-    let k = Kernel::build("copy", |k| {
-        let a = k.buffer::<f32>("a", Access::Read);
-        let b = k.buffer::<f32>("b", Access::Write);
-        let i = global_id(Axis::X);
-        b.store(i, a.load(i));
-    })
-    .unwrap();
-    let a = vec![1f32; 4];
-    let mut b = vec![0f32; 4];
-    let c = ctx();
-    let e = c
-        .launch(&k, &Grid::linear(1, 4), &mut [LaunchArg::read(&a)])
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("1 arguments for 2 parameters"),
-        "{e}"
-    );
-    let e = c
-        .launch(
+    every_backend(|| {
+        let k = Kernel::build("copy", |k| {
+            let a = k.buffer::<f32>("a", Access::Read);
+            let b = k.buffer::<f32>("b", Access::Write);
+            let i = global_id(Axis::X);
+            b.store(i, a.load(i));
+        })
+        .unwrap();
+        let a = vec![1f32; 4];
+        let mut b = vec![0f32; 4];
+        let c = ctx();
+        let e = c
+            .launch(&k, &Grid::linear(1, 4), &mut [LaunchArg::read(&a)])
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("1 arguments for 2 parameters"),
+            "{e}"
+        );
+        let e = c
+            .launch(
+                &k,
+                &Grid::linear(1, 0),
+                &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut b)],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("group size"), "{e}");
+        let e = c
+            .launch(
+                &k,
+                &Grid::linear(1, 4),
+                &mut [LaunchArg::value(3u32), LaunchArg::read_write(&mut b)],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("must be a Read buffer"), "{e}");
+        let bytes = [0u8; 6];
+        let e = c
+            .launch(
+                &k,
+                &Grid::linear(1, 4),
+                &mut [LaunchArg::Read(&bytes), LaunchArg::read_write(&mut b)],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("not a whole number"), "{e}");
+        c.launch(
             &k,
-            &Grid::linear(1, 0),
+            &Grid::linear(1, 4),
             &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut b)],
         )
-        .unwrap_err();
-    assert!(e.to_string().contains("group size"), "{e}");
-    let e = c
-        .launch(
-            &k,
-            &Grid::linear(1, 4),
-            &mut [LaunchArg::value(3u32), LaunchArg::read_write(&mut b)],
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("must be a Read buffer"), "{e}");
-    let bytes = [0u8; 6];
-    let e = c
-        .launch(
-            &k,
-            &Grid::linear(1, 4),
-            &mut [LaunchArg::Read(&bytes), LaunchArg::read_write(&mut b)],
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("not a whole number"), "{e}");
-    c.launch(
-        &k,
-        &Grid::linear(1, 4),
-        &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut b)],
-    )
-    .unwrap();
-    assert_eq!(b, a, "the context keeps working after errors");
+        .unwrap();
+        assert_eq!(b, a, "the context keeps working after errors");
+    });
 }
 
 /// Bodies the CPU backend runs four work items at a time (32-bit values, straight-line code
@@ -897,143 +933,149 @@ fn bad_launches_are_typed_errors_not_panics() {
 /// per-item loop.
 #[test]
 fn element_wise_bodies_give_per_item_results() {
-    let n = 1003u32;
-    let k = Kernel::build("lanes", |k| {
-        let x = k.buffer::<f32>("x", Access::Read);
-        let ids = k.buffer::<i32>("ids", Access::Read);
-        let out = k.buffer::<f32>("out", Access::ReadWrite);
-        let tags = k.buffer::<u32>("tags", Access::ReadWrite);
-        let last = k.buffer::<u32>("last", Access::ReadWrite);
-        let i = global_id(Axis::X);
-        if_then(i.ge(x.len()), return_);
-        let v = x.load(i);
-        let gathered = x.load((i * 7u32) % x.len());
-        let id = ids.load(i);
-        if_else(
-            v.gt(0.0).and((id % 3).ne(0)),
-            || {
-                out.store(i, v.sqrt() + gathered.min(f32::NAN));
-                if_then(id.lt(-100), return_);
-                tags.store(i, (id / 3).cast::<u32>() + 1u32);
-            },
-            || out.store(i, select(v.is_nan(), -1.0f32, v.abs().floor() * 2.0)),
-        );
-        last.store(group_id(Axis::X), i);
-        tags.store(i + 5000u32, 9u32);
-    })
-    .unwrap();
-    let x: Vec<f32> = (0..n)
-        .map(|i| {
-            if i % 97 == 0 {
-                f32::NAN
-            } else {
-                (i as f32 * 1.37).sin() * 50.0
-            }
-        })
-        .collect();
-    let ids: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 401 - 200).collect();
-    for group in [1u32, 3, 10, 64, 256] {
-        let mut out = vec![7f32; n as usize];
-        let mut tags = vec![0u32; n as usize];
-        let groups = n.div_ceil(group);
-        let mut last = vec![u32::MAX; groups as usize];
-        ctx()
-            .launch(
-                &k,
-                &Grid::linear(groups, group),
-                &mut [
-                    LaunchArg::read(&x),
-                    LaunchArg::read(&ids),
-                    LaunchArg::read_write(&mut out),
-                    LaunchArg::read_write(&mut tags),
-                    LaunchArg::read_write(&mut last),
-                ],
-            )
-            .unwrap();
-        for i in 0..n as usize {
-            let (v, id) = (x[i], ids[i]);
-            let g = x[(i * 7) % n as usize];
-            let (want_out, want_tag) = if v > 0.0 && id % 3 != 0 {
-                let o = v.sqrt() + g.min(f32::NAN);
-                (o, if id < -100 { 0 } else { (id / 3) as u32 + 1 })
-            } else {
-                (
-                    if v.is_nan() {
-                        -1.0
-                    } else {
-                        v.abs().floor() * 2.0
-                    },
-                    0,
-                )
-            };
-            assert!(
-                out[i] == want_out || (out[i].is_nan() && want_out.is_nan()),
-                "group {group}, item {i}: {} vs {want_out}",
-                out[i]
+    every_backend(|| {
+        let n = 1003u32;
+        let k = Kernel::build("lanes", |k| {
+            let x = k.buffer::<f32>("x", Access::Read);
+            let ids = k.buffer::<i32>("ids", Access::Read);
+            let out = k.buffer::<f32>("out", Access::ReadWrite);
+            let tags = k.buffer::<u32>("tags", Access::ReadWrite);
+            let last = k.buffer::<u32>("last", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            if_then(i.ge(x.len()), return_);
+            let v = x.load(i);
+            let gathered = x.load((i * 7u32) % x.len());
+            let id = ids.load(i);
+            if_else(
+                v.gt(0.0).and((id % 3).ne(0)),
+                || {
+                    out.store(i, v.sqrt() + gathered.min(f32::NAN));
+                    if_then(id.lt(-100), return_);
+                    tags.store(i, (id / 3).cast::<u32>() + 1u32);
+                },
+                || out.store(i, select(v.is_nan(), -1.0f32, v.abs().floor() * 2.0)),
             );
-            assert_eq!(tags[i], want_tag, "group {group}, item {i}");
-        }
-        let returned_early = |i: usize| x[i] > 0.0 && ids[i] % 3 != 0 && ids[i] < -100;
-        for (g, l) in last.iter().enumerate() {
-            let items = g as u32 * group..((g as u32 + 1) * group).min(n);
-            let finishers: Vec<u32> = items.filter(|&i| !returned_early(i as usize)).collect();
-            if finishers.is_empty() {
-                assert_eq!(
-                    *l,
-                    u32::MAX,
-                    "group {g} of size {group}: every item returned early"
-                );
-            } else {
+            last.store(group_id(Axis::X), i);
+            tags.store(i + 5000u32, 9u32);
+        })
+        .unwrap();
+        let x: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % 97 == 0 {
+                    f32::NAN
+                } else {
+                    (i as f32 * 1.37).sin() * 50.0
+                }
+            })
+            .collect();
+        let ids: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 401 - 200).collect();
+        for group in [1u32, 3, 10, 64, 256] {
+            let mut out = vec![7f32; n as usize];
+            let mut tags = vec![0u32; n as usize];
+            let groups = n.div_ceil(group);
+            let mut last = vec![u32::MAX; groups as usize];
+            ctx()
+                .launch(
+                    &k,
+                    &Grid::linear(groups, group),
+                    &mut [
+                        LaunchArg::read(&x),
+                        LaunchArg::read(&ids),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut tags),
+                        LaunchArg::read_write(&mut last),
+                    ],
+                )
+                .unwrap();
+            for i in 0..n as usize {
+                let (v, id) = (x[i], ids[i]);
+                let g = x[(i * 7) % n as usize];
+                let (want_out, want_tag) = if v > 0.0 && id % 3 != 0 {
+                    let o = v.sqrt() + g.min(f32::NAN);
+                    (o, if id < -100 { 0 } else { (id / 3) as u32 + 1 })
+                } else {
+                    (
+                        if v.is_nan() {
+                            -1.0
+                        } else {
+                            v.abs().floor() * 2.0
+                        },
+                        0,
+                    )
+                };
                 assert!(
-                    finishers.contains(l),
-                    "group {g} of size {group}: last = {l}, expected one of {finishers:?}"
+                    out[i] == want_out || (out[i].is_nan() && want_out.is_nan()),
+                    "group {group}, item {i}: {} vs {want_out}",
+                    out[i]
                 );
+                assert_eq!(tags[i], want_tag, "group {group}, item {i}");
+            }
+            let returned_early = |i: usize| x[i] > 0.0 && ids[i] % 3 != 0 && ids[i] < -100;
+            for (g, l) in last.iter().enumerate() {
+                let items = g as u32 * group..((g as u32 + 1) * group).min(n);
+                let finishers: Vec<u32> = items.filter(|&i| !returned_early(i as usize)).collect();
+                if finishers.is_empty() {
+                    assert_eq!(
+                        *l,
+                        u32::MAX,
+                        "group {g} of size {group}: every item returned early"
+                    );
+                } else {
+                    assert!(
+                        finishers.contains(l),
+                        "group {g} of size {group}: last = {l}, expected one of {finishers:?}"
+                    );
+                }
             }
         }
-    }
+    });
 }
 
 #[test]
+/// A CPU backend limit: a local array lives on the work item's stack.
 fn oversized_local_arrays_are_a_compile_error() {
-    let k = Kernel::build("huge", |k| {
-        let out = k.buffer::<f32>("out", Access::Write);
-        let big = LocalArray::<f32>::new("big", 100_000_000);
-        big.set(3u32, 1.0f32);
-        out.store(0u32, big.get(3u32));
-    })
-    .unwrap();
-    let mut out = vec![0f32; 1];
-    let e = ctx()
-        .launch(
-            &k,
-            &Grid::linear(1, 1),
-            &mut [LaunchArg::read_write(&mut out)],
-        )
-        .unwrap_err();
-    let text = e.to_string();
-    assert!(
-        text.contains("backend cpu failed to compile kernel `huge`")
-            && text.contains("array local `big`"),
-        "{text}"
-    );
-    assert!(
-        text.contains("var big: [f32; 100000000]"),
-        "the error carries the IR listing: {text}"
-    );
-    let with_barrier = Kernel::build("huge_barrier", |k| {
-        let out = k.buffer::<f32>("out", Access::Write);
-        let big = LocalArray::<f32>::new("big", 1 << 30);
-        big.set(3u32, 1.0f32);
-        barrier();
-        out.store(0u32, big.get(3u32));
-    })
-    .unwrap();
-    let e = ctx()
-        .launch(
-            &with_barrier,
-            &Grid::linear(1, 1),
-            &mut [LaunchArg::read_write(&mut out)],
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("array local `big`"), "{e}");
+    let ctx = || kiln::Context::with_backend(kiln::BackendKind::Cpu).unwrap();
+    {
+        let k = Kernel::build("huge", |k| {
+            let out = k.buffer::<f32>("out", Access::Write);
+            let big = LocalArray::<f32>::new("big", 100_000_000);
+            big.set(3u32, 1.0f32);
+            out.store(0u32, big.get(3u32));
+        })
+        .unwrap();
+        let mut out = vec![0f32; 1];
+        let e = ctx()
+            .launch(
+                &k,
+                &Grid::linear(1, 1),
+                &mut [LaunchArg::read_write(&mut out)],
+            )
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("backend cpu failed to compile kernel `huge`")
+                && text.contains("array local `big`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("var big: [f32; 100000000]"),
+            "the error carries the IR listing: {text}"
+        );
+        let with_barrier = Kernel::build("huge_barrier", |k| {
+            let out = k.buffer::<f32>("out", Access::Write);
+            let big = LocalArray::<f32>::new("big", 1 << 30);
+            big.set(3u32, 1.0f32);
+            barrier();
+            out.store(0u32, big.get(3u32));
+        })
+        .unwrap();
+        let e = ctx()
+            .launch(
+                &with_barrier,
+                &Grid::linear(1, 1),
+                &mut [LaunchArg::read_write(&mut out)],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("array local `big`"), "{e}");
+    }
 }

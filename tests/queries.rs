@@ -1,12 +1,11 @@
 //! The query API end to end, against plain Rust iterator references: every terminal, fusion
 //! (kernel counts), order, determinism, edge sizes, NaN/inf, integer extremes and errors.
 
+mod common;
+use common::{ctx, every_backend};
+
 use kiln::prelude::*;
 use kiln::Error;
-
-fn ctx() -> Context {
-    Context::new().expect("the CPU backend is always available")
-}
 
 /// Sizes around the planner's chunk (16384) and lane split, plus tiny ones.
 const SIZES: [usize; 9] = [0, 1, 2, 7, 16383, 16384, 16385, 3 * 16384 + 5, 100_003];
@@ -29,396 +28,422 @@ fn close(got: f64, want: f64, scale: f64) -> bool {
 
 #[test]
 fn the_headline_query_matches_a_plain_loop() {
-    let c = ctx();
-    for n in SIZES {
-        let xs = floats(n);
-        let got = c
-            .from(&xs)
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs = floats(n);
+            let got = c
+                .from(&xs)
+                .map(|x| x * 2.0)
+                .filter(|x| x.gt(1000.0))
+                .map(|x| x + 100.0)
+                .sum()
+                .unwrap();
+            let kept: Vec<f64> = xs
+                .iter()
+                .map(|x| x * 2.0)
+                .filter(|x| *x > 1000.0)
+                .map(|x| (x + 100.0) as f64)
+                .collect();
+            let want: f64 = kept.iter().sum();
+            let scale: f64 = kept.iter().map(|v| v.abs()).sum();
+            assert!(close(got as f64, want, scale), "n={n}: {got} vs {want}");
+        }
+    });
+}
+
+#[test]
+fn map_to_vec_and_filter_to_vec_keep_order() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs = ints(n);
+            let mapped = c.from(&xs).map(|x| x * 3 - 1).to_vec().unwrap();
+            assert_eq!(
+                mapped,
+                xs.iter()
+                    .map(|x| x.wrapping_mul(3).wrapping_sub(1))
+                    .collect::<Vec<_>>(),
+                "n={n}"
+            );
+            let kept = c
+                .from(&xs)
+                .filter(|x| (x & 7).eq(3).or(x.lt(-900_000)))
+                .to_vec()
+                .unwrap();
+            assert_eq!(
+                kept,
+                xs.iter()
+                    .copied()
+                    .filter(|x| (x & 7) == 3 || *x < -900_000)
+                    .collect::<Vec<_>>(),
+                "n={n}"
+            );
+            let none = c.from(&xs).filter(|x| x.gt(i32::MAX)).to_vec().unwrap();
+            assert!(none.is_empty());
+            let all = c
+                .from(&xs)
+                .filter(|x| x.le(i32::MAX))
+                .map(|x| x.cast::<i64>() * 2)
+                .to_vec()
+                .unwrap();
+            assert_eq!(all, xs.iter().map(|&x| x as i64 * 2).collect::<Vec<_>>());
+        }
+    });
+}
+
+#[test]
+fn sum_product_min_max_count_average() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs = ints(n);
+            assert_eq!(
+                c.from(&xs).sum().unwrap(),
+                xs.iter().fold(0i32, |a, b| a.wrapping_add(*b)),
+                "n={n}"
+            );
+            let wide = c.from(&xs).map(|x| x.cast::<i64>()).sum().unwrap();
+            assert_eq!(wide, xs.iter().map(|&x| x as i64).sum::<i64>());
+            let small: Vec<u64> = xs
+                .iter()
+                .map(|&x| (x.unsigned_abs() % 3 + 1) as u64)
+                .collect();
+            assert_eq!(
+                c.from(&small).product().unwrap(),
+                small.iter().fold(1u64, |a, b| a.wrapping_mul(*b))
+            );
+            assert_eq!(c.from(&xs).min().unwrap(), xs.iter().copied().min());
+            assert_eq!(c.from(&xs).max().unwrap(), xs.iter().copied().max());
+            let evens = c.from(&xs).filter(|x| (x % 2).eq(0)).count().unwrap();
+            assert_eq!(evens, xs.iter().filter(|x| *x % 2 == 0).count());
+            assert_eq!(c.from(&xs).count().unwrap(), n);
+            let avg = c.from(&xs).average().unwrap();
+            let want = (n > 0).then(|| xs.iter().map(|&x| x as f64).sum::<f64>() / n as f64);
+            match (avg, want) {
+                (Some(a), Some(w)) => {
+                    assert!((a - w).abs() < 1e-6 * w.abs().max(1.0), "{a} vs {w}")
+                }
+                (a, w) => assert_eq!(a, w),
+            }
+            let fs = floats(n);
+            let s = c.from(&fs).sum().unwrap() as f64;
+            let want: f64 = fs.iter().map(|&x| x as f64).sum();
+            assert!(
+                close(s, want, fs.iter().map(|x| x.abs() as f64).sum()),
+                "n={n}: {s} vs {want}"
+            );
+        }
+    });
+}
+
+#[test]
+fn integer_extremes() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = vec![i64::MIN, i64::MAX, 0, -1, 1, i64::MIN + 1];
+        assert_eq!(c.from(&xs).min().unwrap(), Some(i64::MIN));
+        assert_eq!(c.from(&xs).max().unwrap(), Some(i64::MAX));
+        assert_eq!(
+            c.from(&xs).sum().unwrap(),
+            xs.iter().fold(0i64, |a, b| a.wrapping_add(*b))
+        );
+        let us = vec![u8::MAX, 0, 7, u8::MAX];
+        assert_eq!(c.from(&us).max().unwrap(), Some(255));
+        assert_eq!(
+            c.from(&us).sum().unwrap(),
+            us.iter().fold(0u8, |a, b| a.wrapping_add(*b))
+        );
+        assert_eq!(c.from(&us).map(|x| x.cast::<u32>()).sum().unwrap(), 517);
+        assert_eq!(c.from(&us).argmax().unwrap(), Some(0));
+        let only_max = vec![i32::MAX; 3];
+        assert_eq!(c.from(&only_max).min().unwrap(), Some(i32::MAX));
+    });
+}
+
+#[test]
+fn nan_and_infinities() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = vec![1.0f32, f32::NAN, -3.0, f32::INFINITY, 2.0];
+        assert_eq!(c.from(&xs).min().unwrap(), Some(-3.0));
+        assert_eq!(c.from(&xs).max().unwrap(), Some(f32::INFINITY));
+        assert!(c.from(&xs).sum().unwrap().is_nan());
+        assert_eq!(c.from(&xs).argmin().unwrap(), Some(2));
+        assert_eq!(c.from(&xs).argmax().unwrap(), Some(3));
+        assert!(c.from(&xs).any(|x| x.is_nan()).unwrap());
+        assert!(!c.from(&xs).all(|x| x.is_nan().not()).unwrap());
+        assert_eq!(c.from(&xs).filter(|x| x.is_nan()).count().unwrap(), 1);
+        let nans = vec![f64::NAN; 4];
+        assert!(c.from(&nans).min().unwrap().unwrap().is_nan());
+        assert_eq!(c.from(&nans).argmax().unwrap(), Some(0));
+        let infs = vec![f32::INFINITY, f32::NEG_INFINITY];
+        assert!(c.from(&infs).sum().unwrap().is_nan());
+        assert_eq!(c.from(&infs).min().unwrap(), Some(f32::NEG_INFINITY));
+    });
+}
+
+#[test]
+fn empty_and_single_element_inputs() {
+    every_backend(|| {
+        let c = ctx();
+        let empty: Vec<f32> = vec![];
+        assert_eq!(c.from(&empty).sum().unwrap(), 0.0);
+        assert_eq!(c.from(&empty).product().unwrap(), 1.0);
+        assert_eq!(c.from(&empty).min().unwrap(), None);
+        assert_eq!(c.from(&empty).average().unwrap(), None);
+        assert_eq!(c.from(&empty).argmin().unwrap(), None);
+        assert_eq!(c.from(&empty).count().unwrap(), 0);
+        assert!(!c.from(&empty).any(|x| x.gt(0.0)).unwrap());
+        assert!(c.from(&empty).all(|x| x.gt(0.0)).unwrap());
+        assert!(c.from(&empty).map(|x| x + 1.0).to_vec().unwrap().is_empty());
+        let one = vec![-2.5f32];
+        assert_eq!(c.from(&one).sum().unwrap(), -2.5);
+        assert_eq!(c.from(&one).max().unwrap(), Some(-2.5));
+        assert_eq!(c.from(&one).argmax().unwrap(), Some(0));
+        assert_eq!(c.from(&one).average().unwrap(), Some(-2.5));
+        assert_eq!(
+            c.from(&one).filter(|x| x.lt(0.0)).to_vec().unwrap(),
+            vec![-2.5]
+        );
+    });
+}
+
+#[test]
+fn argmin_argmax_pick_the_first_of_ties() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs: Vec<i32> = ints(n).iter().map(|x| x % 1000).collect();
+            let want_min = xs
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, v)| (**v, *i))
+                .map(|(i, _)| i);
+            let want_max = xs
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, v)| (**v, std::cmp::Reverse(*i)))
+                .map(|(i, _)| i);
+            assert_eq!(c.from(&xs).argmin().unwrap(), want_min, "n={n}");
+            assert_eq!(c.from(&xs).argmax().unwrap(), want_max, "n={n}");
+        }
+    });
+}
+
+#[test]
+fn fold_with_a_non_commutative_associative_op() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs: Vec<u32> = (0..n as u32).map(|i| i % 13).collect();
+            let got =
+                c.from(&xs)
+                    .map(|x| (x, x))
+                    .fold((u32::MAX, u32::MAX), |(af, al), (bf, bl)| {
+                        let first = select(af.eq(u32::MAX), bf, af);
+                        let last = select(bl.eq(u32::MAX), al, bl);
+                        (first, last)
+                    });
+            let want = (
+                xs.first().copied().unwrap_or(u32::MAX),
+                xs.last().copied().unwrap_or(u32::MAX),
+            );
+            assert_eq!(got.unwrap(), want, "n={n}");
+            let hash = c
+                .from(&xs)
+                .map(|x| (x.cast::<u64>(), kiln::ir::lit(31u64)))
+                .fold((0u64, 1u64), |(ah, ap), (bh, bp)| (ah * bp + bh, ap * bp));
+            let want = xs.iter().fold((0u64, 1u64), |(h, p), &x| {
+                (
+                    h.wrapping_mul(31).wrapping_add(x as u64),
+                    p.wrapping_mul(31),
+                )
+            });
+            assert_eq!(hash.unwrap(), want, "rolling hash, n={n}");
+        }
+    });
+}
+
+#[test]
+fn zip_and_enumerate() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let a = floats(n);
+            let b: Vec<i32> = ints(n);
+            let dot = c
+                .from(&a)
+                .zip(&b)
+                .map(|(x, y)| x.cast::<f64>() * y.cast::<f64>())
+                .sum()
+                .unwrap();
+            let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            let scale: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (*x as f64 * *y as f64).abs())
+                .sum();
+            assert!(close(dot, want, scale), "n={n}");
+            let pairs = c
+                .from(&b)
+                .zip(&a)
+                .filter(|(y, _)| y.gt(0))
+                .to_vec()
+                .unwrap();
+            assert_eq!(
+                pairs,
+                b.iter()
+                    .copied()
+                    .zip(a.iter().copied())
+                    .filter(|(y, _)| *y > 0)
+                    .collect::<Vec<_>>()
+            );
+            let idx = c
+                .from(&a)
+                .enumerate()
+                .filter(|(_, x)| x.lt(-1400.0))
+                .map(|(i, _)| i)
+                .to_vec()
+                .unwrap();
+            let want: Vec<u32> = a
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x < -1400.0)
+                .map(|(i, _)| i as u32)
+                .collect();
+            assert_eq!(idx, want);
+            let c3: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+            let triple = c
+                .from(&a)
+                .zip(&b)
+                .zip(&c3)
+                .map(|((x, y), z)| x.cast::<f64>() + y.cast::<f64>() * z.cast::<f64>())
+                .to_vec()
+                .unwrap();
+            let want: Vec<f64> = (0..n)
+                .map(|i| a[i] as f64 + b[i] as f64 * c3[i] as f64)
+                .collect();
+            assert_eq!(triple, want);
+        }
+    });
+}
+
+#[test]
+fn fusion_launches_one_kernel_per_phase_and_caches_compiles() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = floats(100_000);
+        let before = c.stats();
+        c.from(&xs)
             .map(|x| x * 2.0)
             .filter(|x| x.gt(1000.0))
             .map(|x| x + 100.0)
             .sum()
             .unwrap();
-        let kept: Vec<f64> = xs
-            .iter()
+        let after = c.stats();
+        assert_eq!(
+            after.launches - before.launches,
+            2,
+            "map-filter-map-sum is partials + final"
+        );
+        assert_eq!(after.compilations - before.compilations, 2);
+        c.from(&xs)
             .map(|x| x * 2.0)
-            .filter(|x| *x > 1000.0)
-            .map(|x| (x + 100.0) as f64)
-            .collect();
-        let want: f64 = kept.iter().sum();
-        let scale: f64 = kept.iter().map(|v| v.abs()).sum();
-        assert!(close(got as f64, want, scale), "n={n}: {got} vs {want}");
-    }
-}
-
-#[test]
-fn map_to_vec_and_filter_to_vec_keep_order() {
-    let c = ctx();
-    for n in SIZES {
-        let xs = ints(n);
-        let mapped = c.from(&xs).map(|x| x * 3 - 1).to_vec().unwrap();
-        assert_eq!(
-            mapped,
-            xs.iter()
-                .map(|x| x.wrapping_mul(3).wrapping_sub(1))
-                .collect::<Vec<_>>(),
-            "n={n}"
-        );
-        let kept = c
-            .from(&xs)
-            .filter(|x| (x & 7).eq(3).or(x.lt(-900_000)))
-            .to_vec()
-            .unwrap();
-        assert_eq!(
-            kept,
-            xs.iter()
-                .copied()
-                .filter(|x| (x & 7) == 3 || *x < -900_000)
-                .collect::<Vec<_>>(),
-            "n={n}"
-        );
-        let none = c.from(&xs).filter(|x| x.gt(i32::MAX)).to_vec().unwrap();
-        assert!(none.is_empty());
-        let all = c
-            .from(&xs)
-            .filter(|x| x.le(i32::MAX))
-            .map(|x| x.cast::<i64>() * 2)
-            .to_vec()
-            .unwrap();
-        assert_eq!(all, xs.iter().map(|&x| x as i64 * 2).collect::<Vec<_>>());
-    }
-}
-
-#[test]
-fn sum_product_min_max_count_average() {
-    let c = ctx();
-    for n in SIZES {
-        let xs = ints(n);
-        assert_eq!(
-            c.from(&xs).sum().unwrap(),
-            xs.iter().fold(0i32, |a, b| a.wrapping_add(*b)),
-            "n={n}"
-        );
-        let wide = c.from(&xs).map(|x| x.cast::<i64>()).sum().unwrap();
-        assert_eq!(wide, xs.iter().map(|&x| x as i64).sum::<i64>());
-        let small: Vec<u64> = xs
-            .iter()
-            .map(|&x| (x.unsigned_abs() % 3 + 1) as u64)
-            .collect();
-        assert_eq!(
-            c.from(&small).product().unwrap(),
-            small.iter().fold(1u64, |a, b| a.wrapping_mul(*b))
-        );
-        assert_eq!(c.from(&xs).min().unwrap(), xs.iter().copied().min());
-        assert_eq!(c.from(&xs).max().unwrap(), xs.iter().copied().max());
-        let evens = c.from(&xs).filter(|x| (x % 2).eq(0)).count().unwrap();
-        assert_eq!(evens, xs.iter().filter(|x| *x % 2 == 0).count());
-        assert_eq!(c.from(&xs).count().unwrap(), n);
-        let avg = c.from(&xs).average().unwrap();
-        let want = (n > 0).then(|| xs.iter().map(|&x| x as f64).sum::<f64>() / n as f64);
-        match (avg, want) {
-            (Some(a), Some(w)) => assert!((a - w).abs() < 1e-6 * w.abs().max(1.0), "{a} vs {w}"),
-            (a, w) => assert_eq!(a, w),
-        }
-        let fs = floats(n);
-        let s = c.from(&fs).sum().unwrap() as f64;
-        let want: f64 = fs.iter().map(|&x| x as f64).sum();
-        assert!(
-            close(s, want, fs.iter().map(|x| x.abs() as f64).sum()),
-            "n={n}: {s} vs {want}"
-        );
-    }
-}
-
-#[test]
-fn integer_extremes() {
-    let c = ctx();
-    let xs = vec![i64::MIN, i64::MAX, 0, -1, 1, i64::MIN + 1];
-    assert_eq!(c.from(&xs).min().unwrap(), Some(i64::MIN));
-    assert_eq!(c.from(&xs).max().unwrap(), Some(i64::MAX));
-    assert_eq!(
-        c.from(&xs).sum().unwrap(),
-        xs.iter().fold(0i64, |a, b| a.wrapping_add(*b))
-    );
-    let us = vec![u8::MAX, 0, 7, u8::MAX];
-    assert_eq!(c.from(&us).max().unwrap(), Some(255));
-    assert_eq!(
-        c.from(&us).sum().unwrap(),
-        us.iter().fold(0u8, |a, b| a.wrapping_add(*b))
-    );
-    assert_eq!(c.from(&us).map(|x| x.cast::<u32>()).sum().unwrap(), 517);
-    assert_eq!(c.from(&us).argmax().unwrap(), Some(0));
-    let only_max = vec![i32::MAX; 3];
-    assert_eq!(c.from(&only_max).min().unwrap(), Some(i32::MAX));
-}
-
-#[test]
-fn nan_and_infinities() {
-    let c = ctx();
-    let xs = vec![1.0f32, f32::NAN, -3.0, f32::INFINITY, 2.0];
-    assert_eq!(c.from(&xs).min().unwrap(), Some(-3.0));
-    assert_eq!(c.from(&xs).max().unwrap(), Some(f32::INFINITY));
-    assert!(c.from(&xs).sum().unwrap().is_nan());
-    assert_eq!(c.from(&xs).argmin().unwrap(), Some(2));
-    assert_eq!(c.from(&xs).argmax().unwrap(), Some(3));
-    assert!(c.from(&xs).any(|x| x.is_nan()).unwrap());
-    assert!(!c.from(&xs).all(|x| x.is_nan().not()).unwrap());
-    assert_eq!(c.from(&xs).filter(|x| x.is_nan()).count().unwrap(), 1);
-    let nans = vec![f64::NAN; 4];
-    assert!(c.from(&nans).min().unwrap().unwrap().is_nan());
-    assert_eq!(c.from(&nans).argmax().unwrap(), Some(0));
-    let infs = vec![f32::INFINITY, f32::NEG_INFINITY];
-    assert!(c.from(&infs).sum().unwrap().is_nan());
-    assert_eq!(c.from(&infs).min().unwrap(), Some(f32::NEG_INFINITY));
-}
-
-#[test]
-fn empty_and_single_element_inputs() {
-    let c = ctx();
-    let empty: Vec<f32> = vec![];
-    assert_eq!(c.from(&empty).sum().unwrap(), 0.0);
-    assert_eq!(c.from(&empty).product().unwrap(), 1.0);
-    assert_eq!(c.from(&empty).min().unwrap(), None);
-    assert_eq!(c.from(&empty).average().unwrap(), None);
-    assert_eq!(c.from(&empty).argmin().unwrap(), None);
-    assert_eq!(c.from(&empty).count().unwrap(), 0);
-    assert!(!c.from(&empty).any(|x| x.gt(0.0)).unwrap());
-    assert!(c.from(&empty).all(|x| x.gt(0.0)).unwrap());
-    assert!(c.from(&empty).map(|x| x + 1.0).to_vec().unwrap().is_empty());
-    let one = vec![-2.5f32];
-    assert_eq!(c.from(&one).sum().unwrap(), -2.5);
-    assert_eq!(c.from(&one).max().unwrap(), Some(-2.5));
-    assert_eq!(c.from(&one).argmax().unwrap(), Some(0));
-    assert_eq!(c.from(&one).average().unwrap(), Some(-2.5));
-    assert_eq!(
-        c.from(&one).filter(|x| x.lt(0.0)).to_vec().unwrap(),
-        vec![-2.5]
-    );
-}
-
-#[test]
-fn argmin_argmax_pick_the_first_of_ties() {
-    let c = ctx();
-    for n in SIZES {
-        let xs: Vec<i32> = ints(n).iter().map(|x| x % 1000).collect();
-        let want_min = xs
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, v)| (**v, *i))
-            .map(|(i, _)| i);
-        let want_max = xs
-            .iter()
-            .enumerate()
-            .max_by_key(|(i, v)| (**v, std::cmp::Reverse(*i)))
-            .map(|(i, _)| i);
-        assert_eq!(c.from(&xs).argmin().unwrap(), want_min, "n={n}");
-        assert_eq!(c.from(&xs).argmax().unwrap(), want_max, "n={n}");
-    }
-}
-
-#[test]
-fn fold_with_a_non_commutative_associative_op() {
-    let c = ctx();
-    for n in SIZES {
-        let xs: Vec<u32> = (0..n as u32).map(|i| i % 13).collect();
-        let got = c
-            .from(&xs)
-            .map(|x| (x, x))
-            .fold((u32::MAX, u32::MAX), |(af, al), (bf, bl)| {
-                let first = select(af.eq(u32::MAX), bf, af);
-                let last = select(bl.eq(u32::MAX), al, bl);
-                (first, last)
-            });
-        let want = (
-            xs.first().copied().unwrap_or(u32::MAX),
-            xs.last().copied().unwrap_or(u32::MAX),
-        );
-        assert_eq!(got.unwrap(), want, "n={n}");
-        let hash = c
-            .from(&xs)
-            .map(|x| (x.cast::<u64>(), kiln::ir::lit(31u64)))
-            .fold((0u64, 1u64), |(ah, ap), (bh, bp)| (ah * bp + bh, ap * bp));
-        let want = xs.iter().fold((0u64, 1u64), |(h, p), &x| {
-            (
-                h.wrapping_mul(31).wrapping_add(x as u64),
-                p.wrapping_mul(31),
-            )
-        });
-        assert_eq!(hash.unwrap(), want, "rolling hash, n={n}");
-    }
-}
-
-#[test]
-fn zip_and_enumerate() {
-    let c = ctx();
-    for n in SIZES {
-        let a = floats(n);
-        let b: Vec<i32> = ints(n);
-        let dot = c
-            .from(&a)
-            .zip(&b)
-            .map(|(x, y)| x.cast::<f64>() * y.cast::<f64>())
+            .filter(|x| x.gt(1000.0))
+            .map(|x| x + 100.0)
             .sum()
             .unwrap();
-        let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-        let scale: f64 = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (*x as f64 * *y as f64).abs())
-            .sum();
-        assert!(close(dot, want, scale), "n={n}");
-        let pairs = c
-            .from(&b)
-            .zip(&a)
-            .filter(|(y, _)| y.gt(0))
+        let again = c.stats();
+        assert_eq!(
+            again.compilations, after.compilations,
+            "a cached query compiles nothing"
+        );
+        c.from(&xs)
+            .map(|x| x * 2.0)
+            .map(|x| x + 1.0)
+            .map(|x| x.sqrt())
             .to_vec()
             .unwrap();
         assert_eq!(
-            pairs,
-            b.iter()
-                .copied()
-                .zip(a.iter().copied())
-                .filter(|(y, _)| *y > 0)
-                .collect::<Vec<_>>()
+            c.stats().launches - again.launches,
+            1,
+            "a map chain is one kernel"
         );
-        let idx = c
-            .from(&a)
-            .enumerate()
-            .filter(|(_, x)| x.lt(-1400.0))
-            .map(|(i, _)| i)
+        let before = c.stats();
+        c.from(&xs)
+            .map(|x| x * 2.0)
+            .filter(|x| x.gt(0.0))
             .to_vec()
             .unwrap();
-        let want: Vec<u32> = a
-            .iter()
-            .enumerate()
-            .filter(|(_, x)| **x < -1400.0)
-            .map(|(i, _)| i as u32)
-            .collect();
-        assert_eq!(idx, want);
-        let c3: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
-        let triple = c
-            .from(&a)
-            .zip(&b)
-            .zip(&c3)
-            .map(|((x, y), z)| x.cast::<f64>() + y.cast::<f64>() * z.cast::<f64>())
-            .to_vec()
-            .unwrap();
-        let want: Vec<f64> = (0..n)
-            .map(|i| a[i] as f64 + b[i] as f64 * c3[i] as f64)
-            .collect();
-        assert_eq!(triple, want);
-    }
-}
-
-#[test]
-fn fusion_launches_one_kernel_per_phase_and_caches_compiles() {
-    let c = ctx();
-    let xs = floats(100_000);
-    let before = c.stats();
-    c.from(&xs)
-        .map(|x| x * 2.0)
-        .filter(|x| x.gt(1000.0))
-        .map(|x| x + 100.0)
-        .sum()
-        .unwrap();
-    let after = c.stats();
-    assert_eq!(
-        after.launches - before.launches,
-        2,
-        "map-filter-map-sum is partials + final"
-    );
-    assert_eq!(after.compilations - before.compilations, 2);
-    c.from(&xs)
-        .map(|x| x * 2.0)
-        .filter(|x| x.gt(1000.0))
-        .map(|x| x + 100.0)
-        .sum()
-        .unwrap();
-    let again = c.stats();
-    assert_eq!(
-        again.compilations, after.compilations,
-        "a cached query compiles nothing"
-    );
-    c.from(&xs)
-        .map(|x| x * 2.0)
-        .map(|x| x + 1.0)
-        .map(|x| x.sqrt())
-        .to_vec()
-        .unwrap();
-    assert_eq!(
-        c.stats().launches - again.launches,
-        1,
-        "a map chain is one kernel"
-    );
-    let before = c.stats();
-    c.from(&xs)
-        .map(|x| x * 2.0)
-        .filter(|x| x.gt(0.0))
-        .to_vec()
-        .unwrap();
-    assert_eq!(
-        c.stats().launches - before.launches,
-        3,
-        "ordered filter: count, scan, scatter"
-    );
-    let plan = c
-        .from(&xs)
-        .map(|x| x * 2.0)
-        .filter(|x| x.gt(1000.0))
-        .map(|x| x + 100.0)
-        .explain();
-    assert!(
-        plan.contains("fused stages: map -> filter -> map"),
-        "{plan}"
-    );
-    assert!(plan.contains("kernel query_filter_scatter"), "{plan}");
-    assert!(plan.contains("load in0"), "{plan}");
+        assert_eq!(
+            c.stats().launches - before.launches,
+            3,
+            "ordered filter: count, scan, scatter"
+        );
+        let plan = c
+            .from(&xs)
+            .map(|x| x * 2.0)
+            .filter(|x| x.gt(1000.0))
+            .map(|x| x + 100.0)
+            .explain();
+        assert!(
+            plan.contains("fused stages: map -> filter -> map"),
+            "{plan}"
+        );
+        assert!(plan.contains("kernel query_filter_scatter"), "{plan}");
+        assert!(plan.contains("load in0"), "{plan}");
+    });
 }
 
 #[test]
 fn reductions_are_deterministic() {
-    let c = ctx();
-    let xs: Vec<f32> = (0..1_000_003)
-        .map(|i| ((i * 31) % 1009) as f32 * 1e-3 + 1e4 * ((i % 7) as f32))
-        .collect();
-    let first = c.from(&xs).map(|x| x * 1.0001).sum().unwrap();
-    for _ in 0..5 {
-        assert_eq!(
-            c.from(&xs).map(|x| x * 1.0001).sum().unwrap().to_bits(),
-            first.to_bits()
-        );
-    }
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<f32> = (0..1_000_003)
+            .map(|i| ((i * 31) % 1009) as f32 * 1e-3 + 1e4 * ((i % 7) as f32))
+            .collect();
+        let first = c.from(&xs).map(|x| x * 1.0001).sum().unwrap();
+        for _ in 0..5 {
+            assert_eq!(
+                c.from(&xs).map(|x| x * 1.0001).sum().unwrap().to_bits(),
+                first.to_bits()
+            );
+        }
+    });
 }
 
 #[test]
 fn errors_are_typed() {
-    let c = ctx();
-    let a = vec![1f32; 10];
-    let b = vec![1f32; 11];
-    match c.from(&a).zip(&b).map(|(x, y)| x + y).sum() {
-        Err(Error::LengthMismatch {
-            left: 10,
-            right: 11,
-        }) => {}
-        other => panic!("expected LengthMismatch, got {other:?}"),
-    }
-    match c.from(&a).filter(|x| x.gt(0.0)).enumerate().to_vec() {
-        Err(Error::Unsupported { what, .. }) => {
-            assert!(what.contains("enumerate before filter"), "{what}")
+    every_backend(|| {
+        let c = ctx();
+        let a = vec![1f32; 10];
+        let b = vec![1f32; 11];
+        match c.from(&a).zip(&b).map(|(x, y)| x + y).sum() {
+            Err(Error::LengthMismatch {
+                left: 10,
+                right: 11,
+            }) => {}
+            other => panic!("expected LengthMismatch, got {other:?}"),
         }
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
-    match c.from(&a).filter(|x| x.gt(0.0)).argmax() {
-        Err(Error::Unsupported { .. }) => {}
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
-    match Context::with_backend(BackendKind::Cuda) {
-        Err(Error::Backend(e)) => assert!(e.to_string().contains("cuda"), "{e}"),
-        other => panic!("expected an unavailable backend, got {other:?}"),
-    }
-    assert_eq!(
-        c.from(&a).sum().unwrap(),
-        10.0,
-        "the context keeps working after errors"
-    );
+        match c.from(&a).filter(|x| x.gt(0.0)).enumerate().to_vec() {
+            Err(Error::Unsupported { what, .. }) => {
+                assert!(what.contains("enumerate before filter"), "{what}")
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+        match c.from(&a).filter(|x| x.gt(0.0)).argmax() {
+            Err(Error::Unsupported { .. }) => {}
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+        match Context::with_backend(BackendKind::Cuda) {
+            Err(Error::Backend(e)) => assert!(e.to_string().contains("cuda"), "{e}"),
+            other => panic!("expected an unavailable backend, got {other:?}"),
+        }
+        assert_eq!(
+            c.from(&a).sum().unwrap(),
+            10.0,
+            "the context keeps working after errors"
+        );
+    });
 }

@@ -242,3 +242,136 @@ pub trait Backend: Send + Sync {
     /// A string that changes when the compiler or driver changes (part of cache keys).
     fn compiler_version(&self) -> String;
 }
+
+/// Checks launch arguments against a kernel's parameters (count, kinds, access, element size,
+/// alignment, 32-bit lengths) and the grid (non-empty groups within `max_group_size`, sizes
+/// of dynamic shared arrays). Returns the element count of each buffer argument (0 for
+/// values) and of each shared array, for backends to pass to the kernel.
+pub fn check_launch(
+    backend: BackendKind,
+    kernel: &Kernel,
+    grid: &Grid,
+    args: &[LaunchArg<'_>],
+    max_group_size: u32,
+) -> Result<LaunchShape, BackendError> {
+    use kiln_ir::{Access, ParamKind, SharedLen};
+    let invalid = |reason: String| BackendError::InvalidLaunch {
+        backend,
+        kernel: kernel.name.clone(),
+        reason,
+    };
+    if args.len() != kernel.params.len() {
+        return Err(invalid(format!(
+            "{} arguments for {} parameters",
+            args.len(),
+            kernel.params.len()
+        )));
+    }
+    let mut lengths = Vec::with_capacity(args.len());
+    for (i, (p, a)) in kernel.params.iter().zip(args).enumerate() {
+        let count = match (&p.kind, a) {
+            (ParamKind::Buffer { elem, access }, arg) => {
+                let (ptr, bytes) = match (access, arg) {
+                    (Access::Read, LaunchArg::Read(b)) => (b.as_ptr() as usize, b.len()),
+                    (_, LaunchArg::ReadWrite(b)) => (b.as_ptr() as usize, b.len()),
+                    (Access::Write, LaunchArg::Write(b)) => (b.as_ptr() as usize, b.len()),
+                    (acc, _) => {
+                        return Err(invalid(format!(
+                            "argument {i} (`{}`) must be a {acc:?} buffer",
+                            p.name
+                        )))
+                    }
+                };
+                let size = elem.size() as usize;
+                if bytes % size != 0 {
+                    return Err(invalid(format!(
+                        "buffer `{}`: {bytes} bytes is not a whole number of {size}-byte elements",
+                        p.name
+                    )));
+                }
+                if ptr % elem.align() as usize != 0 {
+                    return Err(invalid(format!(
+                        "buffer `{}` is not aligned to {} bytes",
+                        p.name,
+                        elem.align()
+                    )));
+                }
+                let count = (bytes / size) as u64;
+                if count > u32::MAX as u64 {
+                    return Err(invalid(format!(
+                        "buffer `{}` has more than u32::MAX elements",
+                        p.name
+                    )));
+                }
+                count
+            }
+            (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
+                if bytes.len() != t.size() as usize {
+                    return Err(invalid(format!(
+                        "value `{}` needs {} bytes, got {}",
+                        p.name,
+                        t.size(),
+                        bytes.len()
+                    )));
+                }
+                0
+            }
+            (ParamKind::Value(_), _) => {
+                return Err(invalid(format!(
+                    "argument {i} (`{}`) must be a value",
+                    p.name
+                )))
+            }
+        };
+        lengths.push(count);
+    }
+    let items: u64 = grid.group_size.iter().map(|&g| g as u64).product();
+    if items == 0 || items > max_group_size as u64 {
+        return Err(invalid(format!(
+            "group size {:?} must have between 1 and {max_group_size} work items",
+            grid.group_size
+        )));
+    }
+    if grid
+        .groups
+        .iter()
+        .zip(&grid.group_size)
+        .any(|(&g, &s)| g as u64 * s as u64 > u32::MAX as u64)
+    {
+        return Err(invalid(
+            "grid has more than u32::MAX work items along an axis".into(),
+        ));
+    }
+    let mut dynamic = grid.dynamic_shared.iter();
+    let mut shared = Vec::new();
+    for s in &kernel.shared {
+        shared.push(match s.len {
+            SharedLen::Static(n) => n,
+            SharedLen::Dynamic => *dynamic.next().ok_or_else(|| {
+                invalid(format!(
+                    "no size given for dynamic shared array `{}`",
+                    s.name
+                ))
+            })?,
+        });
+    }
+    Ok(LaunchShape {
+        buffer_lengths: lengths,
+        shared_lengths: shared,
+        groups: grid.groups.iter().map(|&g| g as u64).product(),
+        items_per_group: items,
+    })
+}
+
+/// What [`check_launch`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Element count of each buffer argument (0 for value arguments).
+    pub buffer_lengths: Vec<u64>,
+    /// Element count of each shared array, in declaration order.
+    pub shared_lengths: Vec<u32>,
+    /// Total number of groups.
+    pub groups: u64,
+    /// Work items per group.
+    pub items_per_group: u64,
+}

@@ -14,7 +14,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use kiln_backend::*;
-use kiln_ir::{print_kernel, Kernel, ParamKind, SharedLen};
+use kiln_ir::{print_kernel, Kernel};
 use lower::*;
 use mathlib::MathImports;
 use rayon::prelude::*;
@@ -200,98 +200,24 @@ impl CpuKernel {
 impl CompiledKernel for CpuKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
-        if args.len() != k.params.len() {
-            return Err(self.invalid(format!(
-                "{} arguments for {} parameters",
-                args.len(),
-                k.params.len()
-            )));
-        }
+        let shape = check_launch(BackendKind::Cpu, k, grid, args, MAX_GROUP_SIZE)?;
         let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
-        for (i, (p, a)) in k.params.iter().zip(args.iter_mut()).enumerate() {
-            let (ptr, count) = match (&p.kind, a) {
-                (ParamKind::Buffer { elem, access }, arg) => {
-                    let (ptr, bytes) = match (access, arg) {
-                        (kiln_ir::Access::Read, LaunchArg::Read(b)) => (b.as_ptr() as u64, b.len()),
-                        (_, LaunchArg::ReadWrite(b)) => (b.as_mut_ptr() as u64, b.len()),
-                        (kiln_ir::Access::Write, LaunchArg::Write(b)) => {
-                            (b.as_mut_ptr() as u64, b.len())
-                        }
-                        (acc, _) => {
-                            return Err(self.invalid(format!(
-                                "argument {i} (`{}`) must be a {acc:?} buffer",
-                                p.name
-                            )))
-                        }
-                    };
-                    let size = elem.size() as usize;
-                    if bytes % size != 0 {
-                        return Err(self.invalid(format!("buffer `{}`: {bytes} bytes is not a whole number of {size}-byte elements", p.name)));
-                    }
-                    if ptr % elem.align() as u64 != 0 {
-                        return Err(self.invalid(format!(
-                            "buffer `{}` is not aligned to {} bytes",
-                            p.name,
-                            elem.align()
-                        )));
-                    }
-                    (ptr, (bytes / size) as u64)
-                }
-                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
-                    if bytes.len() != t.size() as usize {
-                        return Err(self.invalid(format!(
-                            "value `{}` needs {} bytes, got {}",
-                            p.name,
-                            t.size(),
-                            bytes.len()
-                        )));
-                    }
-                    (bytes.as_ptr() as u64, 0)
-                }
-                (ParamKind::Value(_), _) => {
-                    return Err(self.invalid(format!("argument {i} (`{}`) must be a value", p.name)))
-                }
+        for (i, a) in args.iter_mut().enumerate() {
+            frame[SLOT_PARAMS + 2 * i] = match a {
+                LaunchArg::Read(b) => b.as_ptr() as u64,
+                LaunchArg::ReadWrite(b) => b.as_mut_ptr() as u64,
+                LaunchArg::Write(b) => b.as_mut_ptr() as u64,
+                LaunchArg::Value(b) => b.as_ptr() as u64,
             };
-            if count > u32::MAX as u64 {
-                return Err(self.invalid(format!(
-                    "buffer `{}` has more than u32::MAX elements",
-                    p.name
-                )));
-            }
-            frame[SLOT_PARAMS + 2 * i] = ptr;
-            frame[SLOT_PARAMS + 2 * i + 1] = count;
+            frame[SLOT_PARAMS + 2 * i + 1] = shape.buffer_lengths[i];
         }
-        let items: u64 = grid.group_size.iter().map(|&g| g as u64).product();
-        if items == 0 || items > MAX_GROUP_SIZE as u64 {
-            return Err(self.invalid(format!(
-                "group size {:?} must have between 1 and {MAX_GROUP_SIZE} work items",
-                grid.group_size
-            )));
-        }
-        let groups: u64 = grid.groups.iter().map(|&g| g as u64).product();
-        if grid
-            .groups
+        let (items, groups) = (shape.items_per_group, shape.groups);
+        let shared_words: Vec<(u32, u64)> = k
+            .shared
             .iter()
-            .zip(&grid.group_size)
-            .any(|(&g, &s)| g as u64 * s as u64 > u32::MAX as u64)
-        {
-            return Err(self.invalid("grid has more than u32::MAX work items along an axis".into()));
-        }
-        let mut dynamic = grid.dynamic_shared.iter();
-        let mut shared_words = Vec::new();
-        for s in &k.shared {
-            let len = match s.len {
-                SharedLen::Static(n) => n,
-                SharedLen::Dynamic => *dynamic.next().ok_or_else(|| {
-                    self.invalid(format!(
-                        "no size given for dynamic shared array `{}`",
-                        s.name
-                    ))
-                })?,
-            };
-            let bytes = len as u64 * s.elem.size() as u64;
-            shared_words.push((len, bytes.div_ceil(8)));
-        }
+            .zip(&shape.shared_lengths)
+            .map(|(s, &len)| (len, (len as u64 * s.elem.size() as u64).div_ceil(8)))
+            .collect();
         let shared_total: u64 = shared_words.iter().map(|(_, w)| w).sum();
         let sink_words = MAX_ELEM_BYTES as u64 / 8;
         let private_words = (self.private_per_item as u64 * items).div_ceil(8);

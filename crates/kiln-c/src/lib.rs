@@ -1,0 +1,1680 @@
+//! # kiln-c: kiln IR to OpenCL C and CUDA C
+//!
+//! One [`Writer`] with two dialects. Every IR value becomes one C variable per scalar
+//! component (vectors and structs are flattened the same way as everywhere in kiln), so memory
+//! layout is exact: struct and vector buffer elements are read and written at their byte
+//! offsets. Each IR rule where C differs (wrapping integer arithmetic, division by zero, shift
+//! amounts, saturating float-to-int casts, NaN in min/max, out-of-bounds memory) is written out
+//! explicitly, mostly as small helper functions emitted only when used. Names follow the IR's
+//! names (which follow the Rust names), and each IR statement is one line of C.
+//!
+//! Buffer parameters become a pointer plus a `<name>_len` element count (`uint`), in parameter
+//! order. Value parameters are passed as their flattened scalar components
+//! (`<name>_0`, `<name>_1`, ...), or under their own name when scalar. A `bool` in memory or as
+//! a parameter is one `uchar` (0 or 1).
+
+use kiln_ir::*;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// Which C dialect to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// OpenCL C 1.2 (`__kernel`, `get_global_id`, `barrier`).
+    OpenCl,
+    /// CUDA C++ for NVRTC (`extern "C" __global__`, `threadIdx`, `__syncthreads`, warp
+    /// intrinsics with 32 lanes).
+    Cuda,
+}
+
+/// What the kernel needs from the device, found while writing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Uses `f64`.
+    pub f64: bool,
+    /// Uses 64-bit atomics.
+    pub atomics64: bool,
+    /// Uses subgroup operations (other than reading the subgroup size/lane).
+    pub subgroups: bool,
+}
+
+/// Generated source and what it needs.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The C source text.
+    pub text: String,
+    /// The entry point's name.
+    pub entry: String,
+    /// Device requirements.
+    pub needs: Needs,
+}
+
+/// Why a kernel could not be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteError(pub String);
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WriteError {}
+
+type W<T> = Result<T, WriteError>;
+
+fn err<T>(m: impl Into<String>) -> W<T> {
+    Err(WriteError(m.into()))
+}
+
+/// Writes kernels as C source in one dialect.
+pub struct Writer {
+    d: Dialect,
+    helpers: BTreeSet<String>,
+    needs: Needs,
+    loop_id: usize,
+}
+
+/// Writes `kernel` in `dialect`. Fails for IR the writer cannot express (reported with what).
+pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
+    validate(kernel).map_err(|e| WriteError(e.to_string()))?;
+    let mut k = kernel.clone();
+    k.name = safe(&k.name);
+    for p in &mut k.params {
+        p.name = safe(&p.name);
+    }
+    for sh in &mut k.shared {
+        sh.name = safe(&sh.name);
+    }
+    for l in &mut k.body.locals {
+        l.name = safe(&l.name);
+    }
+    for f in &mut k.functions {
+        f.name = safe(&f.name);
+        for p in &mut f.params {
+            p.name = safe(&p.name);
+        }
+        for l in &mut f.body.locals {
+            l.name = safe(&l.name);
+        }
+    }
+    Writer {
+        d: dialect,
+        helpers: BTreeSet::new(),
+        needs: Needs::default(),
+        loop_id: 0,
+    }
+    .kernel(&k)
+}
+
+/// The C name of a scalar type in a dialect (register form; `bool` is `bool`).
+pub fn c_type(d: Dialect, s: ScalarType) -> &'static str {
+    match (d, s) {
+        (_, ScalarType::Bool) => "bool",
+        (Dialect::OpenCl, ScalarType::I8) => "char",
+        (Dialect::Cuda, ScalarType::I8) => "signed char",
+        (Dialect::OpenCl, ScalarType::U8) => "uchar",
+        (Dialect::Cuda, ScalarType::U8) => "unsigned char",
+        (_, ScalarType::I16) => "short",
+        (Dialect::OpenCl, ScalarType::U16) => "ushort",
+        (Dialect::Cuda, ScalarType::U16) => "unsigned short",
+        (_, ScalarType::I32) => "int",
+        (Dialect::OpenCl, ScalarType::U32) => "uint",
+        (Dialect::Cuda, ScalarType::U32) => "unsigned int",
+        (Dialect::OpenCl, ScalarType::I64) => "long",
+        (Dialect::Cuda, ScalarType::I64) => "long long",
+        (Dialect::OpenCl, ScalarType::U64) => "ulong",
+        (Dialect::Cuda, ScalarType::U64) => "unsigned long long",
+        (_, ScalarType::F32) => "float",
+        (_, ScalarType::F64) => "double",
+    }
+}
+
+/// Memory form of a scalar type (`bool` is stored as one unsigned byte).
+fn mem_type(d: Dialect, s: ScalarType) -> &'static str {
+    if s == ScalarType::Bool {
+        c_type(d, ScalarType::U8)
+    } else {
+        c_type(d, s)
+    }
+}
+
+fn unsigned_of(s: ScalarType) -> ScalarType {
+    match s {
+        ScalarType::I8 => ScalarType::U8,
+        ScalarType::I16 => ScalarType::U16,
+        ScalarType::I32 => ScalarType::U32,
+        ScalarType::I64 => ScalarType::U64,
+        other => other,
+    }
+}
+
+/// The unsigned type arithmetic on `s` is done in: at least 32 bits, so narrow operands
+/// never overflow a promoted `int`.
+fn wide_unsigned(s: ScalarType) -> ScalarType {
+    if s.bits() == 64 {
+        ScalarType::U64
+    } else {
+        ScalarType::U32
+    }
+}
+
+fn float_lit(v: f64, s: ScalarType) -> String {
+    let suffix = if s == ScalarType::F32 { "f" } else { "" };
+    if v.is_nan() {
+        return if s == ScalarType::F32 {
+            "(0.0f/0.0f)".into()
+        } else {
+            "(0.0/0.0)".into()
+        };
+    }
+    if v.is_infinite() {
+        let inf = if s == ScalarType::F32 {
+            "(1.0f/0.0f)"
+        } else {
+            "(1.0/0.0)"
+        };
+        return if v > 0.0 {
+            inf.into()
+        } else {
+            format!("(-{inf})")
+        };
+    }
+    if v == 0.0 && v.is_sign_negative() {
+        return format!("(-0.0{suffix})");
+    }
+    format!("{v:e}{suffix}")
+        .replace("e", "e+")
+        .replace("e+-", "e-")
+}
+
+impl Writer {
+    fn t(&self, s: ScalarType) -> &'static str {
+        c_type(self.d, s)
+    }
+
+    fn lit(&self, v: ScalarValue) -> String {
+        let t = self.t(v.ty());
+        match v {
+            ScalarValue::Bool(b) => (if b { "true" } else { "false" }).into(),
+            ScalarValue::F32(f) => float_lit(f as f64, ScalarType::F32),
+            ScalarValue::F64(f) => float_lit(f, ScalarType::F64),
+            ScalarValue::I64(i) if i == i64::MIN => format!("(({t})(-9223372036854775807LL - 1))"),
+            ScalarValue::I64(i) => format!("(({t}){i}LL)"),
+            ScalarValue::U64(u) => format!("(({t}){u}ULL)"),
+            ScalarValue::I32(i) if i == i32::MIN => "((int)(-2147483647 - 1))".into(),
+            ScalarValue::U32(u) => format!("{u}u"),
+            other => format!(
+                "(({t}){})",
+                other.to_bits() as i64
+                    - if other.ty().is_signed()
+                        && (other.to_bits() >> (other.ty().bits() - 1)) & 1 == 1
+                    {
+                        1i64 << other.ty().bits()
+                    } else {
+                        0
+                    }
+            ),
+        }
+    }
+
+    fn helper(&mut self, text: String) {
+        self.helpers.insert(text);
+    }
+
+    fn fn_prefix(&self) -> &'static str {
+        match self.d {
+            Dialect::OpenCl => "static inline",
+            Dialect::Cuda => "static __device__ __forceinline__",
+        }
+    }
+
+    fn global(&self) -> &'static str {
+        match self.d {
+            Dialect::OpenCl => "__global ",
+            Dialect::Cuda => "",
+        }
+    }
+
+    fn note_type(&mut self, s: ScalarType) {
+        if s == ScalarType::F64 {
+            self.needs.f64 = true;
+        }
+    }
+
+    fn kernel(mut self, k: &Kernel) -> W<Source> {
+        let mut body = String::new();
+        for (fi, f) in k.functions.iter().enumerate() {
+            self.function(k, fi, f, &mut body)?;
+        }
+        let mut params = Vec::new();
+        for p in &k.params {
+            match &p.kind {
+                ParamKind::Buffer { elem, access } => {
+                    let ty = match elem {
+                        Type::Scalar(s) => mem_type(self.d, *s).to_string(),
+                        _ => self.t(ScalarType::U8).to_string(),
+                    };
+                    for (s, _) in elem.flatten() {
+                        self.note_type(s);
+                    }
+                    let c = if *access == Access::Read {
+                        "const "
+                    } else {
+                        ""
+                    };
+                    params.push(format!("{}{c}{ty}* {}", self.global(), p.name));
+                    params.push(format!("{} {}_len", self.t(ScalarType::U32), p.name));
+                }
+                ParamKind::Value(t) => {
+                    let flat = t.flatten();
+                    for (i, (s, _)) in flat.iter().enumerate() {
+                        self.note_type(*s);
+                        let name = if flat.len() == 1 {
+                            p.name.clone()
+                        } else {
+                            format!("{}_{i}", p.name)
+                        };
+                        params.push(format!("{} {name}", mem_type(self.d, *s)));
+                    }
+                }
+            }
+        }
+        let mut dynamic = Vec::new();
+        for s in &k.shared {
+            if s.len == SharedLen::Dynamic {
+                dynamic.push(s.name.clone());
+                params.push(format!("{} {}_len", self.t(ScalarType::U32), s.name));
+                if self.d == Dialect::OpenCl {
+                    params.push(format!("__local uchar* {}_mem", s.name));
+                }
+            }
+        }
+        let mut text = String::new();
+        let cx = Cx::new(k, &k.params, &k.body, true)?;
+        let mut inner = String::new();
+        self.locals(&cx, &mut inner)?;
+        self.shared_decls(k, &mut inner)?;
+        self.block(&cx, &k.body.block, &mut inner, 1)?;
+        match self.d {
+            Dialect::OpenCl => {
+                let _ = writeln!(text, "__kernel void {}({}) {{", k.name, params.join(", "));
+            }
+            Dialect::Cuda => {
+                let _ = writeln!(
+                    text,
+                    "extern \"C\" __global__ void {}({}) {{",
+                    k.name,
+                    params.join(", ")
+                );
+            }
+        }
+        text += &inner;
+        text += "}\n";
+        let mut out = String::new();
+        out += &format!("// generated by kiln from kernel `{}`\n", k.name);
+        match self.d {
+            Dialect::OpenCl => {
+                if self.needs.f64 {
+                    out += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+                }
+                if self.needs.atomics64 {
+                    out += "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n";
+                }
+            }
+            Dialect::Cuda => {
+                if dynamic.len() > 1 {
+                    return err("CUDA kernels support one dynamic shared array");
+                }
+            }
+        }
+        for h in &self.helpers {
+            out += h;
+            out.push('\n');
+        }
+        out += &body;
+        out += &text;
+        Ok(Source {
+            text: out,
+            entry: k.name.clone(),
+            needs: self.needs,
+        })
+    }
+
+    fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
+        for s in &k.shared {
+            for (sc, _) in s.elem.flatten() {
+                self.note_type(sc);
+            }
+            let (ty, count) = match &s.elem {
+                Type::Scalar(sc) => (mem_type(self.d, *sc).to_string(), 1),
+                other => (self.t(ScalarType::U8).to_string(), other.size()),
+            };
+            match (s.len, self.d) {
+                (SharedLen::Static(n), Dialect::OpenCl) => {
+                    let _ = writeln!(
+                        out,
+                        "  __local {ty} {}[{}];",
+                        s.name,
+                        (n as u64 * count as u64).max(1)
+                    );
+                    let _ = writeln!(out, "  const uint {}_len = {n}u;", s.name);
+                }
+                (SharedLen::Static(n), Dialect::Cuda) => {
+                    let _ = writeln!(
+                        out,
+                        "  __shared__ {ty} {}[{}];",
+                        s.name,
+                        (n as u64 * count as u64).max(1)
+                    );
+                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
+                }
+                (SharedLen::Dynamic, Dialect::OpenCl) => {
+                    let _ = writeln!(
+                        out,
+                        "  __local {ty}* {} = (__local {ty}*){}_mem;",
+                        s.name, s.name
+                    );
+                }
+                (SharedLen::Dynamic, Dialect::Cuda) => {
+                    let _ = writeln!(
+                        out,
+                        "  extern __shared__ unsigned long long kiln_dynamic_shared[];"
+                    );
+                    let _ = writeln!(out, "  {ty}* {} = ({ty}*)kiln_dynamic_shared;", s.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
+        for (i, l) in cx.body.locals.iter().enumerate() {
+            match &l.ty {
+                Type::Array(e, n) => {
+                    for (s, _) in e.flatten() {
+                        self.note_type(s);
+                    }
+                    let comps = e.flatten().len();
+                    for (c, (s, _)) in e.flatten().into_iter().enumerate() {
+                        let name = if comps == 1 {
+                            local_name(cx, i)
+                        } else {
+                            format!("{}_{c}", local_name(cx, i))
+                        };
+                        let _ = writeln!(out, "  {} {name}[{}] = {{0}};", self.t(s), (*n).max(1));
+                    }
+                }
+                t => {
+                    for (c, (s, _)) in t.flatten().into_iter().enumerate() {
+                        self.note_type(s);
+                        let _ = writeln!(
+                            out,
+                            "  {} {} = {};",
+                            self.t(s),
+                            comp_name(&local_name(cx, i), c, t),
+                            self.lit(ScalarValue::zero(s))
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn function(&mut self, k: &Kernel, fi: usize, f: &Function, out: &mut String) -> W<()> {
+        let cx = Cx::new(k, &f.params, &f.body, false)?;
+        let result = f
+            .result
+            .as_ref()
+            .ok_or_else(|| WriteError(format!("device function `{}` returns nothing", f.name)))?;
+        let flat = result.flatten();
+        let ret_ty = if flat.len() == 1 {
+            self.t(flat[0].0).to_string()
+        } else {
+            let name = format!("kiln_ret_{}", f.name);
+            let fields: Vec<String> = flat
+                .iter()
+                .enumerate()
+                .map(|(i, (s, _))| format!("{} c{i};", self.t(*s)))
+                .collect();
+            let _ = writeln!(out, "typedef struct {{ {} }} {name};", fields.join(" "));
+            name
+        };
+        let mut params = Vec::new();
+        for p in &f.params {
+            let ParamKind::Value(t) = &p.kind else {
+                return err("device functions take values only");
+            };
+            for (c, (s, _)) in t.flatten().into_iter().enumerate() {
+                params.push(format!("{} {}", self.t(s), comp_name(&p.name, c, t)));
+            }
+        }
+        let attr = match (self.d, f.noinline) {
+            (Dialect::OpenCl, true) => "__attribute__((noinline)) ",
+            (Dialect::OpenCl, false) => "static inline ",
+            (Dialect::Cuda, true) => "static __device__ __noinline__ ",
+            (Dialect::Cuda, false) => "static __device__ __forceinline__ ",
+        };
+        let _ = writeln!(
+            out,
+            "// device function #{fi}\n{attr}{ret_ty} {}({}) {{",
+            f.name,
+            params.join(", ")
+        );
+        self.locals(&cx, out)?;
+        self.block(&cx, &f.body.block, out, 1)?;
+        let zeros: Vec<String> = flat
+            .iter()
+            .map(|(s, _)| self.lit(ScalarValue::zero(*s)))
+            .collect();
+        if flat.len() == 1 {
+            let _ = writeln!(out, "  return {};", zeros[0]);
+        } else {
+            let _ = writeln!(
+                out,
+                "  {ret_ty} r = {{ {} }};\n  return r;",
+                zeros.join(", ")
+            );
+        }
+        out.push_str("}\n");
+        Ok(())
+    }
+
+    fn block(&mut self, cx: &Cx, b: &Block, out: &mut String, depth: usize) -> W<()> {
+        for s in &b.0 {
+            self.stmt(cx, s, out, depth)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, cx: &Cx, s: &Stmt, out: &mut String, depth: usize) -> W<()> {
+        let pad = "  ".repeat(depth);
+        match s {
+            Stmt::Eval(h) => {
+                let ty = cx.ty(*h)?;
+                let vals = self.expr(cx, *h)?;
+                let flat = ty.flatten();
+                if let Some(struct_call) = vals.call_struct {
+                    let _ = writeln!(
+                        out,
+                        "{pad}const kiln_ret_{} t{}_r = {struct_call};",
+                        vals.fn_name, h.0
+                    );
+                    for (c, (sc, _)) in flat.iter().enumerate() {
+                        let _ = writeln!(
+                            out,
+                            "{pad}const {} {} = t{}_r.c{c};",
+                            self.t(*sc),
+                            tname(*h, c, &ty),
+                            h.0
+                        );
+                    }
+                    return Ok(());
+                }
+                let decls: Vec<String> = flat
+                    .iter()
+                    .zip(&vals.comps)
+                    .enumerate()
+                    .map(|(c, ((sc, _), v))| {
+                        format!("const {} {} = {v};", self.t(*sc), tname(*h, c, &ty))
+                    })
+                    .collect();
+                let _ = writeln!(out, "{pad}{}", decls.join(" "));
+            }
+            Stmt::LocalSet { local, value } => {
+                let ty = cx.body.locals[local.0 as usize].ty.clone();
+                let parts: Vec<String> = (0..ty.flatten().len())
+                    .map(|c| {
+                        format!(
+                            "{} = {};",
+                            comp_name(&local_name(cx, local.0 as usize), c, &ty),
+                            tname(*value, c, &ty)
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(out, "{pad}{}", parts.join(" "));
+            }
+            Stmt::LocalIndexSet {
+                local,
+                index,
+                value,
+            } => {
+                let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
+                    return err("not an array local");
+                };
+                let comps = e.flatten().len();
+                let name = local_name(cx, local.0 as usize);
+                let parts: Vec<String> = (0..comps)
+                    .map(|c| {
+                        let arr = if comps == 1 {
+                            name.clone()
+                        } else {
+                            format!("{name}_{c}")
+                        };
+                        format!(
+                            "{arr}[{}] = {};",
+                            tname(*index, 0, &Type::Scalar(ScalarType::U32)),
+                            tname(*value, c, e)
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{pad}if ({} < {n}u) {{ {} }}",
+                    tname(*index, 0, &Type::Scalar(ScalarType::U32)),
+                    parts.join(" ")
+                );
+            }
+            Stmt::Store {
+                memory,
+                index,
+                value,
+            } => {
+                let (name, elem) = mem_info(cx.k, *memory)?;
+                let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
+                let mut parts = Vec::new();
+                for (c, (sc, off)) in elem.flatten().into_iter().enumerate() {
+                    let v = tname(*value, c, &elem);
+                    let v = if sc == ScalarType::Bool {
+                        format!("({})({v} ? 1 : 0)", mem_type(self.d, sc))
+                    } else {
+                        v
+                    };
+                    parts.push(format!(
+                        "{} = {v};",
+                        self.elem_ref(&name, &elem, sc, off, &i, *memory)
+                    ));
+                }
+                let _ = writeln!(out, "{pad}if ({i} < {name}_len) {{ {} }}", parts.join(" "));
+            }
+            Stmt::If {
+                cond,
+                accept,
+                reject,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{pad}if ({}) {{",
+                    tname(*cond, 0, &Type::Scalar(ScalarType::Bool))
+                );
+                self.block(cx, accept, out, depth + 1)?;
+                if !reject.0.is_empty() {
+                    let _ = writeln!(out, "{pad}}} else {{");
+                    self.block(cx, reject, out, depth + 1)?;
+                }
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Stmt::Loop { body, continuing } => {
+                self.loop_id += 1;
+                let flag = format!("kiln_loop{}", self.loop_id);
+                if continuing.0.is_empty() {
+                    let _ = writeln!(out, "{pad}for (;;) {{");
+                } else {
+                    let _ = writeln!(out, "{pad}for (bool {flag} = true;; {flag} = false) {{");
+                    let _ = writeln!(out, "{pad}  if (!{flag}) {{");
+                    self.block(cx, continuing, out, depth + 2)?;
+                    let _ = writeln!(out, "{pad}  }}");
+                }
+                self.block(cx, body, out, depth + 1)?;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Stmt::Break => {
+                let _ = writeln!(out, "{pad}break;");
+            }
+            Stmt::Continue => {
+                let _ = writeln!(out, "{pad}continue;");
+            }
+            Stmt::Return(None) => {
+                let _ = writeln!(out, "{pad}return;");
+            }
+            Stmt::Return(Some(h)) => {
+                let ty = cx.ty(*h)?;
+                let flat = ty.flatten();
+                if flat.len() == 1 {
+                    let _ = writeln!(out, "{pad}return {};", tname(*h, 0, &ty));
+                } else {
+                    let fname = cx.fn_name();
+                    let parts: Vec<String> = (0..flat.len()).map(|c| tname(*h, c, &ty)).collect();
+                    let _ = writeln!(
+                        out,
+                        "{pad}{{ kiln_ret_{fname} r = {{ {} }}; return r; }}",
+                        parts.join(", ")
+                    );
+                }
+            }
+            Stmt::Barrier(BarrierScope::Group) => {
+                let b = match self.d {
+                    Dialect::OpenCl => "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
+                    Dialect::Cuda => "__syncthreads();",
+                };
+                let _ = writeln!(out, "{pad}{b}");
+            }
+            Stmt::Barrier(BarrierScope::Subgroup) => {
+                if self.d == Dialect::Cuda {
+                    let _ = writeln!(out, "{pad}__syncwarp();");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An lvalue/rvalue for component `off` of element `i` of a memory.
+    fn elem_ref(
+        &self,
+        name: &str,
+        elem: &Type,
+        sc: ScalarType,
+        off: u32,
+        i: &str,
+        memory: Memory,
+    ) -> String {
+        let mt = mem_type(self.d, sc);
+        if matches!(elem, Type::Scalar(_)) {
+            return format!("{name}[{i}]");
+        }
+        let space = match (self.d, memory) {
+            (Dialect::OpenCl, Memory::Buffer(_)) => "__global ",
+            (Dialect::OpenCl, Memory::Shared(_)) => "__local ",
+            _ => "",
+        };
+        let byte = self.t(ScalarType::U8);
+        format!(
+            "*(({space}{mt}*)(({space}{byte}*){name} + (size_t){i} * {}u + {off}u))",
+            elem.size()
+        )
+    }
+
+    fn expr(&mut self, cx: &Cx, h: Handle) -> W<Vals> {
+        let e = &cx.body.exprs[h.index()];
+        let ty = cx.ty(h)?;
+        let one = |s: String| {
+            Ok(Vals {
+                comps: vec![s],
+                call_struct: None,
+                fn_name: String::new(),
+            })
+        };
+        let u32t = Type::Scalar(ScalarType::U32);
+        let arg = |x: Handle, c: usize| -> W<String> { Ok(tname(x, c, &cx.ty(x)?)) };
+        match e {
+            Expr::Literal(v) => one(self.lit(*v)),
+            Expr::Param(i) => {
+                let p = &cx.params[*i as usize];
+                let flat = ty.flatten();
+                let comps = flat
+                    .iter()
+                    .enumerate()
+                    .map(|(c, (s, _))| {
+                        let name = if !cx.is_kernel {
+                            comp_name(&p.name, c, &ty)
+                        } else if flat.len() == 1 {
+                            p.name.clone()
+                        } else {
+                            format!("{}_{c}", p.name)
+                        };
+                        if *s == ScalarType::Bool && cx.is_kernel {
+                            format!("({name} != 0)")
+                        } else {
+                            name
+                        }
+                    })
+                    .collect();
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::LocalGet(l) => {
+                let name = local_name(cx, l.0 as usize);
+                Ok(Vals {
+                    comps: (0..ty.flatten().len())
+                        .map(|c| comp_name(&name, c, &ty))
+                        .collect(),
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::LocalIndex { local, index } => {
+                let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
+                    return err("not an array local");
+                };
+                let name = local_name(cx, local.0 as usize);
+                let comps = e.flatten().len();
+                let i = tname(*index, 0, &u32t);
+                let vals = e
+                    .flatten()
+                    .iter()
+                    .enumerate()
+                    .map(|(c, (s, _))| {
+                        let arr = if comps == 1 {
+                            name.clone()
+                        } else {
+                            format!("{name}_{c}")
+                        };
+                        format!(
+                            "(({i} < {n}u) ? {arr}[{i}] : {})",
+                            self.lit(ScalarValue::zero(*s))
+                        )
+                    })
+                    .collect();
+                Ok(Vals {
+                    comps: vals,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Load { memory, index } => {
+                let (name, elem) = mem_info(cx.k, *memory)?;
+                let i = tname(*index, 0, &u32t);
+                let vals = elem
+                    .flatten()
+                    .into_iter()
+                    .map(|(s, off)| {
+                        let r = self.elem_ref(&name, &elem, s, off, &i, *memory);
+                        let r = if s == ScalarType::Bool {
+                            format!("({r} != 0)")
+                        } else {
+                            r
+                        };
+                        format!(
+                            "(({i} < {name}_len) ? {r} : {})",
+                            self.lit(ScalarValue::zero(s))
+                        )
+                    })
+                    .collect();
+                Ok(Vals {
+                    comps: vals,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Len(m) => one(format!("{}_len", mem_info(cx.k, *m)?.0)),
+            Expr::Binary { op, lhs, rhs } => {
+                let lt = cx.ty(*lhs)?;
+                let s = lt
+                    .component()
+                    .ok_or_else(|| WriteError("binary on a non-scalar".into()))?;
+                let comps = (0..lt.flatten().len())
+                    .map(|c| self.binary(*op, s, &tname(*lhs, c, &lt), &tname(*rhs, c, &lt)))
+                    .collect::<W<Vec<_>>>()?;
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Unary { op, arg: a } => {
+                let s = ty
+                    .component()
+                    .ok_or_else(|| WriteError("unary on a non-scalar".into()))?;
+                let comps = (0..ty.flatten().len())
+                    .map(|c| {
+                        let x = tname(*a, c, &ty);
+                        match (op, s) {
+                            (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
+                            (UnaryOp::Neg, s) => format!(
+                                "(({})((({})0) - ({}){x}))",
+                                self.t(s),
+                                self.t(wide_unsigned(s)),
+                                self.t(wide_unsigned(s))
+                            ),
+                            (UnaryOp::Not, ScalarType::Bool) => format!("(!{x})"),
+                            (UnaryOp::Not, s) => format!("(({})(~{x}))", self.t(s)),
+                        }
+                    })
+                    .collect();
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = arg(*cond, 0)?;
+                let comps = (0..ty.flatten().len())
+                    .map(|i| {
+                        format!(
+                            "({c} ? {} : {})",
+                            tname(*accept, i, &ty),
+                            tname(*reject, i, &ty)
+                        )
+                    })
+                    .collect();
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Cast { arg: a, to } => {
+                let at = cx.ty(*a)?;
+                let from = at
+                    .component()
+                    .ok_or_else(|| WriteError("cast of a non-scalar".into()))?;
+                self.note_type(*to);
+                let comps = (0..at.flatten().len())
+                    .map(|c| self.cast(&tname(*a, c, &at), from, *to))
+                    .collect();
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Bitcast { arg: a, to } => {
+                let at = cx.ty(*a)?;
+                let from = at
+                    .component()
+                    .ok_or_else(|| WriteError("bitcast of a non-scalar".into()))?;
+                let comps = (0..at.flatten().len())
+                    .map(|c| self.bitcast(&tname(*a, c, &at), from, *to))
+                    .collect();
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Math { fun, args } => {
+                let at = cx.ty(args[0])?;
+                let s = at
+                    .component()
+                    .ok_or_else(|| WriteError("math on a non-scalar".into()))?;
+                let comps = (0..at.flatten().len())
+                    .map(|c| {
+                        let xs: Vec<String> = args.iter().map(|a| tname(*a, c, &at)).collect();
+                        self.math(*fun, s, &xs)
+                    })
+                    .collect::<W<Vec<_>>>()?;
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Builtin(b) => one(self.builtin(*b)),
+            Expr::Compose { parts, .. } => {
+                let mut comps = Vec::new();
+                for p in parts {
+                    let pt = cx.ty(*p)?;
+                    for c in 0..pt.flatten().len() {
+                        comps.push(tname(*p, c, &pt));
+                    }
+                }
+                Ok(Vals {
+                    comps,
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Extract { base, index } => {
+                let bt = cx.ty(*base)?;
+                let (start, n) = match &bt {
+                    Type::Vector(..) => (*index as usize, 1),
+                    Type::Struct(st) => (
+                        st.fields[..*index as usize]
+                            .iter()
+                            .map(|f| f.ty.flatten().len())
+                            .sum(),
+                        st.fields[*index as usize].ty.flatten().len(),
+                    ),
+                    t => return err(format!("cannot extract from {t}")),
+                };
+                Ok(Vals {
+                    comps: (start..start + n).map(|c| tname(*base, c, &bt)).collect(),
+                    call_struct: None,
+                    fn_name: String::new(),
+                })
+            }
+            Expr::Atomic {
+                memory,
+                index,
+                op,
+                value,
+                compare,
+            } => {
+                let (name, elem) = mem_info(cx.k, *memory)?;
+                let s = elem
+                    .as_scalar()
+                    .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
+                let i = tname(*index, 0, &u32t);
+                let v = arg(*value, 0)?;
+                let cmp = compare.map(|c| tname(c, 0, &Type::Scalar(s)));
+                let a = self.atomic(&name, *memory, s, *op, &i, &v, cmp.as_deref())?;
+                one(format!(
+                    "(({i} < {name}_len) ? {a} : {})",
+                    self.lit(ScalarValue::zero(s))
+                ))
+            }
+            Expr::Subgroup { op, arg: a, lane } => {
+                let s = cx
+                    .ty(*a)?
+                    .as_scalar()
+                    .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
+                let x = arg(*a, 0)?;
+                let l = lane.map(|l| tname(l, 0, &u32t));
+                one(self.subgroup(*op, s, &x, l.as_deref()))
+            }
+            Expr::Call { function, args } => {
+                let f = &cx.k.functions[function.0 as usize];
+                let mut flat_args = Vec::new();
+                for a in args {
+                    let at = cx.ty(*a)?;
+                    for c in 0..at.flatten().len() {
+                        flat_args.push(tname(*a, c, &at));
+                    }
+                }
+                let call = format!("{}({})", f.name, flat_args.join(", "));
+                if ty.flatten().len() == 1 {
+                    one(call)
+                } else {
+                    Ok(Vals {
+                        comps: Vec::new(),
+                        call_struct: Some(call),
+                        fn_name: f.name.clone(),
+                    })
+                }
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
+        if op.is_compare() {
+            return Ok(format!("({a} {} {b})", op.symbol()));
+        }
+        if s.is_float() {
+            return Ok(match op {
+                BinaryOp::Rem => format!("{}({a}, {b})", self.fname("fmod", s)),
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                    format!("({a} {} {b})", op.symbol())
+                }
+                _ => return err(format!("`{}` on floats", op.symbol())),
+            });
+        }
+        if s == ScalarType::Bool {
+            return Ok(match op {
+                BinaryOp::And => format!("({a} && {b})"),
+                BinaryOp::Or => format!("({a} || {b})"),
+                BinaryOp::Xor => format!("({a} != {b})"),
+                _ => return err(format!("`{}` on bool", op.symbol())),
+            });
+        }
+        let t = self.t(s);
+        let w = self.t(wide_unsigned(s));
+        Ok(match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+                format!("(({t})(({w}){a} {} ({w}){b}))", op.symbol())
+            }
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                format!("(({t})({a} {} {b}))", op.symbol())
+            }
+            BinaryOp::Shl => format!(
+                "(({t})(({}){a} << (({w}){b} & {}u)))",
+                self.t(unsigned_of(s)),
+                s.bits() - 1
+            ),
+            BinaryOp::Shr => format!("(({t})({a} >> (({w}){b} & {}u)))", s.bits() - 1),
+            BinaryOp::Div | BinaryOp::Rem => {
+                let name = format!(
+                    "kiln_{}_{}",
+                    if op == BinaryOp::Div { "div" } else { "rem" },
+                    s.name()
+                );
+                let min_check = if s.is_signed() {
+                    format!(
+                        " || (a == {} && b == ({t})-1)",
+                        self.lit(ScalarValue::from_bits(s, 1u64 << (s.bits() - 1)))
+                    )
+                } else {
+                    String::new()
+                };
+                let body = if op == BinaryOp::Div {
+                    format!("(b == ({t})0{min_check}) ? a : ({t})(a / b)")
+                } else {
+                    format!("(b == ({t})0{min_check}) ? ({t})0 : ({t})(a % b)")
+                };
+                self.helper(format!(
+                    "{} {t} {name}({t} a, {t} b) {{ return {body}; }}",
+                    self.fn_prefix()
+                ));
+                format!("{name}({a}, {b})")
+            }
+            _ => return err(format!("`{}` on {s}", op.symbol())),
+        })
+    }
+
+    fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        let tt = self.t(to);
+        if from == to {
+            return x.to_string();
+        }
+        if to == ScalarType::Bool {
+            return format!("({x} != 0)");
+        }
+        if from == ScalarType::Bool {
+            return format!("(({tt})({x} ? 1 : 0))");
+        }
+        if !(from.is_float() && to.is_int()) {
+            return format!("(({tt}){x})");
+        }
+        let ft = self.t(from);
+        let name = format!("kiln_cvt_{}_{}", from.name(), to.name());
+        let (lo, hi) = if to.is_signed() {
+            (
+                -(2f64.powi(to.bits() as i32 - 1)),
+                2f64.powi(to.bits() as i32 - 1),
+            )
+        } else {
+            (-1.0, 2f64.powi(to.bits() as i32))
+        };
+        let max = self.lit(ScalarValue::from_bits(
+            to,
+            if to.is_signed() {
+                (1u64 << (to.bits() - 1)) - 1
+            } else {
+                u64::MAX
+            },
+        ));
+        let min = self.lit(ScalarValue::from_bits(
+            to,
+            if to.is_signed() {
+                1u64 << (to.bits() - 1)
+            } else {
+                0
+            },
+        ));
+        let lo_test = format!("v <= {}", float_lit(lo, from));
+        self.helper(format!(
+            "{} {tt} {name}({ft} v) {{ return (v != v) ? ({tt})0 : (v >= {}) ? {max} : ({lo_test}) ? {min} : ({tt})v; }}",
+            self.fn_prefix(),
+            float_lit(hi, from)
+        ));
+        format!("{name}({x})")
+    }
+
+    fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        let tt = self.t(to);
+        if from.is_float() == to.is_float() {
+            return format!("(({tt}){x})");
+        }
+        match self.d {
+            Dialect::OpenCl => format!("as_{}({x})", tt.replace("unsigned ", "u")),
+            Dialect::Cuda => {
+                let f = match (from, to) {
+                    (ScalarType::F32, ScalarType::I32) => "__float_as_int",
+                    (ScalarType::F32, _) => "__float_as_uint",
+                    (ScalarType::I32, ScalarType::F32) => "__int_as_float",
+                    (_, ScalarType::F32) => "__uint_as_float",
+                    (ScalarType::F64, _) => "__double_as_longlong",
+                    _ => "__longlong_as_double",
+                };
+                if from.is_float() {
+                    format!("(({tt}){f}({x}))")
+                } else if from == ScalarType::U64 {
+                    format!("{f}((long long){x})")
+                } else {
+                    format!("{f}({x})")
+                }
+            }
+        }
+    }
+
+    fn fname(&self, base: &str, s: ScalarType) -> String {
+        if self.d == Dialect::Cuda && s == ScalarType::F32 {
+            format!("{base}f")
+        } else {
+            base.to_string()
+        }
+    }
+
+    fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
+        if !s.is_float() {
+            let t = self.t(s);
+            let w = self.t(wide_unsigned(s));
+            return Ok(match fun {
+                MathFn::Abs if s.is_signed() => format!(
+                    "(({t})(({}) < 0 ? ({w})0 - ({w}){} : ({w}){}))",
+                    x[0], x[0], x[0]
+                ),
+                MathFn::Abs => x[0].clone(),
+                MathFn::Min => format!("(({1} < {0}) ? {1} : {0})", x[0], x[1]),
+                MathFn::Max => format!("(({1} > {0}) ? {1} : {0})", x[0], x[1]),
+                MathFn::Clamp => {
+                    let name = format!("kiln_clamp_{}", s.name());
+                    self.helper(format!("{} {t} {name}({t} x, {t} lo, {t} hi) {{ {t} m = (lo > x) ? lo : x; return (hi < m) ? hi : m; }}", self.fn_prefix()));
+                    format!("{name}({}, {}, {})", x[0], x[1], x[2])
+                }
+                MathFn::Sign if s.is_signed() => {
+                    format!("(({t})(({0}) > 0 ? 1 : (({0}) < 0 ? -1 : 0)))", x[0])
+                }
+                MathFn::Sign => format!("(({t})(({0}) > 0 ? 1 : 0))", x[0]),
+                f => return err(format!("{} on integers", f.name())),
+            });
+        }
+        let f = |name: &str| self.fname(name, s);
+        let one = if s == ScalarType::F32 { "1.0f" } else { "1.0" };
+        Ok(match fun {
+            MathFn::Sin
+            | MathFn::Cos
+            | MathFn::Tan
+            | MathFn::Asin
+            | MathFn::Acos
+            | MathFn::Atan
+            | MathFn::Sinh
+            | MathFn::Cosh
+            | MathFn::Tanh
+            | MathFn::Exp
+            | MathFn::Exp2
+            | MathFn::Log
+            | MathFn::Log2
+            | MathFn::Log10
+            | MathFn::Sqrt
+            | MathFn::Floor
+            | MathFn::Ceil
+            | MathFn::Round
+            | MathFn::Trunc => format!("{}({})", f(fun.name()), x[0]),
+            MathFn::Abs => format!("{}({})", f("fabs"), x[0]),
+            MathFn::Atan2 => format!("{}({}, {})", f("atan2"), x[0], x[1]),
+            MathFn::Pow => format!("{}({}, {})", f("pow"), x[0], x[1]),
+            MathFn::Copysign => format!("{}({}, {})", f("copysign"), x[0], x[1]),
+            MathFn::Rsqrt => format!("({one} / {}({}))", f("sqrt"), x[0]),
+            MathFn::Fract => format!("({0} - {1}({0}))", x[0], f("trunc")),
+            MathFn::Min => format!("{}({}, {})", f("fmin"), x[0], x[1]),
+            MathFn::Max => format!("{}({}, {})", f("fmax"), x[0], x[1]),
+            MathFn::Clamp => format!("{}({}({}, {}), {})", f("fmin"), f("fmax"), x[0], x[1], x[2]),
+            MathFn::Fma => format!("{}({}, {}, {})", f("fma"), x[0], x[1], x[2]),
+            MathFn::Sign => format!("(({0}) > 0 ? {1} : (({0}) < 0 ? -{1} : ({0})))", x[0], one),
+            MathFn::IsNan => format!("({0} != {0})", x[0]),
+            MathFn::IsInf => format!(
+                "({}({}) == {})",
+                f("fabs"),
+                x[0],
+                float_lit(f64::INFINITY, s)
+            ),
+        })
+    }
+
+    fn builtin(&self, b: Builtin) -> String {
+        let ax = |a: Axis| a.index();
+        let xyz = |a: Axis| ["x", "y", "z"][a.index()];
+        match self.d {
+            Dialect::OpenCl => match b {
+                Builtin::GlobalId(a) => format!("((uint)get_global_id({}))", ax(a)),
+                Builtin::LocalId(a) => format!("((uint)get_local_id({}))", ax(a)),
+                Builtin::GroupId(a) => format!("((uint)get_group_id({}))", ax(a)),
+                Builtin::GroupSize(a) => format!("((uint)get_local_size({}))", ax(a)),
+                Builtin::NumGroups(a) => format!("((uint)get_num_groups({}))", ax(a)),
+                Builtin::GlobalSize(a) => format!("((uint)get_global_size({}))", ax(a)),
+                Builtin::LocalIndex | Builtin::SubgroupId => "((uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2))))".into(),
+                Builtin::SubgroupSize => "1u".into(),
+                Builtin::SubgroupLane => "0u".into(),
+            },
+            Dialect::Cuda => match b {
+                Builtin::GlobalId(a) => format!("(blockIdx.{0} * blockDim.{0} + threadIdx.{0})", xyz(a)),
+                Builtin::LocalId(a) => format!("threadIdx.{}", xyz(a)),
+                Builtin::GroupId(a) => format!("blockIdx.{}", xyz(a)),
+                Builtin::GroupSize(a) => format!("blockDim.{}", xyz(a)),
+                Builtin::NumGroups(a) => format!("gridDim.{}", xyz(a)),
+                Builtin::GlobalSize(a) => format!("(gridDim.{0} * blockDim.{0})", xyz(a)),
+                Builtin::LocalIndex => "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))".into(),
+                Builtin::SubgroupSize => "32u".into(),
+                Builtin::SubgroupId => "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5)".into(),
+                Builtin::SubgroupLane => "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)".into(),
+            },
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        name: &str,
+        memory: Memory,
+        s: ScalarType,
+        op: AtomicOp,
+        i: &str,
+        v: &str,
+        cmp: Option<&str>,
+    ) -> W<String> {
+        if s.bits() == 64 {
+            self.needs.atomics64 = true;
+        }
+        let t = self.t(s);
+        match self.d {
+            Dialect::OpenCl => {
+                let space = if matches!(memory, Memory::Shared(_)) {
+                    "__local"
+                } else {
+                    "__global"
+                };
+                let prefix = if s.bits() == 64 { "atom" } else { "atomic" };
+                let p = format!("(volatile {space} {t}*)&{name}[{i}]");
+                Ok(match (op, s) {
+                    (AtomicOp::Add, ScalarType::F32) => {
+                        let h = format!("kiln_atomic_add_f32_{}", &space[2..]);
+                        self.helper(format!("static inline float {h}(volatile {space} float* p, float v) {{ volatile {space} uint* q = (volatile {space} uint*)p; uint old = *q; for (;;) {{ uint seen = atomic_cmpxchg(q, old, as_uint(as_float(old) + v)); if (seen == old) return as_float(old); old = seen; }} }}"));
+                        format!("{h}({p}, {v})")
+                    }
+                    (AtomicOp::Exchange, ScalarType::F32) => format!("atomic_xchg({p}, {v})"),
+                    (AtomicOp::CompareExchange, _) => {
+                        format!("{prefix}_cmpxchg({p}, {}, {v})", cmp.unwrap_or("0"))
+                    }
+                    _ => {
+                        let n = match op {
+                            AtomicOp::Add => "add",
+                            AtomicOp::Sub => "sub",
+                            AtomicOp::Min => "min",
+                            AtomicOp::Max => "max",
+                            AtomicOp::And => "and",
+                            AtomicOp::Or => "or",
+                            AtomicOp::Xor => "xor",
+                            AtomicOp::Exchange => "xchg",
+                            AtomicOp::CompareExchange => unreachable!(),
+                        };
+                        format!("{prefix}_{n}({p}, {v})")
+                    }
+                })
+            }
+            Dialect::Cuda => {
+                let p = format!("&{name}[{i}]");
+                let ull = "unsigned long long";
+                let as_ull = |x: &str| format!("({ull})({x})");
+                let p64 = format!("({ull}*){p}");
+                Ok(match (op, s) {
+                    (AtomicOp::Add, ScalarType::F32)
+                    | (AtomicOp::Add, ScalarType::I32 | ScalarType::U32) => {
+                        format!("atomicAdd({p}, {v})")
+                    }
+                    (AtomicOp::Add, _) => format!("(({t})atomicAdd({p64}, {}))", as_ull(v)),
+                    (AtomicOp::Sub, ScalarType::I32 | ScalarType::U32) => {
+                        format!("atomicSub({p}, {v})")
+                    }
+                    (AtomicOp::Sub, _) => format!("(({t})atomicAdd({p64}, 0ULL - {}))", as_ull(v)),
+                    (AtomicOp::Min, ScalarType::I64) => {
+                        format!("(({t})atomicMin((long long*){p}, (long long)({v})))")
+                    }
+                    (AtomicOp::Max, ScalarType::I64) => {
+                        format!("(({t})atomicMax((long long*){p}, (long long)({v})))")
+                    }
+                    (AtomicOp::Min, _) => format!("atomicMin({p}, {v})"),
+                    (AtomicOp::Max, _) => format!("atomicMax({p}, {v})"),
+                    (AtomicOp::And | AtomicOp::Or | AtomicOp::Xor, _) => {
+                        let f = match op {
+                            AtomicOp::And => "atomicAnd",
+                            AtomicOp::Or => "atomicOr",
+                            _ => "atomicXor",
+                        };
+                        if s.bits() == 64 {
+                            format!("(({t}){f}({p64}, {}))", as_ull(v))
+                        } else {
+                            format!("{f}({p}, {v})")
+                        }
+                    }
+                    (AtomicOp::Exchange, ScalarType::I64 | ScalarType::U64) => {
+                        format!("(({t})atomicExch({p64}, {}))", as_ull(v))
+                    }
+                    (AtomicOp::Exchange, _) => format!("atomicExch({p}, {v})"),
+                    (AtomicOp::CompareExchange, ScalarType::I64 | ScalarType::U64) => format!(
+                        "(({t})atomicCAS({p64}, {}, {}))",
+                        as_ull(cmp.unwrap_or("0")),
+                        as_ull(v)
+                    ),
+                    (AtomicOp::CompareExchange, _) => {
+                        format!("atomicCAS({p}, {}, {v})", cmp.unwrap_or("0"))
+                    }
+                })
+            }
+        }
+    }
+
+    fn subgroup(&mut self, op: SubgroupOp, s: ScalarType, x: &str, lane: Option<&str>) -> String {
+        if self.d == Dialect::OpenCl {
+            return match op {
+                SubgroupOp::Ballot => format!("((uint)({x} ? 1 : 0))"),
+                SubgroupOp::ExclusiveAdd => self.lit(ScalarValue::zero(s)),
+                _ => x.to_string(),
+            };
+        }
+        self.needs.subgroups = true;
+        let t = self.t(s);
+        let full = "0xffffffffu";
+        let lane = lane.unwrap_or("0u");
+        let me = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
+        match op {
+            SubgroupOp::Shuffle | SubgroupOp::Broadcast => format!(
+                "(({lane}) < 32u ? ({t})__shfl_sync({full}, {x}, (int)(({lane}) & 31u)) : {x})"
+            ),
+            SubgroupOp::ShuffleUp => {
+                format!("(({lane}) < 32u ? ({t})__shfl_up_sync({full}, {x}, ({lane}) & 31u) : {x})")
+            }
+            SubgroupOp::ShuffleDown => format!(
+                "(({lane}) < 32u ? ({t})__shfl_down_sync({full}, {x}, ({lane}) & 31u) : {x})"
+            ),
+            SubgroupOp::ShuffleXor => format!(
+                "(({lane}) < 32u ? ({t})__shfl_xor_sync({full}, {x}, (int)(({lane}) & 31u)) : {x})"
+            ),
+            SubgroupOp::Ballot => format!("__ballot_sync({full}, {x})"),
+            SubgroupOp::All => format!("(__all_sync({full}, {x}) != 0)"),
+            SubgroupOp::Any => format!("(__any_sync({full}, {x}) != 0)"),
+            SubgroupOp::ReduceAdd | SubgroupOp::ReduceMin | SubgroupOp::ReduceMax => {
+                let (name, combine) = match op {
+                    SubgroupOp::ReduceAdd => ("add", "v + o"),
+                    SubgroupOp::ReduceMin if s.is_float() => ("min", "fmin(v, o)"),
+                    SubgroupOp::ReduceMax if s.is_float() => ("max", "fmax(v, o)"),
+                    SubgroupOp::ReduceMin => ("min", "(o < v ? o : v)"),
+                    _ => ("max", "(o > v ? o : v)"),
+                };
+                let h = format!("kiln_subgroup_{name}_{}", s.name());
+                self.helper(format!("static __device__ __forceinline__ {t} {h}({t} v) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync({full}, v, d); v = {combine}; }} return v; }}"));
+                format!("{h}({x})")
+            }
+            SubgroupOp::InclusiveAdd | SubgroupOp::ExclusiveAdd => {
+                let h = format!("kiln_subgroup_scan_{}", s.name());
+                self.helper(format!("static __device__ __forceinline__ {t} {h}({t} v, unsigned int lane) {{ for (unsigned int d = 1; d < 32u; d <<= 1) {{ {t} o = __shfl_up_sync({full}, v, d); if (lane >= d) v = v + o; }} return v; }}"));
+                if op == SubgroupOp::InclusiveAdd {
+                    format!("{h}({x}, {me})")
+                } else {
+                    format!(
+                        "({me} == 0u ? ({t})0 : ({t})__shfl_up_sync({full}, {h}({x}, {me}), 1))"
+                    )
+                }
+            }
+        }
+    }
+}
+
+struct Vals {
+    comps: Vec<String>,
+    call_struct: Option<String>,
+    fn_name: String,
+}
+
+struct Cx<'a> {
+    k: &'a Kernel,
+    params: &'a [Param],
+    body: &'a Body,
+    is_kernel: bool,
+    types: Vec<Type>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(k: &'a Kernel, params: &'a [Param], body: &'a Body, is_kernel: bool) -> W<Cx<'a>> {
+        let types = expr_types(k, params, body).map_err(WriteError)?;
+        Ok(Cx {
+            k,
+            params,
+            body,
+            is_kernel,
+            types,
+        })
+    }
+
+    fn ty(&self, h: Handle) -> W<Type> {
+        self.types
+            .get(h.index())
+            .cloned()
+            .ok_or_else(|| WriteError(format!("no expression %{}", h.0)))
+    }
+
+    fn fn_name(&self) -> String {
+        self.k
+            .functions
+            .iter()
+            .find(|f| std::ptr::eq(&f.body, self.body))
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn local_name(cx: &Cx, i: usize) -> String {
+    format!("{}_{i}", cx.body.locals[i].name)
+}
+
+/// Names a C dialect or the writer itself gives a meaning to: keywords, types, qualifiers,
+/// and builtin functions of OpenCL C and CUDA.
+const RESERVED: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "half",
+    "uchar",
+    "ushort",
+    "uint",
+    "ulong",
+    "size_t",
+    "ptrdiff_t",
+    "intptr_t",
+    "uintptr_t",
+    "event_t",
+    "image2d_t",
+    "image3d_t",
+    "sampler_t",
+    "kernel",
+    "global",
+    "local",
+    "constant",
+    "private",
+    "read_only",
+    "write_only",
+    "read_write",
+    "class",
+    "template",
+    "typename",
+    "namespace",
+    "using",
+    "new",
+    "delete",
+    "this",
+    "operator",
+    "private",
+    "public",
+    "protected",
+    "virtual",
+    "friend",
+    "throw",
+    "try",
+    "catch",
+    "asm",
+    "mutable",
+    "explicit",
+    "export",
+    "dim3",
+    "warpSize",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "main",
+    "abs",
+    "acos",
+    "acosh",
+    "all",
+    "any",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "barrier",
+    "bitselect",
+    "cbrt",
+    "ceil",
+    "clamp",
+    "clz",
+    "copysign",
+    "cos",
+    "cosh",
+    "cross",
+    "ctz",
+    "degrees",
+    "distance",
+    "dot",
+    "erf",
+    "erfc",
+    "exp",
+    "exp10",
+    "exp2",
+    "expm1",
+    "fabs",
+    "fdim",
+    "floor",
+    "fma",
+    "fmax",
+    "fmin",
+    "fmod",
+    "fract",
+    "frexp",
+    "hadd",
+    "hypot",
+    "ilogb",
+    "isequal",
+    "isfinite",
+    "isgreater",
+    "isinf",
+    "isless",
+    "isnan",
+    "isnormal",
+    "ldexp",
+    "length",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "logb",
+    "mad",
+    "mad24",
+    "max",
+    "min",
+    "mix",
+    "modf",
+    "mul24",
+    "nan",
+    "native_exp",
+    "nextafter",
+    "normalize",
+    "popcount",
+    "pow",
+    "pown",
+    "powr",
+    "radians",
+    "remainder",
+    "rhadd",
+    "rint",
+    "rootn",
+    "rotate",
+    "round",
+    "rsqrt",
+    "select",
+    "shuffle",
+    "shuffle2",
+    "sign",
+    "signbit",
+    "sin",
+    "sincos",
+    "sinh",
+    "smoothstep",
+    "sqrt",
+    "step",
+    "tan",
+    "tanh",
+    "tgamma",
+    "trunc",
+    "upsample",
+    "printf",
+    "prefetch",
+    "sub_sat",
+    "add_sat",
+    "mem_fence",
+    "read_mem_fence",
+    "write_mem_fence",
+    "vload",
+    "vstore",
+];
+
+/// A user-chosen name made safe in C: names the dialects or the writer reserve, and names
+/// starting with a prefix they reserve, get a trailing `_`.
+fn safe(name: &str) -> String {
+    let prefixed = [
+        "kiln_", "get_", "atomic", "atom_", "as_", "convert_", "native_", "half_", "vload",
+        "vstore", "async_", "__",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p));
+    let temp_like =
+        name.starts_with('t') && name[1..].chars().all(|c| c.is_ascii_digit() || c == '_');
+    let companion = name.ends_with("_len") || name.ends_with("_mem") || name.ends_with("_r");
+    if RESERVED.contains(&name) || prefixed || temp_like || companion {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
+}
+
+fn comp_name(base: &str, c: usize, ty: &Type) -> String {
+    if ty.flatten().len() == 1 {
+        base.to_string()
+    } else {
+        format!("{base}_{c}")
+    }
+}
+
+fn tname(h: Handle, c: usize, ty: &Type) -> String {
+    comp_name(&format!("t{}", h.0), c, ty)
+}
+
+fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {
+    match m {
+        Memory::Buffer(i) => match k.params.get(i as usize) {
+            Some(Param {
+                name,
+                kind: ParamKind::Buffer { elem, .. },
+            }) => Ok((name.clone(), elem.clone())),
+            _ => err(format!("parameter {i} is not a buffer")),
+        },
+        Memory::Shared(i) => k
+            .shared
+            .get(i as usize)
+            .map(|s| (s.name.clone(), s.elem.clone()))
+            .ok_or_else(|| WriteError(format!("no shared array {i}"))),
+    }
+}

@@ -1,0 +1,339 @@
+//! # kiln-opencl: the OpenCL backend
+//!
+//! Writes OpenCL C 1.2 with [`kiln_c`], builds it with the driver of the first OpenCL device
+//! (a GPU if there is one), and launches it. `libOpenCL.so.1` is loaded at run time (opencl3's
+//! `dynamic` feature): on a machine without it, [`OpenClBackend::new`] returns
+//! `BackendError::Unavailable` naming the library. Host arguments are copied to device buffers
+//! for each launch and copied back where the kernel may write.
+
+use kiln_backend::*;
+use kiln_c::{write_kernel, Dialect};
+use kiln_ir::{Kernel, ParamKind, SharedLen};
+use opencl3::command_queue::CommandQueue;
+use opencl3::context::Context;
+use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::kernel::Kernel as ClKernel;
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::program::Program;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
+use std::sync::{Arc, Mutex};
+
+/// The library opencl3 loads.
+pub const LIBRARY: &str = "libOpenCL.so.1";
+
+struct Shared {
+    context: Context,
+    queue: CommandQueue,
+    max_alloc: u64,
+    info: DeviceInfo,
+}
+
+/// One OpenCL device with its context and in-order queue.
+pub struct OpenClBackend {
+    shared: Arc<Shared>,
+    version: String,
+}
+
+fn cl_error(backend_reason: impl std::fmt::Display) -> BackendError {
+    BackendError::Unavailable {
+        backend: BackendKind::OpenCl,
+        library: LIBRARY.into(),
+        reason: backend_reason.to_string(),
+    }
+}
+
+impl OpenClBackend {
+    /// Opens the first OpenCL GPU, or else the first OpenCL device of any type. Fails with
+    /// `Unavailable` when the OpenCL library, a platform or a device is missing.
+    pub fn new() -> Result<OpenClBackend, BackendError> {
+        let gpus = get_all_devices(CL_DEVICE_TYPE_GPU).unwrap_or_default();
+        let ids = if gpus.is_empty() {
+            get_all_devices(CL_DEVICE_TYPE_ALL)
+                .map_err(|e| cl_error(format!("no OpenCL platform or device ({e})")))?
+        } else {
+            gpus
+        };
+        let id = *ids
+            .first()
+            .ok_or_else(|| cl_error("no OpenCL device found"))?;
+        let device = Device::new(id);
+        let q = |r: Result<String, opencl3::error_codes::ClError>| r.unwrap_or_default();
+        let name = q(device.name());
+        let extensions = q(device.extensions());
+        let version = format!(
+            "{} / {} / {}",
+            q(device.version()),
+            q(device.driver_version()),
+            name
+        );
+        let is_gpu = device
+            .dev_type()
+            .map(|t| t & CL_DEVICE_TYPE_GPU != 0)
+            .unwrap_or(false);
+        let info = DeviceInfo {
+            backend: BackendKind::OpenCl,
+            name: name.trim().to_string(),
+            class: if is_gpu {
+                DeviceClass::Gpu
+            } else {
+                DeviceClass::Cpu
+            },
+            memory_bytes: device.global_mem_size().unwrap_or(0),
+            compute_units: device.max_compute_units().unwrap_or(1),
+            max_group_size: device
+                .max_work_group_size()
+                .unwrap_or(1)
+                .min(u32::MAX as usize) as u32,
+            subgroup_size: 1,
+            max_shared_bytes: device.local_mem_size().unwrap_or(0),
+            features: Features {
+                f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)
+                    || extensions.contains("cl_khr_fp64"),
+                subgroups: false,
+                atomics64: extensions.contains("cl_khr_int64_base_atomics")
+                    && extensions.contains("cl_khr_int64_extended_atomics"),
+            },
+        };
+        let context = Context::from_device(&device)
+            .map_err(|e| cl_error(format!("creating a context: {e}")))?;
+        #[allow(deprecated)]
+        let queue = CommandQueue::create_default(&context, 0)
+            .map_err(|e| cl_error(format!("creating a queue: {e}")))?;
+        let max_alloc = device.max_mem_alloc_size().unwrap_or(u64::MAX);
+        Ok(OpenClBackend {
+            shared: Arc::new(Shared {
+                context,
+                queue,
+                max_alloc,
+                info,
+            }),
+            version,
+        })
+    }
+}
+
+impl Backend for OpenClBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn compiler_version(&self) -> String {
+        self.version.clone()
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
+            backend: BackendKind::OpenCl,
+            feature: e.to_string(),
+        })?;
+        let features = &self.shared.info.features;
+        let missing = [
+            (src.needs.f64, features.f64, "f64 (cl_khr_fp64)"),
+            (
+                src.needs.atomics64,
+                features.atomics64,
+                "64-bit atomics (cl_khr_int64_base_atomics)",
+            ),
+        ];
+        if let Some((_, _, what)) = missing.iter().find(|(need, have, _)| *need && !*have) {
+            return Err(BackendError::Unsupported {
+                backend: BackendKind::OpenCl,
+                feature: format!("{what} on {}", self.shared.info.name),
+            });
+        }
+        let program = Program::create_and_build_from_source(&self.shared.context, &src.text, "")
+            .map_err(|log| BackendError::Compile {
+                backend: BackendKind::OpenCl,
+                kernel: kernel.name.clone(),
+                log,
+                source_text: src.text.clone(),
+            })?;
+        let cl_kernel =
+            ClKernel::create(&program, &src.entry).map_err(|e| BackendError::Compile {
+                backend: BackendKind::OpenCl,
+                kernel: kernel.name.clone(),
+                log: format!("creating kernel `{}`: {e}", src.entry),
+                source_text: src.text.clone(),
+            })?;
+        Ok(Arc::new(OpenClKernel {
+            kernel: Arc::new(kernel.clone()),
+            cl: Mutex::new(cl_kernel),
+            _program: program,
+            shared: self.shared.clone(),
+        }))
+    }
+}
+
+struct OpenClKernel {
+    kernel: Arc<Kernel>,
+    cl: Mutex<ClKernel>,
+    _program: Program,
+    shared: Arc<Shared>,
+}
+
+// SAFETY: the OpenCL kernel object is only used while holding the mutex.
+unsafe impl Sync for OpenClKernel {}
+
+impl OpenClKernel {
+    fn launch_err(&self, what: &str, e: impl std::fmt::Display) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::OpenCl,
+            kernel: self.kernel.name.clone(),
+            reason: format!("{what}: {e}"),
+        }
+    }
+}
+
+impl CompiledKernel for OpenClKernel {
+    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
+        let k = &self.kernel;
+        let info = &self.shared.info;
+        let shape = check_launch(BackendKind::OpenCl, k, grid, args, info.max_group_size)?;
+        let shared_bytes: u64 = k
+            .shared
+            .iter()
+            .zip(&shape.shared_lengths)
+            .map(|(s, &n)| n as u64 * s.elem.size() as u64)
+            .sum();
+        if shared_bytes > info.max_shared_bytes {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::OpenCl,
+                bytes: shared_bytes,
+                reason: format!(
+                    "{} has {} bytes of local memory per group",
+                    info.name, info.max_shared_bytes
+                ),
+            });
+        }
+        let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = &self.shared.queue;
+        let mut buffers: Vec<Option<Buffer<u8>>> = Vec::new();
+        let mut arg = 0u32;
+        for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
+            match (&p.kind, a) {
+                (ParamKind::Buffer { .. }, _) => {
+                    let bytes = a.byte_len();
+                    if bytes as u64 > self.shared.max_alloc {
+                        return Err(BackendError::OutOfMemory {
+                            backend: BackendKind::OpenCl,
+                            bytes: bytes as u64,
+                            reason: format!(
+                                "{} allows {} bytes per buffer",
+                                info.name, self.shared.max_alloc
+                            ),
+                        });
+                    }
+                    // SAFETY: a fresh device buffer of at least one byte, no host pointer.
+                    let mut buf = unsafe {
+                        Buffer::<u8>::create(
+                            &self.shared.context,
+                            CL_MEM_READ_WRITE,
+                            bytes.max(1),
+                            std::ptr::null_mut(),
+                        )
+                    }
+                    .map_err(|e| BackendError::OutOfMemory {
+                        backend: BackendKind::OpenCl,
+                        bytes: bytes as u64,
+                        reason: e.to_string(),
+                    })?;
+                    let host: Option<&[u8]> = match a {
+                        LaunchArg::Read(b) => Some(b),
+                        LaunchArg::ReadWrite(b) => Some(b),
+                        _ => None,
+                    };
+                    if let Some(h) = host.filter(|h| !h.is_empty()) {
+                        // SAFETY: blocking write of a live host slice into a buffer at least as large.
+                        unsafe { queue.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, h, &[]) }
+                            .map_err(|e| self.launch_err("uploading", e))?;
+                    }
+                    let len = shape.buffer_lengths[i] as u32;
+                    // SAFETY: argument indices and types follow the parameter list kiln-c wrote.
+                    unsafe {
+                        cl.set_arg(arg, &buf.get())
+                            .map_err(|e| self.launch_err("setting a buffer argument", e))?;
+                        cl.set_arg(arg + 1, &len)
+                            .map_err(|e| self.launch_err("setting a length argument", e))?;
+                    }
+                    arg += 2;
+                    buffers.push(Some(buf));
+                }
+                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
+                    for (s, off) in t.flatten() {
+                        let b = &bytes[off as usize..(off + s.size()) as usize];
+                        // SAFETY: each component is passed with its own C type's size.
+                        let r = unsafe {
+                            match b.len() {
+                                1 => cl.set_arg(arg, &b[0]),
+                                2 => cl.set_arg(arg, &u16::from_le_bytes([b[0], b[1]])),
+                                4 => cl.set_arg(
+                                    arg,
+                                    &u32::from_le_bytes(b.try_into().unwrap_or_default()),
+                                ),
+                                _ => cl.set_arg(
+                                    arg,
+                                    &u64::from_le_bytes(b.try_into().unwrap_or_default()),
+                                ),
+                            }
+                        };
+                        r.map_err(|e| self.launch_err("setting a value argument", e))?;
+                        arg += 1;
+                    }
+                    buffers.push(None);
+                }
+                _ => return Err(self.launch_err("argument", "does not match its parameter")),
+            }
+        }
+        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
+            if s.len == SharedLen::Dynamic {
+                // SAFETY: as above; the local buffer is sized for `n` elements.
+                unsafe {
+                    cl.set_arg(arg, &n)
+                        .map_err(|e| self.launch_err("setting a shared length", e))?;
+                    cl.set_arg_local_buffer(arg + 1, (n as usize * s.elem.size() as usize).max(1))
+                        .map_err(|e| self.launch_err("setting local memory", e))?;
+                }
+                arg += 2;
+            }
+        }
+        if shape.groups > 0 {
+            let global: Vec<usize> = (0..3)
+                .map(|a| grid.groups[a] as usize * grid.group_size[a] as usize)
+                .collect();
+            let local: Vec<usize> = grid.group_size.iter().map(|&g| g as usize).collect();
+            // SAFETY: every argument is set; sizes are validated above.
+            unsafe {
+                queue.enqueue_nd_range_kernel(
+                    cl.get(),
+                    3,
+                    std::ptr::null(),
+                    global.as_ptr(),
+                    local.as_ptr(),
+                    &[],
+                )
+            }
+            .map_err(|e| self.launch_err("enqueueing the kernel", e))?;
+        }
+        for (a, buf) in args.iter_mut().zip(&buffers) {
+            let Some(buf) = buf else { continue };
+            let host: &mut [u8] = match a {
+                LaunchArg::ReadWrite(b) => b,
+                LaunchArg::Write(b) => {
+                    for x in b.iter_mut() {
+                        x.write(0);
+                    }
+                    // SAFETY: every byte was just initialized.
+                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, b.len()) }
+                }
+                _ => continue,
+            };
+            if !host.is_empty() {
+                // SAFETY: non-blocking read into a live host slice; `finish` below waits for it.
+                unsafe { queue.enqueue_read_buffer(buf, CL_NON_BLOCKING, 0, host, &[]) }
+                    .map_err(|e| self.launch_err("downloading", e))?;
+            }
+        }
+        queue.finish().map_err(|e| self.launch_err("running", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,63 @@
+//! The conformance harness: runs a test body once per backend present. Backends named in
+//! `KILN_REQUIRE` (comma-separated) must open, or the test fails saying why; others are used
+//! when they open and skipped (with a note on stderr) when they do not.
+
+use kiln::{BackendKind, Context};
+use std::cell::RefCell;
+
+thread_local! {
+    static CURRENT: RefCell<Option<Context>> = const { RefCell::new(None) };
+}
+
+const ALL: [BackendKind; 4] = [
+    BackendKind::Cpu,
+    BackendKind::OpenCl,
+    BackendKind::Cuda,
+    BackendKind::Wgpu,
+];
+
+/// Contexts for every backend to test on: the CPU always, the others when present.
+pub fn contexts() -> Vec<Context> {
+    let required: Vec<String> = std::env::var("KILN_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    for kind in ALL {
+        match Context::with_backend(kind) {
+            Ok(c) => out.push(c),
+            Err(e) if required.iter().any(|r| r == kind.name()) => {
+                panic!("KILN_REQUIRE names {kind}, but it cannot be opened: {e}")
+            }
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+/// The context of the backend the current test body runs on.
+pub fn ctx() -> Context {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .expect("ctx() is called inside every_backend")
+}
+
+/// Runs `body` once per backend; a failure names the backend it happened on.
+pub fn every_backend(body: impl Fn()) {
+    for c in contexts() {
+        let backend = c.device().backend;
+        CURRENT.with(|cur| *cur.borrow_mut() = Some(c));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&body));
+        CURRENT.with(|cur| *cur.borrow_mut() = None);
+        if let Err(e) = r {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("on backend {backend}: {msg}");
+        }
+    }
+}
