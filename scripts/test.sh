@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # The whole kiln test suite: formatting, lints, the conformance suite on every backend
-# (CPU built in; OpenCL through PoCL, installed here when missing), doc tests, the examples and
-# a quick benchmark. Works on a fresh machine with the Rust toolchain, as root or with sudo.
+# (CPU built in; OpenCL through PoCL), CUDA compile checks of every kernel the suite generates
+# (NVRTC to PTX, ptxas to sm_90, no GPU needed), doc tests, the examples and a quick benchmark.
+# Installs PoCL (apt) and the CUDA compiler wheels (pip) when missing. Works on a fresh machine
+# with the Rust toolchain and Python, as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # Backends whose absence must fail the suite.
-export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl}"
+export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,nvrtc}"
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1; then
     sudo_if_needed apt-get update -qq
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1 clinfo >/dev/null
 fi
+if ! python3 -c "import nvidia.cuda_nvrtc, nvidia.cuda_nvcc" 2>/dev/null; then
+    python3 -m pip install -q nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12
+fi
+NVIDIA_DIR="$(python3 -c 'import nvidia.cuda_nvrtc as m, os; print(os.path.dirname(m.__path__[0]))')"
+export LD_LIBRARY_PATH="$NVIDIA_DIR/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PATH:$NVIDIA_DIR/cuda_nvcc/bin"
 if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi

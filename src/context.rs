@@ -55,6 +55,12 @@ impl KernelCache {
         entry.1.get_or_init(compile).clone()
     }
 
+    /// Every kernel in the cache (compiled or failed), in no particular order.
+    pub fn kernels(&self) -> Vec<Kernel> {
+        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().map(|e| e.0.clone()).collect()
+    }
+
     /// Number of kernels in the cache.
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()

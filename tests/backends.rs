@@ -1,5 +1,5 @@
-//! Backend presence: every backend named in `KILN_REQUIRE` (comma-separated) must open; a
-//! missing one fails here with the reason.
+//! Backend presence: every backend named in `KILN_REQUIRE` (comma-separated) must open, and
+//! `nvrtc` there requires the CUDA compiler; a missing one fails here with the reason.
 
 use kiln::{BackendKind, Context};
 
@@ -7,6 +7,11 @@ use kiln::{BackendKind, Context};
 fn required_backends_are_present() {
     let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
     for name in required.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "nvrtc" {
+            kiln_cuda::nvrtc_available()
+                .unwrap_or_else(|e| panic!("KILN_REQUIRE names nvrtc: {e}"));
+            continue;
+        }
         let kind = BackendKind::parse(name)
             .unwrap_or_else(|| panic!("KILN_REQUIRE names unknown backend `{name}`"));
         match Context::with_backend(kind) {
@@ -24,4 +29,47 @@ fn the_cpu_backend_describes_itself() {
     assert!(d.compute_units >= 1);
     assert!(d.features.f64 && d.features.atomics64);
     assert_eq!(d.subgroup_size, 1);
+}
+
+fn scale_kernel() -> kiln::ir::Kernel {
+    use kiln::ir::*;
+    Kernel::build("scale", |k| {
+        let x = k.buffer::<f32>("x", Access::Read);
+        let y = k.buffer::<f32>("y", Access::Write);
+        let i = global_id(Axis::X);
+        if_then(i.lt(x.len()), || y.store(i, x.load(i) * 2.0 + 1.0));
+    })
+    .unwrap()
+}
+
+#[test]
+fn nvrtc_compiles_kernels_to_ptx_for_sm_90_when_present() {
+    match kiln_cuda::compile_ptx(&scale_kernel(), "sm_90") {
+        Ok(c) => {
+            assert!(c.ptx.contains(".target sm_90"), "{}", c.ptx);
+            assert!(c.ptx.contains(".entry scale("), "{}", c.ptx);
+            assert!(
+                c.source
+                    .text
+                    .contains("extern \"C\" __global__ void scale("),
+                "{}",
+                c.source.text
+            );
+            kiln_cuda::assemble(&c, "scale", "sm_90").unwrap();
+            let bad = kiln_cuda::assemble(&c, "scale", "sm_1");
+            assert!(
+                matches!(bad, Err(kiln::BackendError::Compile { .. })),
+                "ptxas rejects an unknown architecture"
+            );
+        }
+        Err(kiln::BackendError::Unavailable { library, .. }) => {
+            assert!(
+                !std::env::var("KILN_REQUIRE")
+                    .unwrap_or_default()
+                    .contains("nvrtc"),
+                "NVRTC required but {library} is missing"
+            );
+        }
+        Err(e) => panic!("{e}"),
+    }
 }

@@ -1,6 +1,8 @@
 //! The conformance harness: runs a test body once per backend present. Backends named in
 //! `KILN_REQUIRE` (comma-separated) must open, or the test fails saying why; others are used
-//! when they open and skipped (with a note on stderr) when they do not.
+//! when they open and skipped when they do not. Afterwards every kernel the body compiled is
+//! written as CUDA C, compiled by NVRTC and assembled by `ptxas -arch=sm_90` when NVRTC is
+//! present (required when `KILN_REQUIRE` contains `nvrtc`).
 
 use kiln::{BackendKind, Context};
 use std::cell::RefCell;
@@ -16,14 +18,18 @@ const ALL: [BackendKind; 4] = [
     BackendKind::Wgpu,
 ];
 
-/// Contexts for every backend to test on: the CPU always, the others when present.
-pub fn contexts() -> Vec<Context> {
-    let required: Vec<String> = std::env::var("KILN_REQUIRE")
+fn required() -> Vec<String> {
+    std::env::var("KILN_REQUIRE")
         .unwrap_or_default()
         .split(',')
         .map(|s| s.trim().to_ascii_lowercase())
         .filter(|s| !s.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Contexts for every backend to test on: the CPU always, the others when present.
+pub fn contexts() -> Vec<Context> {
+    let required = required();
     let mut out = Vec::new();
     for kind in ALL {
         match Context::with_backend(kind) {
@@ -46,7 +52,9 @@ pub fn ctx() -> Context {
 
 /// Runs `body` once per backend; a failure names the backend it happened on.
 pub fn every_backend(body: impl Fn()) {
-    for c in contexts() {
+    let all = contexts();
+    let cpu = all[0].clone();
+    for c in all {
         let backend = c.device().backend;
         CURRENT.with(|cur| *cur.borrow_mut() = Some(c));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&body));
@@ -59,5 +67,22 @@ pub fn every_backend(body: impl Fn()) {
                 .unwrap_or_default();
             panic!("on backend {backend}: {msg}");
         }
+    }
+    cuda_compile_check(&cpu);
+}
+
+/// Compiles every kernel in `ctx`'s cache to PTX with NVRTC and assembles it for sm_90.
+fn cuda_compile_check(ctx: &Context) {
+    if let Err(e) = kiln_cuda::nvrtc_available() {
+        if required().iter().any(|r| r == "nvrtc") {
+            panic!("KILN_REQUIRE names nvrtc, but {e}");
+        }
+        return;
+    }
+    for k in ctx.cache().kernels() {
+        let compiled = kiln_cuda::compile_ptx(&k, "sm_90")
+            .unwrap_or_else(|e| panic!("CUDA compile of `{}`: {e}", k.name));
+        kiln_cuda::assemble(&compiled, &k.name, "sm_90")
+            .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
     }
 }

@@ -1,0 +1,137 @@
+//! # kiln-cuda: the CUDA compile stage
+//!
+//! Writes CUDA C with [`kiln_c`] and compiles it with NVRTC, loaded at run time through
+//! cudarc. The library is `libnvrtc.so.12`; it is found by name on `LD_LIBRARY_PATH`. On a
+//! machine without it, [`nvrtc_available`] returns `BackendError::Unavailable` naming the
+//! library; nothing panics. [`assemble`] runs `ptxas` on the PTX for a given architecture, so
+//! every generated kernel can be checked down to machine code without a GPU. Launching on a GPU
+//! (module load, streams) is not in this crate yet.
+
+use kiln_backend::{BackendError, BackendKind};
+use kiln_c::{write_kernel, Dialect, Source};
+use kiln_ir::Kernel;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The NVRTC library cudarc loads.
+pub const NVRTC_LIBRARY: &str = "libnvrtc.so.12";
+
+/// Ok if NVRTC can be loaded; `Unavailable` naming the library otherwise.
+pub fn nvrtc_available() -> Result<(), BackendError> {
+    // SAFETY: only probes whether the shared library can be opened.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(BackendError::Unavailable {
+            backend: BackendKind::Cuda,
+            library: NVRTC_LIBRARY.into(),
+            reason: "not found on LD_LIBRARY_PATH (pip install nvidia-cuda-nvrtc-cu12 provides it)"
+                .into(),
+        })
+    }
+}
+
+/// CUDA C for `kernel` and the PTX NVRTC made of it.
+pub struct Compiled {
+    /// The generated CUDA C.
+    pub source: Source,
+    /// PTX text.
+    pub ptx: String,
+}
+
+/// Writes `kernel` as CUDA C and compiles it to PTX for `arch` (e.g. `"sm_90"`), with
+/// floating-point contraction off so results match the other backends. Fails with
+/// `Unavailable` (no NVRTC), `Unsupported` (IR the writer cannot express) or `Compile` (the
+/// NVRTC log and the source).
+pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<Compiled, BackendError> {
+    nvrtc_available()?;
+    let source = write_kernel(kernel, Dialect::Cuda).map_err(|e| BackendError::Unsupported {
+        backend: BackendKind::Cuda,
+        feature: e.to_string(),
+    })?;
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        fmad: Some(false),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&source.text, opts).map_err(|e| {
+        BackendError::Compile {
+            backend: BackendKind::Cuda,
+            kernel: kernel.name.clone(),
+            log: match e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    log.to_string_lossy().into_owned()
+                }
+                other => format!("{other:?}"),
+            },
+            source_text: source.text.clone(),
+        }
+    })?;
+    Ok(Compiled {
+        ptx: ptx.to_src(),
+        source,
+    })
+}
+
+/// `ptxas` from `KILN_PTXAS`, else the first on `PATH`.
+pub fn find_ptxas() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KILN_PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("ptxas"))
+        .find(|p| p.is_file())
+}
+
+/// Assembles PTX for `arch` with `ptxas` (into a temporary file that is removed). Fails with
+/// `Unavailable` when ptxas cannot be run and `Compile` (ptxas's log) when it rejects the PTX.
+pub fn assemble(compiled: &Compiled, kernel_name: &str, arch: &str) -> Result<(), BackendError> {
+    let ptxas = find_ptxas().ok_or_else(|| BackendError::Unavailable {
+        backend: BackendKind::Cuda,
+        library: "ptxas".into(),
+        reason:
+            "not on PATH and KILN_PTXAS is unset (pip install nvidia-cuda-nvcc-cu12 provides it)"
+                .into(),
+    })?;
+    let dir = std::env::temp_dir();
+    let stem = format!("kiln-{}-{}-{kernel_name}", std::process::id(), unique());
+    let (ptx_path, out_path) = (
+        dir.join(format!("{stem}.ptx")),
+        dir.join(format!("{stem}.cubin")),
+    );
+    let io = |e: std::io::Error| BackendError::Unavailable {
+        backend: BackendKind::Cuda,
+        library: ptxas.display().to_string(),
+        reason: e.to_string(),
+    };
+    std::fs::write(&ptx_path, &compiled.ptx).map_err(io)?;
+    let out = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(&ptx_path)
+        .arg("-o")
+        .arg(&out_path)
+        .output();
+    let _ = std::fs::remove_file(&ptx_path);
+    let _ = std::fs::remove_file(&out_path);
+    let out = out.map_err(io)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(BackendError::Compile {
+            backend: BackendKind::Cuda,
+            kernel: kernel_name.to_string(),
+            log: format!(
+                "ptxas -arch={arch}: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            ),
+            source_text: compiled.source.text.clone(),
+        })
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
