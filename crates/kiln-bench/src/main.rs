@@ -1,6 +1,6 @@
-//! kiln's benchmark binary: each case runs kiln and a baseline doing the same work in the same
-//! process and prints their times and the ratio (baseline time / kiln time, so 1.0 means as
-//! fast as the baseline and higher is better).
+//! kiln's benchmark binary: each case runs kiln on every backend present and a baseline doing
+//! the same work in the same process, and prints their times and the ratio (baseline time /
+//! kiln time, so 1.0 means as fast as the baseline and higher is better).
 //!
 //! ```text
 //! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH]
@@ -25,16 +25,21 @@ impl Row {
     }
 }
 
-/// Best wall time of `reps` runs after one warm-up, in milliseconds.
+/// Best wall time in milliseconds of up to `reps` runs after one warm-up; stops repeating
+/// once three seconds have been spent, so slow backends finish.
 fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
     std::hint::black_box(f());
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            std::hint::black_box(f());
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .fold(f64::INFINITY, f64::min)
+    let start = Instant::now();
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        std::hint::black_box(f());
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+        if start.elapsed().as_secs_f64() > 3.0 {
+            break;
+        }
+    }
+    best
 }
 
 fn main() -> Result<(), Error> {
@@ -52,86 +57,110 @@ fn main() -> Result<(), Error> {
     let json = flag("--json");
     let reps = if quick { 3 } else { 7 };
     let n = 1usize << log2;
-
-    let ctx = Context::new()?;
-    let backend = ctx.device().backend.to_string();
-    println!(
-        "device: {} ({backend}); n = 2^{log2} = {n}; best of {reps}",
-        ctx.device().name
-    );
     let xs: Vec<f32> = (0..n)
         .map(|i| ((i.wrapping_mul(2_654_435_761)) % 1_000_000) as f32 * 1e-3)
         .collect();
-    let mut rows = Vec::new();
-    let row = |case, kiln_ms, baseline, baseline_ms| Row {
-        case,
-        backend: backend.clone(),
-        n,
-        kiln_ms,
-        baseline,
-        baseline_ms,
-    };
 
-    let kiln = best(reps, || {
-        ctx.from(&xs).map(|x| x * 2.0 + 1.0).to_vec().unwrap()
-    });
-    let base = best(reps, || {
+    println!("n = 2^{log2} = {n}; best of up to {reps}");
+    let rayon_map = best(reps, || {
         xs.par_iter().map(|x| x * 2.0 + 1.0).collect::<Vec<f32>>()
     });
-    let kiln_map = kiln;
-    rows.push(row("map to_vec", kiln, "rayon", base));
-
-    let kiln = best(reps, || {
-        ctx.from(&xs)
-            .map(|x| x * 2.0)
-            .filter(|x| x.gt(1000.0))
-            .map(|x| x + 100.0)
-            .sum()
-            .unwrap()
-    });
-    let base = best(reps, || {
+    let rayon_fused = best(reps, || {
         xs.par_iter()
             .map(|x| x * 2.0)
             .filter(|x| *x > 1000.0)
             .map(|x| x + 100.0)
             .sum::<f32>()
     });
-    rows.push(row("map-filter-map-sum", kiln, "rayon", base));
-
-    let kiln = best(reps, || ctx.from(&xs).sum().unwrap());
-    let base = best(reps, || xs.par_iter().sum::<f32>());
-    let kiln_sum = kiln;
-    rows.push(row("sum", kiln, "rayon", base));
-
-    let kiln = best(reps, || {
-        ctx.from(&xs).filter(|x| x.lt(500.0)).to_vec().unwrap()
-    });
-    let base = best(reps, || {
+    let rayon_sum = best(reps, || xs.par_iter().sum::<f32>());
+    let rayon_filter = best(reps, || {
         xs.par_iter()
             .copied()
             .filter(|x| *x < 500.0)
             .collect::<Vec<f32>>()
     });
-    rows.push(row("filter to_vec (50%)", kiln, "rayon", base));
-
     let mut dst = vec![0f32; n];
     let copy = best(reps, || {
         dst.par_chunks_mut(1 << 16)
             .zip(xs.par_chunks(1 << 16))
             .for_each(|(d, s)| d.copy_from_slice(s))
     });
-    rows.push(row(
-        "map to_vec vs parallel memcpy",
-        kiln_map,
-        "memcpy",
-        copy,
-    ));
     let read = best(reps, || {
         xs.par_chunks(1 << 16)
             .map(|c| c.iter().fold(0u32, |a, x| a ^ x.to_bits()))
             .reduce(|| 0, |a, b| a ^ b)
     });
-    rows.push(row("sum vs parallel read", kiln_sum, "read", read));
+
+    let mut rows = Vec::new();
+    let mut overheads = Vec::new();
+    for kind in [
+        BackendKind::Cpu,
+        BackendKind::OpenCl,
+        BackendKind::Cuda,
+        BackendKind::Wgpu,
+    ] {
+        let ctx = match Context::with_backend(kind) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("skipping {kind}: {e}");
+                continue;
+            }
+        };
+        let backend = kind.to_string();
+        println!("device: {} ({backend})", ctx.device().name);
+        let row = |case, kiln_ms, baseline, baseline_ms| Row {
+            case,
+            backend: backend.clone(),
+            n,
+            kiln_ms,
+            baseline,
+            baseline_ms,
+        };
+        let map = best(reps, || {
+            ctx.from(&xs).map(|x| x * 2.0 + 1.0).to_vec().unwrap()
+        });
+        rows.push(row("map to_vec", map, "rayon", rayon_map));
+        let fused = best(reps, || {
+            ctx.from(&xs)
+                .map(|x| x * 2.0)
+                .filter(|x| x.gt(1000.0))
+                .map(|x| x + 100.0)
+                .sum()
+                .unwrap()
+        });
+        rows.push(row("map-filter-map-sum", fused, "rayon", rayon_fused));
+        let sum = best(reps, || ctx.from(&xs).sum().unwrap());
+        rows.push(row("sum", sum, "rayon", rayon_sum));
+        let filter = best(reps, || {
+            ctx.from(&xs).filter(|x| x.lt(500.0)).to_vec().unwrap()
+        });
+        rows.push(row("filter to_vec (50%)", filter, "rayon", rayon_filter));
+        rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
+        rows.push(row("sum vs parallel read", sum, "read", read));
+
+        let cold = Context::with_backend(kind)?;
+        let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+        let query = |c: &Context| {
+            c.from(&small)
+                .map(|x| x * 2.0)
+                .filter(|x| x.gt(1000.0))
+                .map(|x| x + 100.0)
+                .sum()
+                .unwrap()
+        };
+        let t = Instant::now();
+        query(&cold);
+        let first_ms = t.elapsed().as_secs_f64() * 1e3;
+        let compile_ms = cold.stats().compile_nanos as f64 / 1e6;
+        let calls = if quick { 200 } else { 2_000 };
+        let t = Instant::now();
+        for _ in 0..calls {
+            std::hint::black_box(query(&cold));
+        }
+        let per_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        println!("{backend}: cold compile of the fused query ({} kernels): {compile_ms:.2} ms (first call {first_ms:.2} ms); cached call on 1000 elements: {per_call_us:.1} us", cold.stats().compilations);
+        overheads.push((backend.clone(), compile_ms, per_call_us));
+    }
 
     println!("\n| case | backend | n | kiln ms | baseline | baseline ms | ratio (baseline/kiln) |");
     println!("|---|---|---|---|---|---|---|");
@@ -147,42 +176,17 @@ fn main() -> Result<(), Error> {
             r.ratio()
         );
     }
-    let gbs = |bytes: f64, ms: f64| bytes / ms / 1e6;
-    println!("\nbandwidth: kiln map {:.1} GB/s, memcpy {:.1} GB/s (bytes read + written); kiln sum {:.1} GB/s, parallel read {:.1} GB/s", gbs(8.0 * n as f64, kiln_map), gbs(8.0 * n as f64, copy), gbs(4.0 * n as f64, kiln_sum), gbs(4.0 * n as f64, read));
-
-    let cold = Context::new()?;
-    let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
-    let fused = |c: &Context| {
-        c.from(&small)
-            .map(|x| x * 2.0)
-            .filter(|x| x.gt(1000.0))
-            .map(|x| x + 100.0)
-            .sum()
-            .unwrap()
-    };
-    let t = Instant::now();
-    fused(&cold);
-    let first_ms = t.elapsed().as_secs_f64() * 1e3;
-    let compile_ms = cold.stats().compile_nanos as f64 / 1e6;
-    let calls = if quick { 2_000 } else { 20_000 };
-    let t = Instant::now();
-    for _ in 0..calls {
-        std::hint::black_box(fused(&cold));
-    }
-    let per_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
-    println!("cold compile of the fused query ({} kernels): {compile_ms:.2} ms (first call {first_ms:.2} ms)", cold.stats().compilations);
-    println!("per-call time of the cached fused query on 1000 elements: {per_call_us:.1} us");
 
     if let Some(path) = json {
-        let mut out = String::from("[\n");
         let mut items: Vec<String> = rows
             .iter()
             .map(|r| format!("  {{\"case\": \"{}\", \"backend\": \"{}\", \"n\": {}, \"kiln_ms\": {:.4}, \"baseline\": \"{}\", \"baseline_ms\": {:.4}, \"ratio\": {:.4}}}", r.case, r.backend, r.n, r.kiln_ms, r.baseline, r.baseline_ms, r.ratio()))
             .collect();
-        items.push(format!("  {{\"case\": \"cold compile (fused query)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {compile_ms:.4}, \"baseline\": \"target 10 ms\", \"baseline_ms\": 10.0, \"ratio\": {:.4}}}", 10.0 / compile_ms));
-        items.push(format!("  {{\"case\": \"per-call overhead (cached, 1000 elements)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {:.6}, \"baseline\": \"target 0.05 ms\", \"baseline_ms\": 0.05, \"ratio\": {:.4}}}", per_call_us / 1e3, 50.0 / per_call_us));
-        out += &items.join(",\n");
-        out += "\n]\n";
+        for (backend, compile_ms, per_call_us) in &overheads {
+            items.push(format!("  {{\"case\": \"cold compile (fused query)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {compile_ms:.4}, \"baseline\": \"target 10 ms\", \"baseline_ms\": 10.0, \"ratio\": {:.4}}}", 10.0 / compile_ms));
+            items.push(format!("  {{\"case\": \"per-call overhead (cached, 1000 elements)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {:.6}, \"baseline\": \"target 0.05 ms\", \"baseline_ms\": 0.05, \"ratio\": {:.4}}}", per_call_us / 1e3, 50.0 / per_call_us));
+        }
+        let out = format!("[\n{}\n]\n", items.join(",\n"));
         std::fs::write(&path, out).map_err(|e| Error::Unsupported {
             backend: BackendKind::Cpu,
             what: format!("writing {path}: {e}"),
