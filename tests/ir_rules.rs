@@ -1079,3 +1079,54 @@ fn oversized_local_arrays_are_a_compile_error() {
         assert!(e.to_string().contains("array local `big`"), "{e}");
     }
 }
+
+/// Rounding functions of constant NaN and infinities (a compiler may fold these itself).
+#[test]
+fn rounding_functions_of_constant_non_finite_values() {
+    every_backend(|| {
+        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0];
+        let k = Kernel::build("const_round", |k| {
+            let out = k.buffer::<f32>("out", Access::Write);
+            let mut j = 0u32;
+            for v in specials {
+                for f in [
+                    Val::<f32>::floor,
+                    Val::<f32>::ceil,
+                    Val::<f32>::trunc,
+                    Val::<f32>::round,
+                    Val::<f32>::fract,
+                ] {
+                    out.store(j, f(lit(v)));
+                    j += 1;
+                }
+            }
+        })
+        .unwrap();
+        let mut out = vec![7f32; 20];
+        ctx()
+            .launch(
+                &k,
+                &Grid::linear(1, 1),
+                &mut [LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        let mut j = 0;
+        for v in specials {
+            for (name, f) in [
+                ("floor", f32::floor as fn(f32) -> f32),
+                ("ceil", f32::ceil),
+                ("trunc", f32::trunc),
+                ("round", f32::round),
+                ("fract", |x: f32| x - x.trunc()),
+            ] {
+                let want = f(v);
+                assert!(
+                    out[j].to_bits() == want.to_bits() || (out[j].is_nan() && want.is_nan()),
+                    "{name}({v}) = {}, want {want}",
+                    out[j]
+                );
+                j += 1;
+            }
+        }
+    });
+}

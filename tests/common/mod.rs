@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! The conformance harness: runs a test body once per backend present. Backends named in
 //! `KILN_REQUIRE` (comma-separated) must open, or the test fails saying why; others are used
 //! when they open and skipped when they do not. Afterwards every kernel the body compiled is
@@ -73,16 +74,22 @@ pub fn every_backend(body: impl Fn()) {
 
 /// Compiles every kernel in `ctx`'s cache to PTX with NVRTC and assembles it for sm_90.
 fn cuda_compile_check(ctx: &Context) {
+    for k in ctx.cache().kernels() {
+        cuda_check_kernel(&k);
+    }
+}
+
+/// Compiles one kernel to PTX with NVRTC and assembles it for sm_90, when NVRTC is present
+/// (required when `KILN_REQUIRE` names `nvrtc`).
+pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
     if let Err(e) = kiln_cuda::nvrtc_available() {
         if required().iter().any(|r| r == "nvrtc") {
             panic!("KILN_REQUIRE names nvrtc, but {e}");
         }
         return;
     }
-    for k in ctx.cache().kernels() {
-        let compiled = kiln_cuda::compile_ptx(&k, "sm_90")
-            .unwrap_or_else(|e| panic!("CUDA compile of `{}`: {e}", k.name));
-        kiln_cuda::assemble(&compiled, &k.name, "sm_90")
-            .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
-    }
+    let compiled = kiln_cuda::compile_ptx(k, "sm_90")
+        .unwrap_or_else(|e| panic!("CUDA compile of `{}`: {e}", k.name));
+    kiln_cuda::assemble(&compiled, &k.name, "sm_90")
+        .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
 }

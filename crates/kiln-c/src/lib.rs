@@ -159,27 +159,20 @@ fn wide_unsigned(s: ScalarType) -> ScalarType {
     }
 }
 
+/// A NaN or infinity written from its exact bits (folding `0.0/0.0` is not reliable across
+/// compilers).
+fn nonfinite_lit(d: Dialect, s: ScalarType, bits: u64) -> String {
+    match (d, s) {
+        (Dialect::OpenCl, ScalarType::F32) => format!("as_float({:#x}u)", bits as u32),
+        (Dialect::OpenCl, _) => format!("as_double({bits:#x}UL)"),
+        (Dialect::Cuda, ScalarType::F32) => format!("__uint_as_float({:#x}u)", bits as u32),
+        (Dialect::Cuda, _) => format!("__longlong_as_double({bits:#x}LL)"),
+    }
+}
+
+/// A finite float constant.
 fn float_lit(v: f64, s: ScalarType) -> String {
     let suffix = if s == ScalarType::F32 { "f" } else { "" };
-    if v.is_nan() {
-        return if s == ScalarType::F32 {
-            "(0.0f/0.0f)".into()
-        } else {
-            "(0.0/0.0)".into()
-        };
-    }
-    if v.is_infinite() {
-        let inf = if s == ScalarType::F32 {
-            "(1.0f/0.0f)"
-        } else {
-            "(1.0/0.0)"
-        };
-        return if v > 0.0 {
-            inf.into()
-        } else {
-            format!("(-{inf})")
-        };
-    }
     if v == 0.0 && v.is_sign_negative() {
         return format!("(-0.0{suffix})");
     }
@@ -197,6 +190,12 @@ impl Writer {
         let t = self.t(v.ty());
         match v {
             ScalarValue::Bool(b) => (if b { "true" } else { "false" }).into(),
+            ScalarValue::F32(f) if !f.is_finite() => {
+                nonfinite_lit(self.d, ScalarType::F32, f.to_bits() as u64)
+            }
+            ScalarValue::F64(f) if !f.is_finite() => {
+                nonfinite_lit(self.d, ScalarType::F64, f.to_bits())
+            }
             ScalarValue::F32(f) => float_lit(f as f64, ScalarType::F32),
             ScalarValue::F64(f) => float_lit(f, ScalarType::F64),
             ScalarValue::I64(i) if i == i64::MIN => format!("(({t})(-9223372036854775807LL - 1))"),
@@ -1175,17 +1174,22 @@ impl Writer {
             | MathFn::Log
             | MathFn::Log2
             | MathFn::Log10
-            | MathFn::Sqrt
-            | MathFn::Floor
-            | MathFn::Ceil
-            | MathFn::Round
-            | MathFn::Trunc => format!("{}({})", f(fun.name()), x[0]),
+            | MathFn::Sqrt => format!("{}({})", f(fun.name()), x[0]),
+            // NaN passes through explicitly: PoCL drops stores of floor/ceil/trunc/round of a
+            // constant NaN, and the guard costs one compare elsewhere.
+            MathFn::Floor | MathFn::Ceil | MathFn::Round | MathFn::Trunc => {
+                format!("(({0}) != ({0}) ? ({0}) : {1}({0}))", x[0], f(fun.name()))
+            }
             MathFn::Abs => format!("{}({})", f("fabs"), x[0]),
             MathFn::Atan2 => format!("{}({}, {})", f("atan2"), x[0], x[1]),
             MathFn::Pow => format!("{}({}, {})", f("pow"), x[0], x[1]),
             MathFn::Copysign => format!("{}({}, {})", f("copysign"), x[0], x[1]),
             MathFn::Rsqrt => format!("({one} / {}({}))", f("sqrt"), x[0]),
-            MathFn::Fract => format!("({0} - {1}({0}))", x[0], f("trunc")),
+            MathFn::Fract => format!(
+                "(({0}) != ({0}) ? ({0}) : ({0} - {1}({0})))",
+                x[0],
+                f("trunc")
+            ),
             MathFn::Min => format!("{}({}, {})", f("fmin"), x[0], x[1]),
             MathFn::Max => format!("{}({}, {})", f("fmax"), x[0], x[1]),
             MathFn::Clamp => format!("{}({}({}, {}), {})", f("fmin"), f("fmax"), x[0], x[1], x[2]),
@@ -1196,7 +1200,11 @@ impl Writer {
                 "({}({}) == {})",
                 f("fabs"),
                 x[0],
-                float_lit(f64::INFINITY, s)
+                self.lit(if s == ScalarType::F32 {
+                    ScalarValue::F32(f32::INFINITY)
+                } else {
+                    ScalarValue::F64(f64::INFINITY)
+                })
             ),
         })
     }

@@ -18,6 +18,10 @@ use opencl3::program::Program;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use std::sync::{Arc, Mutex};
 
+/// Build options: correctly rounded single-precision divide and square root, so results match
+/// the other backends bit for bit.
+pub const BUILD_OPTIONS: &str = "-cl-fp32-correctly-rounded-divide-sqrt";
+
 /// The library opencl3 loads.
 pub const LIBRARY: &str = "libOpenCL.so.1";
 
@@ -141,8 +145,9 @@ impl Backend for OpenClBackend {
                 feature: format!("{what} on {}", self.shared.info.name),
             });
         }
-        let program = Program::create_and_build_from_source(&self.shared.context, &src.text, "")
-            .map_err(|log| BackendError::Compile {
+        let program =
+            Program::create_and_build_from_source(&self.shared.context, &src.text, BUILD_OPTIONS)
+                .map_err(|log| BackendError::Compile {
                 backend: BackendKind::OpenCl,
                 kernel: kernel.name.clone(),
                 log,
