@@ -121,23 +121,51 @@ fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
 }
 
 impl Context {
-    /// Opens the best device present, or the backend `KILN_BACKEND` names
-    /// (`cpu|cuda|opencl|wgpu`). Fails if the named backend is unknown or unavailable; never
-    /// falls back to another backend silently.
+    /// Opens the backend `KILN_BACKEND` names (`cpu|cuda|opencl|wgpu`), or else the best device
+    /// present: a GPU (CUDA, then wgpu, then OpenCL, as those backends exist in this build),
+    /// otherwise the CPU backend. Fails if the named backend is unknown or unavailable; a named
+    /// backend never falls back to another.
     pub fn new() -> Result<Context> {
         match std::env::var("KILN_BACKEND") {
             Ok(name) if !name.trim().is_empty() => {
                 let kind = BackendKind::parse(&name).ok_or(Error::UnknownBackend(name))?;
                 Context::with_backend(kind)
             }
-            _ => Context::with_backend(BackendKind::Cpu),
+            _ => {
+                let gpu = [BackendKind::Cuda, BackendKind::Wgpu, BackendKind::OpenCl]
+                    .into_iter()
+                    .filter_map(|k| open_backend(k).ok())
+                    .find(|b| b.info().class == kiln_backend::DeviceClass::Gpu);
+                match gpu {
+                    Some(backend) => Ok(Context::from_backend(backend)),
+                    None => Context::with_backend(BackendKind::Cpu),
+                }
+            }
         }
     }
 
-    /// Opens the given backend's default device; `BackendUnavailable`-style error if absent.
+    /// Opens the given backend's default device; `Backend(Unavailable)` naming the library
+    /// when it is absent.
     pub fn with_backend(kind: BackendKind) -> Result<Context> {
-        let backend = open_backend(kind)?;
-        Ok(Context {
+        Ok(Context::from_backend(open_backend(kind)?))
+    }
+
+    /// Every device kiln can open on this machine, one per backend present.
+    pub fn devices() -> Vec<DeviceInfo> {
+        [
+            BackendKind::Cpu,
+            BackendKind::Cuda,
+            BackendKind::OpenCl,
+            BackendKind::Wgpu,
+        ]
+        .into_iter()
+        .filter_map(|k| open_backend(k).ok())
+        .map(|b| b.info().clone())
+        .collect()
+    }
+
+    fn from_backend(backend: Arc<dyn Backend>) -> Context {
+        Context {
             inner: Arc::new(Inner {
                 backend,
                 cache: KernelCache::default(),
@@ -145,7 +173,7 @@ impl Context {
                 launches: AtomicU64::new(0),
                 compile_nanos: AtomicU64::new(0),
             }),
-        })
+        }
     }
 
     /// The device this context runs on.

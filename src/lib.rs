@@ -29,11 +29,13 @@
 //! are the rules written in [`ir`].
 
 mod context;
+mod emit;
 mod error;
 mod query;
 mod row;
 
 pub use context::{Context, KernelCache, Stats};
+pub use emit::{emit, Target};
 pub use error::{Error, Result};
 pub use kiln_backend::{
     BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,
@@ -45,5 +47,5 @@ pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{select, BackendKind, Context, Error, Query, Val};
+    pub use crate::{select, BackendKind, Context, Error, Query, Target, Val};
 }

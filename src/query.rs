@@ -603,7 +603,23 @@ impl<'a, T: Row> Query<'a, T> {
         Ok(v[0] == ScalarValue::Bool(true))
     }
 
-    /// The fused plan and the IR of its kernels, as `to_vec` would run them.
+    /// The kernels `to_vec` would run, in `target`'s language, one after another.
+    pub fn emit(&self, target: crate::Target) -> Result<String> {
+        let kernels = if self.has_filter() {
+            self.filter_kernels()?.to_vec()
+        } else {
+            vec![self.map_kernel()?]
+        };
+        let mut out = String::new();
+        for k in &kernels {
+            out += &crate::emit(k, target)?;
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// The fused plan and the IR of its kernels, as `to_vec` would run them, followed by the
+    /// source the context's backend compiles when that is not the IR.
     pub fn explain(&self) -> String {
         let mut s = format!(
             "plan on {} ({}):\n  source: {} element(s), column types [",
@@ -644,6 +660,13 @@ impl<'a, T: Row> Query<'a, T> {
                 }
             }
             Err(e) => s += &format!("\n  cannot build kernels: {e}\n"),
+        }
+        let target = crate::Target::of(self.ctx.device().backend);
+        if target != crate::Target::Ir {
+            match self.emit(target) {
+                Ok(src) => s += &format!("\n--- {target:?} source ---\n{src}"),
+                Err(e) => s += &format!("\n--- {target:?} source unavailable: {e}\n"),
+            }
         }
         s
     }

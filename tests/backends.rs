@@ -73,3 +73,49 @@ fn nvrtc_compiles_kernels_to_ptx_for_sm_90_when_present() {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn emit_gives_the_source_of_every_target() {
+    let ctx = Context::with_backend(BackendKind::Cpu).unwrap();
+    let xs = vec![1f32, 2.0, 3.0];
+    let q = ctx.from(&xs).map(|x| x.sqrt() * 2.0);
+    let ir = q.emit(kiln::Target::Ir).unwrap();
+    let cl = q.emit(kiln::Target::OpenClC).unwrap();
+    let cu = q.emit(kiln::Target::CudaC).unwrap();
+    assert!(
+        ir.contains("kernel query_map(") && ir.contains("sqrt("),
+        "{ir}"
+    );
+    assert!(
+        cl.contains("__kernel void query_map(") && cl.contains("sqrt("),
+        "{cl}"
+    );
+    assert!(
+        cu.contains("extern \"C\" __global__ void query_map(") && cu.contains("sqrtf("),
+        "{cu}"
+    );
+    let mut bad = scale_kernel();
+    bad.body.block.0.push(kiln::ir::Stmt::Break);
+    assert!(matches!(
+        kiln::emit(&bad, kiln::Target::CudaC),
+        Err(kiln::Error::Ir(_))
+    ));
+}
+
+#[test]
+fn devices_lists_every_backend_that_opens() {
+    let devices = Context::devices();
+    assert_eq!(devices[0].backend, BackendKind::Cpu);
+    for d in &devices {
+        assert!(!d.name.is_empty() && d.max_group_size >= 1, "{d:?}");
+        assert!(Context::with_backend(d.backend).is_ok());
+    }
+    let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
+    if required.contains("opencl") {
+        let cl = devices
+            .iter()
+            .find(|d| d.backend == BackendKind::OpenCl)
+            .expect("OpenCL is required");
+        assert!(cl.memory_bytes > 0 && cl.compute_units >= 1, "{cl:?}");
+    }
+}

@@ -362,6 +362,14 @@ fn math_functions_match_f64_references_within_two_ulp() {
             assert_eq!(f[i], (x * y + 1.0) as f32, "fma rounds once");
             assert_eq!(c[i], a[i].copysign(b[i]));
         }
+        let nan_sign = binary(&[-2.0f32, 3.0], &[f32::NAN, -f32::NAN], |x, y| {
+            x.copysign(y)
+        });
+        assert_eq!(
+            nan_sign,
+            vec![2.0, 3.0],
+            "copysign with a NaN sign gives |x|"
+        );
         let special = vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 1.0];
         assert_eq!(
             unary(&special, |x| x.is_nan()),

@@ -2,14 +2,15 @@
 //! infinities, -0.0, subnormals and integer extremes, give the same results on every backend
 //! present (integers bit for bit; floats equal or both NaN). Every generated kernel is also
 //! compiled by NVRTC and ptxas when present. `KILN_PROPTEST_CASES` sets the number of cases
-//! per type (default 24; six trees per case share one kernel).
+//! per type (default 24; six trees per case share one kernel); the cases are the same on every
+//! run unless `KILN_PROPTEST_RANDOM` is set.
 
 mod common;
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 #[derive(Clone, Debug)]
 enum E {
@@ -312,11 +313,16 @@ fn check(t: ScalarType) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases,
         failure_persistence: None,
         ..Config::default()
-    });
+    };
+    let mut runner = if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() {
+        TestRunner::new(config)
+    } else {
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+    };
     let (a, b) = inputs(t);
     let n = a.len();
     runner

@@ -1183,7 +1183,13 @@ impl Writer {
             MathFn::Abs => format!("{}({})", f("fabs"), x[0]),
             MathFn::Atan2 => format!("{}({}, {})", f("atan2"), x[0], x[1]),
             MathFn::Pow => format!("{}({}, {})", f("pow"), x[0], x[1]),
-            MathFn::Copysign => format!("{}({}, {})", f("copysign"), x[0], x[1]),
+            MathFn::Copysign => format!(
+                "(({1}) != ({1}) ? {2}({0}) : {3}({0}, {1}))",
+                x[0],
+                x[1],
+                f("fabs"),
+                f("copysign")
+            ),
             MathFn::Rsqrt => format!("({one} / {}({}))", f("sqrt"), x[0]),
             MathFn::Fract => format!(
                 "(({0}) != ({0}) ? ({0}) : ({0} - {1}({0})))",

@@ -1217,7 +1217,12 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.fmin_max(false, lo, x[2])
             }
             MathFn::Fma => self.b.ins().fma(x[0], x[1], x[2]),
-            MathFn::Copysign => self.b.ins().fcopysign(x[0], x[1]),
+            MathFn::Copysign => {
+                let c = self.b.ins().fcopysign(x[0], x[1]);
+                let a = self.b.ins().fabs(x[0]);
+                let nan = self.b.ins().fcmp(FloatCC::Unordered, x[1], x[1]);
+                self.b.ins().select(nan, a, c)
+            }
             MathFn::IsNan => self.b.ins().fcmp(FloatCC::Unordered, x[0], x[0]),
             MathFn::IsInf => {
                 let a = self.b.ins().fabs(x[0]);

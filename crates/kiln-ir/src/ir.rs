@@ -210,7 +210,7 @@ pub enum MathFn {
     Fma,
     /// -1, 0 or 1 (integers too); zeros and NaN are returned unchanged
     Sign,
-    /// `copysign(magnitude, sign)`
+    /// `copysign(magnitude, sign)`; `|magnitude|` when `sign` is NaN
     Copysign,
     /// NaN test, returns `bool`
     IsNan,

@@ -41,6 +41,9 @@
 //! * **round** rounds half away from zero; **fract(x)** is `x - trunc(x)`; **sign** returns -1,
 //!   0 or 1 and returns zeros (either sign) and NaN unchanged.
 //! * **Comparisons** with NaN are false, except `!=`, which is true.
+//! * **NaN sign and payload**: an operation that makes a NaN may give any NaN (x86 and GPUs
+//!   differ in its sign bit). `copysign(x, s)` with a NaN `s` is `|x|`, so no operation but a
+//!   bitcast exposes the difference.
 //! * **Locals** are zero at function entry.
 //! * **Barriers** must be reached by all work items of a group or by none, and the control flow
 //!   around a barrier must be the same for the whole group (as on every GPU). Barriers are
