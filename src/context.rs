@@ -1,5 +1,6 @@
 //! The runtime: [`Context`] owns a device and the kernel cache, and launches kernels.
 
+use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
 use kiln_backend::{
     Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
@@ -81,6 +82,8 @@ pub struct Stats {
     pub launches: u64,
     /// Time spent in backend compiles, in nanoseconds.
     pub compile_nanos: u64,
+    /// Kernels loaded from the disk cache instead of compiled.
+    pub disk_hits: u64,
 }
 
 struct Inner {
@@ -89,6 +92,8 @@ struct Inner {
     compilations: AtomicU64,
     launches: AtomicU64,
     compile_nanos: AtomicU64,
+    disk_hits: AtomicU64,
+    disk: Option<DiskCache>,
 }
 
 /// A device plus its kernel cache. Cheap to clone and shareable between threads.
@@ -106,6 +111,12 @@ impl std::fmt::Debug for Context {
             self.device().name
         )
     }
+}
+
+/// True when `KILN_LOG` lists `kernels`: every generated source is printed once, when the
+/// kernel is first compiled or loaded from the disk cache.
+fn log_kernels() -> bool {
+    std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"))
 }
 
 fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
@@ -172,6 +183,8 @@ impl Context {
                 compilations: AtomicU64::new(0),
                 launches: AtomicU64::new(0),
                 compile_nanos: AtomicU64::new(0),
+                disk_hits: AtomicU64::new(0),
+                disk: DiskCache::from_env(),
             }),
         }
     }
@@ -187,6 +200,7 @@ impl Context {
             compilations: self.inner.compilations.load(Ordering::Relaxed),
             launches: self.inner.launches.load(Ordering::Relaxed),
             compile_nanos: self.inner.compile_nanos.load(Ordering::Relaxed),
+            disk_hits: self.inner.disk_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -202,23 +216,74 @@ impl Context {
             return Ok(hit?);
         }
         kiln_ir::validate(kernel)?;
-        let backend = &self.inner.backend;
-        let r = self.inner.cache.get_or_compile(kernel, || {
-            self.inner.compilations.fetch_add(1, Ordering::Relaxed);
-            let start = std::time::Instant::now();
-            let r = backend.compile(kernel);
-            self.inner
-                .compile_nanos
-                .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            r
-        });
+        let r = self
+            .inner
+            .cache
+            .get_or_compile(kernel, || self.compile_uncached(kernel));
         Ok(r?)
+    }
+
+    /// Loads `kernel` from the disk cache or compiles it (and stores its binary there).
+    fn compile_uncached(
+        &self,
+        kernel: &Kernel,
+    ) -> std::result::Result<Arc<dyn CompiledKernel>, BackendError> {
+        let backend = &self.inner.backend;
+        let info = backend.info();
+        let kind = info.backend;
+        let _span =
+            tracing::debug_span!("compile", kernel = %kernel.name, backend = %kind).entered();
+        let hash = kernel_hash(kernel).to_string();
+        let version = backend.compiler_version();
+        // The generated source is part of the key, so a change to a writer is a new entry.
+        let source = crate::emit(kernel, crate::Target::of(kind)).unwrap_or_default();
+        let key = [
+            hash.as_str(),
+            source.as_str(),
+            kind.name(),
+            info.name.as_str(),
+            version.as_str(),
+        ];
+        if kind != BackendKind::Cpu && log_kernels() {
+            eprintln!("kiln {kind}: kernel `{}`\n{source}", kernel.name);
+        }
+        let disk = self
+            .inner
+            .disk
+            .as_ref()
+            .filter(|_| kind != BackendKind::Cpu);
+        if let Some(binary) = disk.and_then(|d| d.load(&key)) {
+            match backend.load_binary(kernel, &binary) {
+                Ok(k) => {
+                    self.inner.disk_hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(k);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cached binary rejected; compiling again");
+                    disk.into_iter().for_each(|d| d.remove(&key));
+                }
+            }
+        }
+        self.inner.compilations.fetch_add(1, Ordering::Relaxed);
+        let start = std::time::Instant::now();
+        let r = backend.compile_with_binary(kernel);
+        let nanos = start.elapsed().as_nanos() as u64;
+        self.inner.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+        tracing::debug!(ms = nanos as f64 / 1e6, ok = r.is_ok(), "compiled");
+        let (compiled, binary) = r?;
+        if let (Some(d), Some(b)) = (disk, binary) {
+            if let Err(e) = d.store(&key, &b) {
+                tracing::warn!(error = %e, "could not write the kernel cache");
+            }
+        }
+        Ok(compiled)
     }
 
     /// Compiles (cached) and runs `kernel` over `grid` with `args`, one per parameter, and
     /// waits for it. Returns validation, compile or launch errors.
     pub fn launch(&self, kernel: &Kernel, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<()> {
         let compiled = self.compile(kernel)?;
+        let _span = tracing::debug_span!("launch", kernel = %kernel.name, groups = ?grid.groups, group_size = ?grid.group_size).entered();
         self.inner.launches.fetch_add(1, Ordering::Relaxed);
         compiled.launch(grid, args)?;
         Ok(())

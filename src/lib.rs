@@ -29,12 +29,14 @@
 //! are the rules written in [`ir`].
 
 mod context;
+mod disk_cache;
 mod emit;
 mod error;
 mod query;
 mod row;
 
 pub use context::{Context, KernelCache, Stats};
+pub use disk_cache::DiskCache;
 pub use emit::{emit, Target};
 pub use error::{Error, Result};
 pub use kiln_backend::{

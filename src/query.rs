@@ -327,6 +327,13 @@ impl<'a, T> Query<'a, T> {
         identity: Vec<ScalarValue>,
         op: CombineFn<'_>,
     ) -> Result<Vec<ScalarValue>> {
+        let _span = tracing::debug_span!(
+            "plan",
+            terminal = "reduce",
+            n = self.len,
+            stages = self.stages.len()
+        )
+        .entered();
         self.check()?;
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let [partials, finish] = self.reduce_kernels(&identity, op)?;
@@ -524,6 +531,13 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Collects the elements into a `Vec`, in input order.
     pub fn to_vec(mut self) -> Result<Vec<T>> {
+        let _span = tracing::debug_span!(
+            "plan",
+            terminal = "to_vec",
+            n = self.len,
+            stages = self.stages.len()
+        )
+        .entered();
         self.check()?;
         let types = Self::out_types();
         let n = self.len;

@@ -119,3 +119,48 @@ fn devices_lists_every_backend_that_opens() {
         assert!(cl.memory_bytes > 0 && cl.compute_units >= 1, "{cl:?}");
     }
 }
+
+/// `KILN_LOG=kernels` prints each generated source once, when it is compiled: the test re-runs
+/// itself as a child with the variable set and reads the child's stderr.
+#[test]
+fn kiln_log_kernels_prints_each_source_once() {
+    if std::env::var_os("KILN_LOG_CHILD").is_some() {
+        let xs = vec![1f32, 2.0];
+        for ctx in [
+            Context::with_backend(BackendKind::Cpu).ok(),
+            Context::with_backend(BackendKind::OpenCl).ok(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for _ in 0..3 {
+                ctx.from(&xs).map(|x| x * 3.0).to_vec().unwrap();
+            }
+        }
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "kiln_log_kernels_prints_each_source_once",
+            "--nocapture",
+        ])
+        .env("KILN_LOG_CHILD", "1")
+        .env("KILN_LOG", "kernels")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("kiln cpu: kernel `query_map`").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("--- cranelift ---") && err.contains("function "),
+        "{err}"
+    );
+    if Context::with_backend(BackendKind::OpenCl).is_ok() {
+        assert_eq!(err.matches("__kernel void query_map(").count(), 1, "{err}");
+    }
+}

@@ -79,8 +79,8 @@ fn cuda_compile_check(ctx: &Context) {
     }
 }
 
-/// Compiles one kernel to PTX with NVRTC and assembles it for sm_90, when NVRTC is present
-/// (required when `KILN_REQUIRE` names `nvrtc`).
+/// Compiles one kernel to PTX with NVRTC and assembles it for sm_90 with ptxas, when they are
+/// present (both required when `KILN_REQUIRE` names `nvrtc`).
 pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
     if let Err(e) = kiln_cuda::nvrtc_available() {
         if required().iter().any(|r| r == "nvrtc") {
@@ -90,6 +90,8 @@ pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
     }
     let compiled = kiln_cuda::compile_ptx(k, "sm_90")
         .unwrap_or_else(|e| panic!("CUDA compile of `{}`: {e}", k.name));
-    kiln_cuda::assemble(&compiled, &k.name, "sm_90")
-        .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
+    if kiln_cuda::find_ptxas().is_some() || required().iter().any(|r| r == "nvrtc") {
+        kiln_cuda::assemble(&compiled, &k.name, "sm_90")
+            .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
+    }
 }

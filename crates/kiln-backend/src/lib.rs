@@ -239,8 +239,35 @@ pub trait Backend: Send + Sync {
     /// [`BackendError::Unsupported`] (a feature the device lacks).
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError>;
 
-    /// A string that changes when the compiler or driver changes (part of cache keys).
+    /// A string that changes when the compiler, driver or build options change (part of cache
+    /// keys).
     fn compiler_version(&self) -> String;
+
+    /// Compiles like [`Backend::compile`] and also returns a binary that
+    /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one
+    /// (the default has none).
+    #[allow(clippy::type_complexity)]
+    fn compile_with_binary(
+        &self,
+        kernel: &Kernel,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
+        Ok((self.compile(kernel)?, None))
+    }
+
+    /// Rebuilds a kernel from a binary made by [`Backend::compile_with_binary`] for the same
+    /// kernel, device and compiler. Fails with `Unsupported` when the backend has no binaries,
+    /// or the driver's error when it rejects the binary.
+    fn load_binary(
+        &self,
+        kernel: &Kernel,
+        binary: &[u8],
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let _ = binary;
+        Err(BackendError::Unsupported {
+            backend: self.info().backend,
+            feature: format!("loading compiled binaries (kernel `{}`)", kernel.name),
+        })
+    }
 }
 
 /// Checks launch arguments against a kernel's parameters (count, kinds, access, element size,

@@ -126,6 +126,51 @@ impl Backend for OpenClBackend {
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        Ok(self.compile_with_binary(kernel)?.0)
+    }
+
+    fn compile_with_binary(
+        &self,
+        kernel: &Kernel,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
+        let src = self.source(kernel)?;
+        let program =
+            Program::create_and_build_from_source(&self.shared.context, &src.text, BUILD_OPTIONS)
+                .map_err(|log| BackendError::Compile {
+                backend: BackendKind::OpenCl,
+                kernel: kernel.name.clone(),
+                log,
+                source_text: src.text.clone(),
+            })?;
+        let binary = program
+            .get_binaries()
+            .ok()
+            .and_then(|b| b.into_iter().next())
+            .filter(|b| !b.is_empty());
+        Ok((self.finish(kernel, &src, program)?, binary))
+    }
+
+    fn load_binary(
+        &self,
+        kernel: &Kernel,
+        binary: &[u8],
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let src = self.source(kernel)?;
+        let program =
+            Program::create_and_build_from_binary(&self.shared.context, &[binary], BUILD_OPTIONS)
+                .map_err(|e| BackendError::Compile {
+                backend: BackendKind::OpenCl,
+                kernel: kernel.name.clone(),
+                log: format!("loading a cached program binary: {e}"),
+                source_text: src.text.clone(),
+            })?;
+        self.finish(kernel, &src, program)
+    }
+}
+
+impl OpenClBackend {
+    /// The OpenCL C for `kernel`, after checking the device has what it needs.
+    fn source(&self, kernel: &Kernel) -> Result<kiln_c::Source, BackendError> {
         let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
             backend: BackendKind::OpenCl,
             feature: e.to_string(),
@@ -145,14 +190,16 @@ impl Backend for OpenClBackend {
                 feature: format!("{what} on {}", self.shared.info.name),
             });
         }
-        let program =
-            Program::create_and_build_from_source(&self.shared.context, &src.text, BUILD_OPTIONS)
-                .map_err(|log| BackendError::Compile {
-                backend: BackendKind::OpenCl,
-                kernel: kernel.name.clone(),
-                log,
-                source_text: src.text.clone(),
-            })?;
+        Ok(src)
+    }
+
+    /// The kernel object of a built program.
+    fn finish(
+        &self,
+        kernel: &Kernel,
+        src: &kiln_c::Source,
+        program: Program,
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let cl_kernel =
             ClKernel::create(&program, &src.entry).map_err(|e| BackendError::Compile {
                 backend: BackendKind::OpenCl,
