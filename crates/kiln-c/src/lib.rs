@@ -915,19 +915,11 @@ impl Writer {
             }
             Expr::Extract { base, index } => {
                 let bt = cx.ty(*base)?;
-                let (start, n) = match &bt {
-                    Type::Vector(..) => (*index as usize, 1),
-                    Type::Struct(st) => (
-                        st.fields[..*index as usize]
-                            .iter()
-                            .map(|f| f.ty.flatten().len())
-                            .sum(),
-                        st.fields[*index as usize].ty.flatten().len(),
-                    ),
-                    t => return err(format!("cannot extract from {t}")),
-                };
+                let range = bt
+                    .component_range(*index)
+                    .ok_or_else(|| WriteError(format!("{bt} has no component {index}")))?;
                 Ok(Vals {
-                    comps: (start..start + n).map(|c| tname(*base, c, &bt)).collect(),
+                    comps: range.map(|c| tname(*base, c, &bt)).collect(),
                     call_struct: None,
                     fn_name: String::new(),
                 })

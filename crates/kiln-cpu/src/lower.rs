@@ -859,18 +859,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
             Expr::Extract { base, index } => {
                 let v = self.get(fx, base)?;
-                match &fx.types[base.index()] {
-                    Type::Vector(..) => vec![v[index as usize]],
-                    Type::Struct(st) => {
-                        let start: usize = st.fields[..index as usize]
-                            .iter()
-                            .map(|f| f.ty.flatten().len())
-                            .sum();
-                        let n = st.fields[index as usize].ty.flatten().len();
-                        v[start..start + n].to_vec()
-                    }
-                    t => return Err(format!("cannot extract from {t}")),
-                }
+                let t = &fx.types[base.index()];
+                let range = t
+                    .component_range(index)
+                    .ok_or_else(|| format!("{t} has no component {index}"))?;
+                v[range].to_vec()
             }
             Expr::Atomic {
                 memory,

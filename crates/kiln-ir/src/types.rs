@@ -241,6 +241,22 @@ impl Type {
         }
     }
 
+    /// The flattened components (see [`Type::flatten`]) that make up component `index` of a
+    /// vector or field `index` of a struct; `None` for other types or an index out of range.
+    pub fn component_range(&self, index: u32) -> Option<std::ops::Range<usize>> {
+        match self {
+            Type::Vector(_, n) if index < *n as u32 => Some(index as usize..index as usize + 1),
+            Type::Struct(st) if (index as usize) < st.fields.len() => {
+                let start: usize = st.fields[..index as usize]
+                    .iter()
+                    .map(|f| f.ty.flatten().len())
+                    .sum();
+                Some(start..start + st.fields[index as usize].ty.flatten().len())
+            }
+            _ => None,
+        }
+    }
+
     /// True when the type contains an array anywhere.
     pub fn contains_array(&self) -> bool {
         match self {
