@@ -164,3 +164,56 @@ fn kiln_log_kernels_prints_each_source_once() {
         assert_eq!(err.matches("__kernel void query_map(").count(), 1, "{err}");
     }
 }
+
+#[test]
+fn an_allocation_larger_than_the_device_allows_is_a_typed_error() {
+    let Ok(ctx) = Context::with_backend(BackendKind::OpenCl) else {
+        assert!(
+            !std::env::var("KILN_REQUIRE")
+                .unwrap_or_default()
+                .contains("opencl"),
+            "OpenCL is required"
+        );
+        return;
+    };
+    let max = ctx.device().max_buffer_bytes;
+    let k = scale_kernel();
+    let n = (max / 4) as usize + 1024;
+    // calloc'd: the pages are never touched, because the launch is refused before any copy.
+    let huge = vec![0f32; n];
+    let mut out = vec![0f32; 4];
+    let r = ctx.launch(
+        &k,
+        &kiln::Grid::linear(1, 4),
+        &mut [
+            kiln::LaunchArg::read(&huge),
+            kiln::LaunchArg::read_write(&mut out),
+        ],
+    );
+    match r {
+        Err(kiln::Error::Backend(kiln::BackendError::OutOfMemory {
+            backend: BackendKind::OpenCl,
+            bytes,
+            reason,
+        })) => {
+            assert_eq!(bytes, (n * 4) as u64);
+            assert!(reason.contains("allows"), "{reason}");
+        }
+        other => panic!("expected OutOfMemory (largest buffer {max} bytes), got {other:?}"),
+    }
+    let small = vec![1f32, 2.0, 3.0, 4.0];
+    ctx.launch(
+        &k,
+        &kiln::Grid::linear(1, 4),
+        &mut [
+            kiln::LaunchArg::read(&small),
+            kiln::LaunchArg::read_write(&mut out),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        vec![3.0, 5.0, 7.0, 9.0],
+        "the context keeps working after the error"
+    );
+}

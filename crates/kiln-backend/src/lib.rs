@@ -90,6 +90,8 @@ pub struct DeviceInfo {
     pub subgroup_size: u32,
     /// Largest shared memory per group in bytes.
     pub max_shared_bytes: u64,
+    /// Largest single buffer in bytes.
+    pub max_buffer_bytes: u64,
     /// Optional capabilities.
     pub features: Features,
 }

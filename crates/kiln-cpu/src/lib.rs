@@ -82,6 +82,7 @@ impl CpuBackend {
             max_group_size: MAX_GROUP_SIZE,
             subgroup_size: 1,
             max_shared_bytes: 64 << 20,
+            max_buffer_bytes: host_memory_bytes(),
             features: Features {
                 f64: true,
                 subgroups: true,

@@ -28,7 +28,6 @@ pub const LIBRARY: &str = "libOpenCL.so.1";
 struct Shared {
     context: Context,
     queue: CommandQueue,
-    max_alloc: u64,
     info: DeviceInfo,
 }
 
@@ -90,6 +89,7 @@ impl OpenClBackend {
                 .min(u32::MAX as usize) as u32,
             subgroup_size: 1,
             max_shared_bytes: device.local_mem_size().unwrap_or(0),
+            max_buffer_bytes: device.max_mem_alloc_size().unwrap_or(u64::MAX),
             features: Features {
                 f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)
                     || extensions.contains("cl_khr_fp64"),
@@ -103,12 +103,10 @@ impl OpenClBackend {
         #[allow(deprecated)]
         let queue = CommandQueue::create_default(&context, 0)
             .map_err(|e| cl_error(format!("creating a queue: {e}")))?;
-        let max_alloc = device.max_mem_alloc_size().unwrap_or(u64::MAX);
         Ok(OpenClBackend {
             shared: Arc::new(Shared {
                 context,
                 queue,
-                max_alloc,
                 info,
             }),
             version,
@@ -265,13 +263,13 @@ impl CompiledKernel for OpenClKernel {
             match (&p.kind, a) {
                 (ParamKind::Buffer { .. }, _) => {
                     let bytes = a.byte_len();
-                    if bytes as u64 > self.shared.max_alloc {
+                    if bytes as u64 > info.max_buffer_bytes {
                         return Err(BackendError::OutOfMemory {
                             backend: BackendKind::OpenCl,
                             bytes: bytes as u64,
                             reason: format!(
                                 "{} allows {} bytes per buffer",
-                                info.name, self.shared.max_alloc
+                                info.name, info.max_buffer_bytes
                             ),
                         });
                     }
