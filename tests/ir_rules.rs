@@ -1138,3 +1138,25 @@ fn rounding_functions_of_constant_non_finite_values() {
         }
     });
 }
+
+#[test]
+fn reading_a_struct_field_as_the_wrong_type_is_a_build_error() {
+    let e = Kernel::build("wrong_field", |k| {
+        let ps = k.buffer::<Particle>("ps", Access::Read);
+        let out = k.buffer::<f32>("out", Access::Write);
+        out.store(0u32, ps.load(0u32).field::<f32>(0));
+    })
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("field `pos` of `Particle` is vec2<f32>, read as f32"),
+        "{e}"
+    );
+    let e = Kernel::build("no_field", |k| {
+        let ps = k.buffer::<Particle>("ps", Access::Read);
+        let out = k.buffer::<u32>("out", Access::Write);
+        out.store(0u32, ps.load(0u32).field::<u32>(7));
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("`Particle` has no field 7"), "{e}");
+}

@@ -262,9 +262,8 @@ pub trait Backend: Send + Sync {
     fn load_binary(
         &self,
         kernel: &Kernel,
-        binary: &[u8],
+        _binary: &[u8],
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let _ = binary;
         Err(BackendError::Unsupported {
             backend: self.info().backend,
             feature: format!("loading compiled binaries (kernel `{}`)", kernel.name),

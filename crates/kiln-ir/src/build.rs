@@ -588,7 +588,18 @@ impl<S: IrStruct> Val<S> {
             },
             &[self.raw],
         );
-        check_type(v.raw, &F::ir_type());
+        let st = S::struct_type();
+        match st.fields.get(index as usize) {
+            Some(f) if f.ty == F::ir_type() => {}
+            Some(f) => record(format!(
+                "field `{}` of `{}` is {}, read as {}",
+                f.name,
+                st.name,
+                f.ty,
+                F::ir_type()
+            )),
+            None => record(format!("`{}` has no field {index}", st.name)),
+        }
         v
     }
 }
@@ -603,32 +614,6 @@ pub fn compose<S: IrStruct>(fields: &[AnyVal]) -> Val<S> {
         },
         &raws,
     )
-}
-
-/// Records an error if `raw` (just built) does not have type `want`; only checkable for
-/// struct fields, whose types are known statically.
-fn check_type(raw: Raw, want: &Type) {
-    with_kernel(|k| {
-        let f = k.fns.last().expect("function");
-        let Some(Expr::Extract { base, index }) = f.body.exprs.get(raw.h.index()) else {
-            return;
-        };
-        let Some(Expr::Compose {
-            ty: Type::Struct(st),
-            ..
-        }) = f.body.exprs.get(base.index())
-        else {
-            return;
-        };
-        if let Some(field) = st.fields.get(*index as usize) {
-            if field.ty != *want {
-                k.errors.push(format!(
-                    "field `{}` of `{}` is {}, read as {}",
-                    field.name, st.name, field.ty, want
-                ));
-            }
-        }
-    });
 }
 
 /// A mutable local variable (zero-initialized, then set to its initial value).

@@ -100,6 +100,7 @@ impl OpenClBackend {
         };
         let context = Context::from_device(&device)
             .map_err(|e| cl_error(format!("creating a context: {e}")))?;
+        // clCreateCommandQueue is the OpenCL 1.2 call (deprecated only from 2.0 on).
         #[allow(deprecated)]
         let queue = CommandQueue::create_default(&context, 0)
             .map_err(|e| cl_error(format!("creating a queue: {e}")))?;
