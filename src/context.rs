@@ -189,6 +189,11 @@ impl Context {
         }
     }
 
+    /// The backend this context drives.
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
     /// The device this context runs on.
     pub fn device(&self) -> &DeviceInfo {
         self.inner.backend.info()

@@ -28,6 +28,7 @@
 //! another. Semantics (division by zero, shifts, casts, NaN in min/max, out-of-bounds access)
 //! are the rules written in [`ir`].
 
+mod buffer;
 mod context;
 mod disk_cache;
 mod emit;
@@ -35,6 +36,7 @@ mod error;
 mod query;
 mod row;
 
+pub use buffer::Buffer;
 pub use context::{Context, KernelCache, Stats};
 pub use disk_cache::DiskCache;
 pub use emit::{emit, Target};
@@ -49,5 +51,5 @@ pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{select, BackendKind, Context, Error, Query, Target, Val};
+    pub use crate::{select, BackendKind, Buffer, Context, Error, Query, Target, Val};
 }

@@ -13,10 +13,11 @@
 //! fits the CPU backend (one tight loop per chunk) and fixes the reduction order for a given
 //! input, so results are the same on every run.
 
+use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::row::{IntoRow, Row};
-use kiln_backend::{Grid, LaunchArg};
+use kiln_backend::{DeviceMemory, Grid, LaunchArg};
 use kiln_ir::*;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -54,7 +55,7 @@ impl Stage<'_> {
 pub struct Query<'a, T> {
     ctx: Context,
     len: usize,
-    columns: Vec<(&'a [u8], ScalarType)>,
+    columns: Vec<(Column<'a>, ScalarType)>,
     base_columns: usize,
     stages: Vec<Stage<'a>>,
     error: Option<Error>,
@@ -147,14 +148,36 @@ fn read_value(w: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
     ScalarValue::from_bits(ty, u64::from_le_bytes(b))
 }
 
+/// Where a query column lives.
+enum Column<'a> {
+    /// A host slice's bytes.
+    Host(&'a [u8]),
+    /// Device memory of the query's backend.
+    Device(&'a dyn DeviceMemory),
+}
+
 impl Context {
+    /// Starts a query over a buffer in device memory; the query runs where the data is. A
+    /// buffer of another context makes the terminal fail with `Unsupported`.
+    pub fn from_buffer<'a, T: Scalar>(&self, b: &'a Buffer<T>) -> Query<'a, T> {
+        Query {
+            ctx: self.clone(),
+            len: b.len(),
+            columns: vec![(Column::Device(b.memory()), T::TYPE)],
+            base_columns: 1,
+            stages: Vec::new(),
+            error: self.check_buffer(b).err(),
+            _t: PhantomData,
+        }
+    }
+
     /// Starts a query over a host slice. Inputs longer than [`MAX_LEN`] make the terminal fail
     /// with [`Error::TooLarge`].
     pub fn from<'a, T: Scalar>(&self, xs: &'a [T]) -> Query<'a, T> {
         Query {
             ctx: self.clone(),
             len: xs.len(),
-            columns: vec![(bytes_of(xs), T::TYPE)],
+            columns: vec![(Column::Host(bytes_of(xs)), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
             error: (xs.len() > MAX_LEN).then_some(Error::TooLarge {
@@ -243,7 +266,10 @@ impl<'a, T> Query<'a, T> {
     fn input_args(&self) -> Vec<LaunchArg<'a>> {
         self.columns
             .iter()
-            .map(|(b, _)| LaunchArg::Read(b))
+            .map(|(c, _)| match c {
+                Column::Host(b) => LaunchArg::Read(b),
+                Column::Device(m) => LaunchArg::Device(*m),
+            })
             .collect()
     }
 
@@ -413,19 +439,39 @@ impl<'a, T: Row> Query<'a, T> {
     /// Pairs every element with the element of `other` at the same index. Both must have the
     /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
     /// filter.
-    pub fn zip<U: Scalar>(mut self, other: &'a [U]) -> Query<'a, (T, U)> {
+    pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
+        self.zip_column(Column::Host(bytes_of(other)), other.len(), U::TYPE)
+    }
+
+    /// Like [`Query::zip`], with a column in device memory.
+    pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
+        let len = other.len();
+        let foreign = self.ctx.check_buffer(other).err();
+        let mut q = self.zip_column(Column::Device(other.memory()), len, U::TYPE);
+        if q.error.is_none() {
+            q.error = foreign;
+        }
+        q
+    }
+
+    fn zip_column<U>(
+        mut self,
+        column: Column<'a>,
+        len: usize,
+        ty: ScalarType,
+    ) -> Query<'a, (T, U)> {
         if self.error.is_none() {
-            if other.len() != self.len {
+            if len != self.len {
                 self.error = Some(Error::LengthMismatch {
                     left: self.len,
-                    right: other.len(),
+                    right: len,
                 });
             } else if self.has_filter() {
                 self.error =
                     Some(self.unsupported("zip after filter; zip the columns first, then filter"));
             }
         }
-        self.columns.push((bytes_of(other), U::TYPE));
+        self.columns.push((column, ty));
         self.stages.push(Stage::Zip(self.columns.len() - 1));
         self.retype()
     }
@@ -540,23 +586,29 @@ impl<'a, T: Row> Query<'a, T> {
         .entered();
         self.check()?;
         let types = Self::out_types();
+        let plan = self.prepare()?;
+        T::collect(plan.selected, &mut |outs| {
+            let args = outs
+                .iter_mut()
+                .zip(&types)
+                .map(|(o, t)| LaunchArg::Write(&mut o[..plan.selected * t.size() as usize]))
+                .collect();
+            self.write(&plan, args)?;
+            Ok(plan.selected)
+        })
+    }
+
+    /// Runs the element function and counts what it keeps: with a filter, the count and scan
+    /// kernels; without one, nothing.
+    fn prepare(&self) -> Result<Materialize> {
         let n = self.len;
         if !self.has_filter() {
-            let kernel = self.map_kernel()?;
-            let group = CHUNK.min(self.ctx.device().max_group_size);
-            let groups = (n as u64).div_ceil(group as u64).max(1) as u32;
-            return T::collect(n, &mut |outs| {
-                let mut args = self.input_args();
-                for (o, t) in outs.iter_mut().zip(&types) {
-                    args.push(LaunchArg::Write(&mut o[..n * t.size() as usize]));
-                }
-                args.push(value_bytes(n as u32));
-                self.ctx
-                    .launch(&kernel, &Grid::linear(groups, group), &mut args)?;
-                Ok(n)
+            return Ok(Materialize {
+                selected: n,
+                offsets: None,
             });
         }
-        let [count, scan, scatter] = self.filter_kernels()?;
+        let [count, scan, _] = self.filter_kernels()?;
         let groups = groups_for(n);
         let mut counts = vec![0u32; groups as usize];
         let mut args = self.input_args();
@@ -575,19 +627,37 @@ impl<'a, T: Row> Query<'a, T> {
         ];
         self.ctx.launch(&scan, &Grid::linear(1, 1), &mut args)?;
         drop(args);
-        let selected = total[0] as usize;
-        T::collect(selected, &mut |outs| {
-            let mut args = self.input_args();
-            args.push(LaunchArg::Read(u32_bytes(&offsets)));
-            for (o, t) in outs.iter_mut().zip(&types) {
-                args.push(LaunchArg::Write(&mut o[..selected * t.size() as usize]));
-            }
-            args.push(value_bytes(n as u32));
-            args.push(value_bytes(CHUNK));
-            self.ctx
-                .launch(&scatter, &Grid::linear(groups, 1), &mut args)?;
-            Ok(selected)
+        Ok(Materialize {
+            selected: total[0] as usize,
+            offsets: Some(offsets),
         })
+    }
+
+    /// Writes the kept elements into `outs` (one argument per column, room for
+    /// `plan.selected` elements): the map kernel, or the ordered scatter after a filter.
+    fn write(&self, plan: &Materialize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+        let n = self.len;
+        let mut args = self.input_args();
+        match &plan.offsets {
+            None => {
+                let kernel = self.map_kernel()?;
+                let group = CHUNK.min(self.ctx.device().max_group_size);
+                let groups = (n as u64).div_ceil(group as u64).max(1) as u32;
+                args.extend(outs);
+                args.push(value_bytes(n as u32));
+                self.ctx
+                    .launch(&kernel, &Grid::linear(groups, group), &mut args)
+            }
+            Some(offsets) => {
+                let [_, _, scatter] = self.filter_kernels()?;
+                args.push(LaunchArg::Read(u32_bytes(offsets)));
+                args.extend(outs);
+                args.push(value_bytes(n as u32));
+                args.push(value_bytes(CHUNK));
+                self.ctx
+                    .launch(&scatter, &Grid::linear(groups_for(n), 1), &mut args)
+            }
+        }
     }
 
     /// Number of elements (after filters).
@@ -700,6 +770,33 @@ fn u32_bytes(v: &[u32]) -> &[u8] {
 fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
     // SAFETY: u32 storage viewed as bytes.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// What [`Query::prepare`] found: how many elements a materialization writes, and the
+/// per-group output offsets when a filter decides that.
+struct Materialize {
+    selected: usize,
+    offsets: Option<Vec<u32>>,
+}
+
+impl<'a, T: Scalar + Row> Query<'a, T> {
+    /// Collects the elements into a new buffer on the device, in input order, without copying
+    /// them to the host.
+    pub fn to_buffer(mut self) -> Result<Buffer<T>> {
+        let _span = tracing::debug_span!(
+            "plan",
+            terminal = "to_buffer",
+            n = self.len,
+            stages = self.stages.len()
+        )
+        .entered();
+        self.check()?;
+        let plan = self.prepare()?;
+        let backend = self.ctx.backend().clone();
+        let memory = backend.alloc(plan.selected * T::TYPE.size() as usize)?;
+        self.write(&plan, vec![LaunchArg::Device(&*memory)])?;
+        Ok(Buffer::new(memory, backend, plan.selected))
+    }
 }
 
 /// A row whose columns are known only at run time (internal terminals).

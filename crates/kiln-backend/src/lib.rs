@@ -119,8 +119,18 @@ impl Grid {
     }
 }
 
+/// Memory that lives on a device, made by [`Backend::alloc`]. A backend accepts only its own.
+pub trait DeviceMemory: Send + Sync {
+    /// Size in bytes.
+    fn byte_len(&self) -> usize;
+    /// The backend's concrete type, for its launcher.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// One launch argument, matching the kernel's parameter of the same position.
 pub enum LaunchArg<'a> {
+    /// Device memory of the launching backend, used in place (any access).
+    Device(&'a dyn DeviceMemory),
     /// A read-only host buffer (bytes of the elements).
     Read(&'a [u8]),
     /// A host buffer the kernel reads and writes.
@@ -162,6 +172,7 @@ impl<'a> LaunchArg<'a> {
     /// Length in bytes.
     pub fn byte_len(&self) -> usize {
         match self {
+            LaunchArg::Device(m) => m.byte_len(),
             LaunchArg::Read(b) => b.len(),
             LaunchArg::ReadWrite(b) => b.len(),
             LaunchArg::Write(b) => b.len(),
@@ -227,7 +238,9 @@ pub enum BackendError {
 
 /// A kernel compiled for one device.
 pub trait CompiledKernel: Send + Sync {
-    /// Runs the kernel over `grid`; returns when it has finished. Fails with
+    /// Runs the kernel over `grid`. Host arguments are up to date when it returns; launches
+    /// that only touch device memory may still be running (see [`Backend::synchronize`]).
+    /// Fails with
     /// [`BackendError::InvalidLaunch`] when the arguments do not match the parameters.
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError>;
 }
@@ -244,6 +257,20 @@ pub trait Backend: Send + Sync {
     /// A string that changes when the compiler, driver or build options change (part of cache
     /// keys).
     fn compiler_version(&self) -> String;
+
+    /// Allocates `bytes` of zeroed device memory. Fails with `OutOfMemory`.
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError>;
+
+    /// Copies `data` into the start of `mem` (waiting for earlier launches). Fails when `mem`
+    /// is not this backend's or is too small.
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError>;
+
+    /// Copies the start of `mem` into `out` after earlier launches finish. Fails when `mem`
+    /// is not this backend's or is too small.
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError>;
+
+    /// Waits until every launch so far has finished.
+    fn synchronize(&self) -> Result<(), BackendError>;
 
     /// Compiles like [`Backend::compile`] and also returns a binary that
     /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one
@@ -300,6 +327,7 @@ pub fn check_launch(
         let count = match (&p.kind, a) {
             (ParamKind::Buffer { elem, access }, arg) => {
                 let (ptr, bytes) = match (access, arg) {
+                    (_, LaunchArg::Device(m)) => (0, m.byte_len()),
                     (Access::Read, LaunchArg::Read(b)) => (b.as_ptr() as usize, b.len()),
                     (_, LaunchArg::ReadWrite(b)) => (b.as_ptr() as usize, b.len()),
                     (Access::Write, LaunchArg::Write(b)) => (b.as_ptr() as usize, b.len()),

@@ -120,6 +120,47 @@ impl Backend for CpuBackend {
         "cranelift-0.135".into()
     }
 
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        let words = bytes.div_ceil(8);
+        let mut v: Vec<std::cell::UnsafeCell<u64>> = Vec::new();
+        v.try_reserve_exact(words)
+            .map_err(|e| BackendError::OutOfMemory {
+                backend: BackendKind::Cpu,
+                bytes: bytes as u64,
+                reason: e.to_string(),
+            })?;
+        v.resize_with(words, || std::cell::UnsafeCell::new(0));
+        Ok(Arc::new(HostMemory {
+            words: v.into_boxed_slice(),
+            bytes,
+        }))
+    }
+
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
+        let ptr = host_memory(mem)?;
+        if data.len() > mem.byte_len() {
+            return Err(copy_error(data.len(), mem.byte_len()));
+        }
+        // SAFETY: the memory holds at least `data.len()` bytes; no launch runs concurrently
+        // (CPU launches finish before they return).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr as *mut u8, data.len()) };
+        Ok(())
+    }
+
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
+        let ptr = host_memory(mem)?;
+        if out.len() > mem.byte_len() {
+            return Err(copy_error(out.len(), mem.byte_len()));
+        }
+        // SAFETY: as in `upload`.
+        unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let compile_err = |log: String| BackendError::Compile {
             backend: BackendKind::Cpu,
@@ -175,6 +216,45 @@ impl Backend for CpuBackend {
 
 type KernelFn = unsafe extern "C" fn(*const u64);
 
+/// CPU "device" memory: a zeroed host allocation that kernels read and write in place.
+struct HostMemory {
+    words: Box<[std::cell::UnsafeCell<u64>]>,
+    bytes: usize,
+}
+
+// SAFETY: the memory is only written by kernels (whose work items write disjoint elements or
+// use atomics, as on every backend) and by upload/download between launches.
+unsafe impl Sync for HostMemory {}
+
+impl DeviceMemory for HostMemory {
+    fn byte_len(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The address of CPU device memory, or `InvalidLaunch` for another backend's memory.
+fn host_memory(mem: &dyn DeviceMemory) -> Result<u64, BackendError> {
+    mem.as_any()
+        .downcast_ref::<HostMemory>()
+        .map(|m| m.words.as_ptr() as u64)
+        .ok_or_else(|| BackendError::InvalidLaunch {
+            backend: BackendKind::Cpu,
+            kernel: String::new(),
+            reason: "device memory of another backend".into(),
+        })
+}
+
+fn copy_error(want: usize, have: usize) -> BackendError {
+    BackendError::InvalidLaunch {
+        backend: BackendKind::Cpu,
+        kernel: String::new(),
+        reason: format!("copy of {want} bytes into device memory of {have} bytes"),
+    }
+}
+
 /// A kernel compiled to native code.
 struct CpuKernel {
     func: KernelFn,
@@ -205,6 +285,12 @@ impl CompiledKernel for CpuKernel {
         let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
         for (i, a) in args.iter_mut().enumerate() {
             frame[SLOT_PARAMS + 2 * i] = match a {
+                LaunchArg::Device(m) => host_memory(*m).map_err(|e| match e {
+                    BackendError::InvalidLaunch { reason, .. } => {
+                        self.invalid(format!("argument {i}: {reason}"))
+                    }
+                    other => other,
+                })?,
                 LaunchArg::Read(b) => b.as_ptr() as u64,
                 LaunchArg::ReadWrite(b) => b.as_mut_ptr() as u64,
                 LaunchArg::Write(b) => b.as_mut_ptr() as u64,

@@ -124,6 +124,100 @@ impl Backend for OpenClBackend {
         self.version.clone()
     }
 
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        let info = &self.shared.info;
+        let oom = |reason: String| BackendError::OutOfMemory {
+            backend: BackendKind::OpenCl,
+            bytes: bytes as u64,
+            reason,
+        };
+        if bytes as u64 > info.max_buffer_bytes {
+            return Err(oom(format!(
+                "{} allows {} bytes per buffer",
+                info.name, info.max_buffer_bytes
+            )));
+        }
+        // SAFETY: a fresh device buffer of at least one byte, no host pointer.
+        let mut buf = unsafe {
+            Buffer::<u8>::create(
+                &self.shared.context,
+                CL_MEM_READ_WRITE,
+                bytes.max(1),
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| oom(e.to_string()))?;
+        let zeros = vec![0u8; bytes.max(1)];
+        // SAFETY: blocking write of a live host slice into a buffer of the same size.
+        unsafe {
+            self.shared
+                .queue
+                .enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, &zeros, &[])
+        }
+        .map_err(|e| oom(e.to_string()))?;
+        Ok(Arc::new(ClMemory { buf, bytes }))
+    }
+
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
+        let m = cl_memory(mem).map_err(|e| self.copy_err(e.to_string()))?;
+        if data.len() > m.bytes {
+            return Err(self.copy_err(format!(
+                "copy of {} bytes into device memory of {} bytes",
+                data.len(),
+                m.bytes
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the in-order queue runs this blocking write after earlier launches; the
+        // buffer holds at least `data.len()` bytes; the returned event is released at once.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_write_buffer(
+                self.shared.queue.get(),
+                m.buf.get(),
+                CL_BLOCKING,
+                0,
+                data.len(),
+                data.as_ptr() as *const std::ffi::c_void,
+                0,
+                std::ptr::null(),
+            )
+        }
+        .map_err(|e| self.copy_err(format!("writing device memory: OpenCL error {e}")))?;
+        drop(opencl3::event::Event::new(event));
+        Ok(())
+    }
+
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
+        let m = cl_memory(mem).map_err(|e| self.copy_err(e.to_string()))?;
+        if out.len() > m.bytes {
+            return Err(self.copy_err(format!(
+                "copy of {} bytes out of device memory of {} bytes",
+                out.len(),
+                m.bytes
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: blocking read after earlier launches (in-order queue) into a live slice.
+        unsafe {
+            self.shared
+                .queue
+                .enqueue_read_buffer(&m.buf, CL_BLOCKING, 0, out, &[])
+        }
+        .map(|_| ())
+        .map_err(|e| self.copy_err(e.to_string()))
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        self.shared
+            .queue
+            .finish()
+            .map_err(|e| self.copy_err(format!("waiting for the queue: {e}")))
+    }
+
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         Ok(self.compile_with_binary(kernel)?.0)
     }
@@ -168,6 +262,14 @@ impl Backend for OpenClBackend {
 }
 
 impl OpenClBackend {
+    fn copy_err(&self, reason: String) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::OpenCl,
+            kernel: String::new(),
+            reason,
+        }
+    }
+
     /// The OpenCL C for `kernel`, after checking the device has what it needs.
     fn source(&self, kernel: &Kernel) -> Result<kiln_c::Source, BackendError> {
         let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
@@ -262,6 +364,20 @@ impl CompiledKernel for OpenClKernel {
         let mut arg = 0u32;
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
+                (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
+                    let mem =
+                        cl_memory(*m).map_err(|e| self.launch_err(&format!("argument {i}"), e))?;
+                    let len = shape.buffer_lengths[i] as u32;
+                    // SAFETY: argument indices and types follow the parameter list kiln-c wrote.
+                    unsafe {
+                        cl.set_arg(arg, &mem.buf.get())
+                            .map_err(|e| self.launch_err("setting a buffer argument", e))?;
+                        cl.set_arg(arg + 1, &len)
+                            .map_err(|e| self.launch_err("setting a length argument", e))?;
+                    }
+                    arg += 2;
+                    buffers.push(None);
+                }
                 (ParamKind::Buffer { .. }, _) => {
                     let bytes = a.byte_len();
                     if bytes as u64 > info.max_buffer_bytes {
@@ -384,7 +500,38 @@ impl CompiledKernel for OpenClKernel {
                     .map_err(|e| self.launch_err("downloading", e))?;
             }
         }
-        queue.finish().map_err(|e| self.launch_err("running", e))?;
+        let host_outputs = args
+            .iter()
+            .any(|a| matches!(a, LaunchArg::ReadWrite(_) | LaunchArg::Write(_)));
+        if host_outputs {
+            queue.finish().map_err(|e| self.launch_err("running", e))?;
+        }
         Ok(())
     }
+}
+
+/// OpenCL device memory.
+struct ClMemory {
+    buf: Buffer<u8>,
+    bytes: usize,
+}
+
+// SAFETY: a cl_mem handle may be used from any thread; kiln serializes commands on one queue.
+unsafe impl Send for ClMemory {}
+// SAFETY: as above.
+unsafe impl Sync for ClMemory {}
+
+impl DeviceMemory for ClMemory {
+    fn byte_len(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+fn cl_memory(mem: &dyn DeviceMemory) -> Result<&ClMemory, &'static str> {
+    mem.as_any()
+        .downcast_ref::<ClMemory>()
+        .ok_or("device memory of another backend")
 }

@@ -1,0 +1,97 @@
+//! [`Buffer<T>`]: data in a device's memory. Queries over buffers run where the data is and
+//! can return buffers, so a chain of queries never copies through the host until
+//! [`Buffer::download`].
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use kiln_backend::{Backend, DeviceMemory};
+use kiln_ir::Scalar;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// `len` elements of `T` in the memory of one context's device.
+pub struct Buffer<T> {
+    memory: Arc<dyn DeviceMemory>,
+    backend: Arc<dyn Backend>,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Scalar> Buffer<T> {
+    pub(crate) fn new(
+        memory: Arc<dyn DeviceMemory>,
+        backend: Arc<dyn Backend>,
+        len: usize,
+    ) -> Buffer<T> {
+        Buffer {
+            memory,
+            backend,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the elements to the host, after every launch that writes them has finished.
+    /// Fails with the backend's error.
+    pub fn download(&self) -> Result<Vec<T>> {
+        let mut out: Vec<T> = Vec::with_capacity(self.len);
+        let bytes = self.len * std::mem::size_of::<T>();
+        // SAFETY: the spare capacity of a Vec<T> viewed as bytes; the download initializes
+        // all of them with valid values of T (written by kiln kernels or uploaded from T).
+        let view = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes) };
+        self.backend.download(&*self.memory, view)?;
+        // SAFETY: every element was just written.
+        unsafe { out.set_len(self.len) };
+        Ok(out)
+    }
+
+    pub(crate) fn memory(&self) -> &dyn DeviceMemory {
+        &*self.memory
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+}
+
+impl Context {
+    /// Copies `xs` into a new buffer in this context's device memory. Fails with
+    /// `OutOfMemory` or the backend's copy error.
+    pub fn upload<T: Scalar>(&self, xs: &[T]) -> Result<Buffer<T>> {
+        let backend = self.backend().clone();
+        let memory = backend.alloc(std::mem::size_of_val(xs))?;
+        // SAFETY: kiln scalars are plain numbers without padding.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs))
+        };
+        backend.upload(&*memory, bytes)?;
+        Ok(Buffer::new(memory, backend, xs.len()))
+    }
+
+    /// Waits until every launch of this context has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.backend().synchronize()?)
+    }
+
+    /// Ok if `b` lives on this context's device.
+    pub(crate) fn check_buffer<T: Scalar>(&self, b: &Buffer<T>) -> Result<()> {
+        if Arc::ptr_eq(b.backend(), self.backend()) {
+            Ok(())
+        } else {
+            Err(Error::Unsupported {
+                backend: self.device().backend,
+                what: "a buffer of another context; download it, or upload it to this one".into(),
+            })
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Device-resident buffers: chains of queries over `Buffer`s stay on the device and give the
+//! same answers as the same chains over host slices, on every backend.
+
+mod common;
+
+use common::{ctx, every_backend};
+use kiln::prelude::*;
+
+#[test]
+fn chains_of_queries_over_buffers_stay_on_the_device() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<f32> = (0..100_003)
+            .map(|i| ((i * 37) % 1001) as f32 - 500.0)
+            .collect();
+        let ys: Vec<i32> = (0..100_003).map(|i| (i % 7) - 3).collect();
+        let bx = c.upload(&xs).unwrap();
+        let by = c.upload(&ys).unwrap();
+        assert_eq!(bx.len(), xs.len());
+        assert_eq!(bx.download().unwrap(), xs, "upload then download");
+        let before = c.stats();
+        let scaled = c
+            .from_buffer(&bx)
+            .zip_buffer(&by)
+            .map(|(x, y)| x * y.cast::<f32>())
+            .to_buffer()
+            .unwrap();
+        let kept = c
+            .from_buffer(&scaled)
+            .filter(|v| v.gt(100.0))
+            .to_buffer()
+            .unwrap();
+        let total = c.from_buffer(&kept).map(|v| v.cast::<f64>()).sum().unwrap();
+        c.synchronize().unwrap();
+        assert_eq!(
+            c.stats().launches - before.launches,
+            1 + 3 + 2,
+            "map, filter (count, scan, scatter), sum"
+        );
+        let want_scaled: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| x * *y as f32).collect();
+        let want_kept: Vec<f32> = want_scaled.iter().copied().filter(|v| *v > 100.0).collect();
+        assert_eq!(scaled.download().unwrap(), want_scaled);
+        assert_eq!(kept.download().unwrap(), want_kept);
+        let want_total: f64 = want_kept.iter().map(|v| *v as f64).sum();
+        assert!(
+            (total - want_total).abs() <= 1e-9 * want_total.abs().max(1.0),
+            "{total} vs {want_total}"
+        );
+        let host_total = c
+            .from(&xs)
+            .zip(&ys)
+            .map(|(x, y)| x * y.cast::<f32>())
+            .filter(|v| v.gt(100.0))
+            .map(|v| v.cast::<f64>())
+            .sum()
+            .unwrap();
+        assert_eq!(
+            total.to_bits(),
+            host_total.to_bits(),
+            "buffers and slices give the same bits"
+        );
+    });
+}
+
+#[test]
+fn empty_buffers_and_buffers_of_other_contexts() {
+    every_backend(|| {
+        let c = ctx();
+        let empty = c.upload::<u32>(&[]).unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(c.from_buffer(&empty).sum().unwrap(), 0);
+        assert!(c
+            .from_buffer(&empty)
+            .map(|x| x + 1)
+            .to_buffer()
+            .unwrap()
+            .download()
+            .unwrap()
+            .is_empty());
+        let other = Context::with_backend(c.device().backend).unwrap();
+        let theirs = other.upload(&[1u32, 2, 3]).unwrap();
+        match c.from_buffer(&theirs).sum() {
+            Err(Error::Unsupported { what, .. }) => {
+                assert!(what.contains("another context"), "{what}")
+            }
+            r => panic!("expected Unsupported, got {r:?}"),
+        }
+        let mine = c.upload(&[1u32, 2, 3]).unwrap();
+        assert!(matches!(
+            c.from_buffer(&mine)
+                .zip_buffer(&theirs)
+                .map(|(a, b)| a + b)
+                .to_vec(),
+            Err(Error::Unsupported { .. })
+        ));
+        assert_eq!(
+            c.from_buffer(&mine).sum().unwrap(),
+            6,
+            "the context keeps working"
+        );
+    });
+}
