@@ -88,6 +88,18 @@ fn main() -> Result<(), Error> {
     let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
     println!("result any-nan {any}");
 
+    let on_device = timed("upload, two queries on the device, download", || {
+        let b = ctx.upload(&xs)?;
+        let scaled = ctx.from_buffer(&b).map(|x| x * 0.5 - 100.0).to_buffer()?;
+        let positive = ctx.from_buffer(&scaled).filter(|x| x.gt(0.0)).to_buffer()?;
+        positive.download()
+    })?;
+    println!(
+        "result device-chain len={} first={:?}",
+        on_device.len(),
+        on_device.first()
+    );
+
     println!("\n{}", fused().explain());
     let stats = ctx.stats();
     println!(
