@@ -2,6 +2,7 @@
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
+use crate::query::PlanShape;
 use kiln_backend::{
     Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
 };
@@ -94,6 +95,7 @@ struct Inner {
     compile_nanos: AtomicU64,
     disk_hits: AtomicU64,
     disk: Option<DiskCache>,
+    plan_shape: Mutex<PlanShape>,
 }
 
 /// A device plus its kernel cache. Cheap to clone and shareable between threads.
@@ -185,7 +187,33 @@ impl Context {
                 compile_nanos: AtomicU64::new(0),
                 disk_hits: AtomicU64::new(0),
                 disk: DiskCache::from_env(),
+                plan_shape: Mutex::new(PlanShape::Auto),
             }),
+        }
+    }
+
+    /// Chooses how the query planner spreads work (all clones of this context share it).
+    pub fn set_plan_shape(&self, shape: PlanShape) {
+        *self
+            .inner
+            .plan_shape
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = shape;
+    }
+
+    /// The plan shape queries use now: `Auto` resolved for this device.
+    pub fn effective_plan_shape(&self) -> PlanShape {
+        match *self
+            .inner
+            .plan_shape
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            PlanShape::Auto if self.device().class == kiln_backend::DeviceClass::Gpu => {
+                PlanShape::Grouped
+            }
+            PlanShape::Auto => PlanShape::Chunked,
+            other => other,
         }
     }
 

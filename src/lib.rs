@@ -46,7 +46,7 @@ pub use kiln_backend::{
 };
 pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
-pub use query::{Query, MAX_LEN};
+pub use query::{PlanShape, Query, MAX_LEN};
 pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.

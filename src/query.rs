@@ -22,8 +22,10 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-/// Elements per work item.
+/// Elements per work item in the chunked plan.
 const CHUNK: u32 = 16384;
+/// Elements per work item in the grouped plan.
+const ITEM_CHUNK: u32 = 16;
 /// Independent accumulators per work item in reductions.
 const LANES: u32 = 4;
 /// Largest input a query accepts.
@@ -109,6 +111,25 @@ fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
 
 fn value_bytes(v: u32) -> LaunchArg<'static> {
     LaunchArg::Value(v.to_le_bytes().to_vec())
+}
+
+/// Work items per group in the grouped plan: a power of two, at most 256.
+fn grouped_size(max_group_size: u32) -> u32 {
+    let cap = max_group_size.clamp(1, 256);
+    1 << (31 - cap.leading_zeros())
+}
+
+/// How the query planner spreads work over work items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanShape {
+    /// Chunked on CPU devices, grouped on GPUs.
+    Auto,
+    /// One work item per group, each folding a long contiguous chunk: one tight loop per
+    /// chunk on the CPU.
+    Chunked,
+    /// Groups of up to 256 work items that each fold a short contiguous range and combine
+    /// through shared memory: the shape GPUs need.
+    Grouped,
 }
 
 fn groups_for(n: usize) -> u32 {
@@ -347,6 +368,80 @@ impl<'a, T> Query<'a, T> {
         Ok([partials, finish])
     }
 
+    /// The partials kernel of the grouped plan: each of a group's `g` work items folds its own
+    /// contiguous `chunk` of elements, then the group combines its items' results through
+    /// shared memory, neighbours first (strides 1, 2, 4, ...), so the order of `op` is kept.
+    fn grouped_reduce_kernel(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        g: u32,
+    ) -> Result<Kernel> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        Ok(Kernel::build("query_reduce_grouped", |k| {
+            let cols = self.declare_inputs(k);
+            let outs: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let tiles: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g))
+                })
+                .collect();
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            let acc: Vec<AnyVar> = identity
+                .iter()
+                .enumerate()
+                .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
+                .collect();
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |vals| fold_into(&acc, vals, op))
+            });
+            let l = local_id(Axis::X);
+            for (t, a) in tiles.iter().zip(&acc) {
+                store_dyn(*t, l, &a.get());
+            }
+            barrier();
+            let stride = Var::new("stride", 1u32);
+            loop_(|| {
+                if_then(stride.get().ge(g), break_);
+                let s = stride.get();
+                if_then((l & (s * 2u32 - 1u32)).eq(0u32), || {
+                    let mine = tiles
+                        .iter()
+                        .zip(&types)
+                        .map(|(t, ty)| load_dyn(*t, l, Type::Scalar(*ty)))
+                        .collect();
+                    let next = tiles
+                        .iter()
+                        .zip(&types)
+                        .map(|(t, ty)| load_dyn(*t, l + s, Type::Scalar(*ty)))
+                        .collect();
+                    for (t, v) in tiles.iter().zip(op(mine, next)) {
+                        store_dyn(*t, l, &v);
+                    }
+                });
+                barrier();
+                stride.set(s * 2u32);
+            });
+            if_then(l.eq(0u32), || {
+                for ((o, t), ty) in outs.iter().zip(&tiles).zip(&types) {
+                    store_dyn(
+                        *o,
+                        group_id(Axis::X),
+                        &load_dyn(*t, lit(0u32), Type::Scalar(*ty)),
+                    );
+                }
+            });
+        })?)
+    }
+
     /// Runs a reduction of the current rows; returns the result's column constants.
     fn reduce_values(
         mut self,
@@ -362,8 +457,23 @@ impl<'a, T> Query<'a, T> {
         .entered();
         self.check()?;
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let [partials, finish] = self.reduce_kernels(&identity, op)?;
-        let groups = groups_for(self.len);
+        let [chunked, finish] = self.reduce_kernels(&identity, op)?;
+        let (partials, groups, grid, per_item) = match self.ctx.effective_plan_shape() {
+            PlanShape::Grouped => {
+                let g = grouped_size(self.ctx.device().max_group_size);
+                let groups = (self.len as u64).div_ceil((g * ITEM_CHUNK) as u64).max(1) as u32;
+                (
+                    self.grouped_reduce_kernel(&identity, op, g)?,
+                    groups,
+                    Grid::linear(groups, g),
+                    ITEM_CHUNK,
+                )
+            }
+            _ => {
+                let groups = groups_for(self.len);
+                (chunked, groups, Grid::linear(groups, 1), CHUNK)
+            }
+        };
         let mut partial_bufs: Vec<Vec<u64>> =
             types.iter().map(|t| words(groups as usize, *t)).collect();
         let mut args = self.input_args();
@@ -373,9 +483,8 @@ impl<'a, T> Query<'a, T> {
             ));
         }
         args.push(value_bytes(self.len as u32));
-        args.push(value_bytes(CHUNK));
-        self.ctx
-            .launch(&partials, &Grid::linear(groups, 1), &mut args)?;
+        args.push(value_bytes(per_item));
+        self.ctx.launch(&partials, &grid, &mut args)?;
         drop(args);
         let mut result_bufs: Vec<Vec<u64>> = types.iter().map(|t| words(1, *t)).collect();
         let mut args: Vec<LaunchArg> = partial_bufs

@@ -453,3 +453,80 @@ fn errors_are_typed() {
         );
     });
 }
+
+/// The grouped (GPU-shaped) reduction plan, forced on every backend: work items of a group
+/// fold short contiguous ranges and combine through shared memory with barriers.
+#[test]
+fn grouped_plan_reductions_match_plain_loops() {
+    every_backend(|| {
+        let c = ctx();
+        c.set_plan_shape(kiln::PlanShape::Grouped);
+        assert_eq!(c.effective_plan_shape(), kiln::PlanShape::Grouped);
+        for n in SIZES {
+            let xs = ints(n);
+            assert_eq!(
+                c.from(&xs).sum().unwrap(),
+                xs.iter().fold(0i32, |a, b| a.wrapping_add(*b)),
+                "n={n}"
+            );
+            assert_eq!(
+                c.from(&xs).min().unwrap(),
+                xs.iter().copied().min(),
+                "n={n}"
+            );
+            assert_eq!(
+                c.from(&xs).max().unwrap(),
+                xs.iter().copied().max(),
+                "n={n}"
+            );
+            assert_eq!(
+                c.from(&xs).filter(|x| (x % 3).eq(0)).count().unwrap(),
+                xs.iter().filter(|x| *x % 3 == 0).count()
+            );
+            let small: Vec<i32> = xs.iter().map(|x| x % 1000).collect();
+            let want_min = small
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, v)| (**v, *i))
+                .map(|(i, _)| i);
+            assert_eq!(c.from(&small).argmin().unwrap(), want_min, "n={n}");
+            let us: Vec<u32> = (0..n as u32).map(|i| i % 13).collect();
+            let hash = c
+                .from(&us)
+                .map(|x| (x.cast::<u64>(), kiln::ir::lit(31u64)))
+                .fold((0u64, 1u64), |(ah, ap), (bh, bp)| (ah * bp + bh, ap * bp));
+            let want = us.iter().fold((0u64, 1u64), |(h, p), &x| {
+                (
+                    h.wrapping_mul(31).wrapping_add(x as u64),
+                    p.wrapping_mul(31),
+                )
+            });
+            assert_eq!(
+                hash.unwrap(),
+                want,
+                "non-commutative fold keeps its order, n={n}"
+            );
+        }
+        let launches = c.stats().launches;
+        let xs = floats(100_000);
+        let got = c
+            .from(&xs)
+            .map(|x| x * 2.0)
+            .filter(|x| x.gt(1000.0))
+            .map(|x| x.cast::<f64>() + 100.0)
+            .sum()
+            .unwrap();
+        let want: f64 = xs
+            .iter()
+            .map(|x| x * 2.0)
+            .filter(|x| *x > 1000.0)
+            .map(|x| x as f64 + 100.0)
+            .sum();
+        assert!((got - want).abs() <= 1e-9 * want.abs(), "{got} vs {want}");
+        assert_eq!(
+            c.stats().launches - launches,
+            2,
+            "partials and final, as in the chunked plan"
+        );
+    });
+}

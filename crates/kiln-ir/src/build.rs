@@ -965,6 +965,20 @@ impl KernelScope {
         Memory::Buffer(self.add_param(name, ParamKind::Buffer { elem, access }))
     }
 
+    /// Declares a shared array with an element type known only at run time.
+    pub fn shared_dyn(&self, name: &str, elem: Type, len: SharedLen) -> Memory {
+        let i = with_kernel(|k| {
+            k.shared.push(SharedDecl {
+                name: name.to_string(),
+                elem,
+                len,
+            });
+            k.shared.len() as u32 - 1
+        })
+        .unwrap_or(u32::MAX);
+        Memory::Shared(i)
+    }
+
     /// Declares a value parameter and returns its value.
     pub fn value<T: IrType>(&self, name: &str) -> Val<T> {
         let i = self.add_param(name, ParamKind::Value(T::ir_type()));
