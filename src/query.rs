@@ -119,6 +119,11 @@ fn grouped_size(max_group_size: u32) -> u32 {
     1 << (31 - cap.leading_zeros())
 }
 
+/// Groups of `g` work items that cover `n` elements in the grouped plan.
+fn grouped_groups(n: usize, g: u32) -> u32 {
+    (n as u64).div_ceil((g * ITEM_CHUNK) as u64).max(1) as u32
+}
+
 /// How the query planner spreads work over work items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanShape {
@@ -371,14 +376,18 @@ impl<'a, T> Query<'a, T> {
     /// The partials kernel of the grouped plan: each of a group's `g` work items folds its own
     /// contiguous `chunk` of elements, then the group combines its items' results through
     /// shared memory, neighbours first (strides 1, 2, 4, ...), so the order of `op` is kept.
+    /// `project` turns each kept element into the values folded (the element itself for
+    /// reductions, a 1 for counting).
     fn grouped_reduce_kernel(
         &self,
+        name: &str,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         g: u32,
     ) -> Result<Kernel> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        Ok(Kernel::build("query_reduce_grouped", |k| {
+        Ok(Kernel::build(name, |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = types
                 .iter()
@@ -401,7 +410,7 @@ impl<'a, T> Query<'a, T> {
                 .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
                 .collect();
             for_range(start, end, |i| {
-                self.element(&cols, i, &mut |vals| fold_into(&acc, vals, op))
+                self.element(&cols, i, &mut |vals| fold_into(&acc, project(vals), op))
             });
             let l = local_id(Axis::X);
             for (t, a) in tiles.iter().zip(&acc) {
@@ -461,9 +470,9 @@ impl<'a, T> Query<'a, T> {
         let (partials, groups, grid, per_item) = match self.ctx.effective_plan_shape() {
             PlanShape::Grouped => {
                 let g = grouped_size(self.ctx.device().max_group_size);
-                let groups = (self.len as u64).div_ceil((g * ITEM_CHUNK) as u64).max(1) as u32;
+                let groups = grouped_groups(self.len, g);
                 (
-                    self.grouped_reduce_kernel(&identity, op, g)?,
+                    self.grouped_reduce_kernel("query_reduce_grouped", &identity, op, &|v| v, g)?,
                     groups,
                     Grid::linear(groups, g),
                     ITEM_CHUNK,
@@ -715,17 +724,43 @@ impl<'a, T: Row> Query<'a, T> {
             return Ok(Materialize {
                 selected: n,
                 offsets: None,
+                group: None,
             });
         }
-        let [count, scan, _] = self.filter_kernels()?;
-        let groups = groups_for(n);
+        let [chunked_count, scan, _] = self.filter_kernels()?;
+        let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
+            .then(|| grouped_size(self.ctx.device().max_group_size));
+        let (count, groups, grid, per_item) = match group {
+            Some(g) => {
+                let add: CombineFn<'_> = &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])];
+                let ones = |_: Vec<AnyVal>| vec![lit_value(ScalarValue::U32(1))];
+                let groups = grouped_groups(n, g);
+                (
+                    self.grouped_reduce_kernel(
+                        "query_filter_count_grouped",
+                        &[ScalarValue::U32(0)],
+                        add,
+                        &ones,
+                        g,
+                    )?,
+                    groups,
+                    Grid::linear(groups, g),
+                    ITEM_CHUNK,
+                )
+            }
+            None => (
+                chunked_count,
+                groups_for(n),
+                Grid::linear(groups_for(n), 1),
+                CHUNK,
+            ),
+        };
         let mut counts = vec![0u32; groups as usize];
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.push(value_bytes(n as u32));
-        args.push(value_bytes(CHUNK));
-        self.ctx
-            .launch(&count, &Grid::linear(groups, 1), &mut args)?;
+        args.push(value_bytes(per_item));
+        self.ctx.launch(&count, &grid, &mut args)?;
         drop(args);
         let mut offsets = vec![0u32; groups as usize];
         let mut total = [0u32; 1];
@@ -739,7 +774,53 @@ impl<'a, T: Row> Query<'a, T> {
         Ok(Materialize {
             selected: total[0] as usize,
             offsets: Some(offsets),
+            group,
         })
+    }
+
+    /// The grouped plan's ordered scatter: each work item counts what it keeps of its range,
+    /// the group turns the counts into offsets in shared memory, and each item writes its
+    /// kept elements from its offset on.
+    fn grouped_scatter_kernel(&self, g: u32) -> Result<Kernel> {
+        Ok(Kernel::build("query_filter_scatter_grouped", |k| {
+            let cols = self.declare_inputs(k);
+            let offsets = k.buffer::<u32>("offsets", Access::Read);
+            let outs: Vec<Memory> = Self::out_types()
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let item_counts = k.shared::<u32>("item_counts", SharedLen::Static(g));
+            let n = k.value::<u32>("n");
+            let chunk = k.value::<u32>("chunk");
+            let (start, end) = chunk_range(n, chunk);
+            let l = local_id(Axis::X);
+            let kept = Var::new("kept", 0u32);
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |_| kept.set(kept.get() + 1u32))
+            });
+            item_counts.store(l, kept.get());
+            barrier();
+            if_then(l.eq(0u32), || {
+                let run = Var::new("run", 0u32);
+                for_range(0u32, g, |j| {
+                    let c = item_counts.load(j);
+                    item_counts.store(j, run.get());
+                    run.set(run.get() + c);
+                });
+            });
+            barrier();
+            let pos = Var::new("pos", offsets.load(group_id(Axis::X)) + item_counts.load(l));
+            for_range(start, end, |i| {
+                self.element(&cols, i, &mut |vals| {
+                    let p = pos.get();
+                    for (o, v) in outs.iter().zip(&vals) {
+                        store_dyn(*o, p, v);
+                    }
+                    pos.set(p + 1u32);
+                })
+            });
+        })?)
     }
 
     /// Writes the kept elements into `outs` (one argument per column, room for
@@ -758,13 +839,22 @@ impl<'a, T: Row> Query<'a, T> {
                     .launch(&kernel, &Grid::linear(groups, group), &mut args)
             }
             Some(offsets) => {
-                let [_, _, scatter] = self.filter_kernels()?;
+                let (scatter, grid, per_item) = match plan.group {
+                    Some(g) => (
+                        self.grouped_scatter_kernel(g)?,
+                        Grid::linear(grouped_groups(n, g), g),
+                        ITEM_CHUNK,
+                    ),
+                    None => {
+                        let [_, _, scatter] = self.filter_kernels()?;
+                        (scatter, Grid::linear(groups_for(n), 1), CHUNK)
+                    }
+                };
                 args.push(LaunchArg::Read(u32_bytes(offsets)));
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
-                args.push(value_bytes(CHUNK));
-                self.ctx
-                    .launch(&scatter, &Grid::linear(groups_for(n), 1), &mut args)
+                args.push(value_bytes(per_item));
+                self.ctx.launch(&scatter, &grid, &mut args)
             }
         }
     }
@@ -886,6 +976,8 @@ fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
 struct Materialize {
     selected: usize,
     offsets: Option<Vec<u32>>,
+    /// Work items per group when the grouped plan counted.
+    group: Option<u32>,
 }
 
 impl<'a, T: Scalar + Row> Query<'a, T> {

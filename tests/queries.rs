@@ -506,6 +506,32 @@ fn grouped_plan_reductions_match_plain_loops() {
                 want,
                 "non-commutative fold keeps its order, n={n}"
             );
+            let kept = c
+                .from(&xs)
+                .filter(|x| (x & 7).eq(3).or(x.lt(-900_000)))
+                .map(|x| x / 3)
+                .to_vec()
+                .unwrap();
+            let want_kept: Vec<i32> = xs
+                .iter()
+                .copied()
+                .filter(|x| (x & 7) == 3 || *x < -900_000)
+                .map(|x| x / 3)
+                .collect();
+            assert_eq!(kept, want_kept, "grouped filter keeps input order, n={n}");
+            let b = c.upload(&xs).unwrap();
+            let on_device = c
+                .from_buffer(&b)
+                .filter(|x| x.gt(0))
+                .to_buffer()
+                .unwrap()
+                .download()
+                .unwrap();
+            assert_eq!(
+                on_device,
+                xs.iter().copied().filter(|x| *x > 0).collect::<Vec<_>>(),
+                "n={n}"
+            );
         }
         let launches = c.stats().launches;
         let xs = floats(100_000);
