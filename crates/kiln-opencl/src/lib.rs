@@ -31,6 +31,34 @@ struct Shared {
     info: DeviceInfo,
 }
 
+impl Shared {
+    /// A new device buffer of `bytes` (at least one byte; contents undefined). Fails with
+    /// `OutOfMemory` above the device's largest buffer or when the driver refuses.
+    fn create_buffer(&self, bytes: usize) -> Result<Buffer<u8>, BackendError> {
+        let oom = |reason: String| BackendError::OutOfMemory {
+            backend: BackendKind::OpenCl,
+            bytes: bytes as u64,
+            reason,
+        };
+        if bytes as u64 > self.info.max_buffer_bytes {
+            return Err(oom(format!(
+                "{} allows {} bytes per buffer",
+                self.info.name, self.info.max_buffer_bytes
+            )));
+        }
+        // SAFETY: a fresh device buffer of at least one byte, no host pointer.
+        unsafe {
+            Buffer::<u8>::create(
+                &self.context,
+                CL_MEM_READ_WRITE,
+                bytes.max(1),
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| oom(e.to_string()))
+    }
+}
+
 /// One OpenCL device with its context and in-order queue.
 pub struct OpenClBackend {
     shared: Arc<Shared>,
@@ -125,28 +153,12 @@ impl Backend for OpenClBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        let info = &self.shared.info;
+        let mut buf = self.shared.create_buffer(bytes)?;
         let oom = |reason: String| BackendError::OutOfMemory {
             backend: BackendKind::OpenCl,
             bytes: bytes as u64,
             reason,
         };
-        if bytes as u64 > info.max_buffer_bytes {
-            return Err(oom(format!(
-                "{} allows {} bytes per buffer",
-                info.name, info.max_buffer_bytes
-            )));
-        }
-        // SAFETY: a fresh device buffer of at least one byte, no host pointer.
-        let mut buf = unsafe {
-            Buffer::<u8>::create(
-                &self.shared.context,
-                CL_MEM_READ_WRITE,
-                bytes.max(1),
-                std::ptr::null_mut(),
-            )
-        }
-        .map_err(|e| oom(e.to_string()))?;
         let zeros = vec![0u8; bytes.max(1)];
         // SAFETY: blocking write of a live host slice into a buffer of the same size.
         unsafe {
@@ -379,31 +391,7 @@ impl CompiledKernel for OpenClKernel {
                     buffers.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
-                    let bytes = a.byte_len();
-                    if bytes as u64 > info.max_buffer_bytes {
-                        return Err(BackendError::OutOfMemory {
-                            backend: BackendKind::OpenCl,
-                            bytes: bytes as u64,
-                            reason: format!(
-                                "{} allows {} bytes per buffer",
-                                info.name, info.max_buffer_bytes
-                            ),
-                        });
-                    }
-                    // SAFETY: a fresh device buffer of at least one byte, no host pointer.
-                    let mut buf = unsafe {
-                        Buffer::<u8>::create(
-                            &self.shared.context,
-                            CL_MEM_READ_WRITE,
-                            bytes.max(1),
-                            std::ptr::null_mut(),
-                        )
-                    }
-                    .map_err(|e| BackendError::OutOfMemory {
-                        backend: BackendKind::OpenCl,
-                        bytes: bytes as u64,
-                        reason: e.to_string(),
-                    })?;
+                    let mut buf = self.shared.create_buffer(a.byte_len())?;
                     let host: Option<&[u8]> = match a {
                         LaunchArg::Read(b) => Some(b),
                         LaunchArg::ReadWrite(b) => Some(b),
