@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # The whole kiln test suite: formatting, lints, the conformance suite on every backend
-# (CPU built in; OpenCL through PoCL), CUDA compile checks of every kernel the suite generates
-# (NVRTC to PTX, ptxas to sm_90, no GPU needed), doc tests, the examples and a quick benchmark.
-# Installs PoCL (apt) and the CUDA compiler wheels (pip) when missing. Works on a fresh machine
-# with the Rust toolchain and Python, as root or with sudo.
+# (CPU built in; OpenCL through PoCL; wgpu through Mesa's lavapipe Vulkan driver), CUDA compile
+# checks of every kernel the suite generates (NVRTC to PTX, ptxas to sm_90, no GPU needed),
+# spirv-val and glslangValidator checks of every kernel's SPIR-V and GLSL, doc tests, the
+# examples and a quick benchmark. Installs PoCL, lavapipe and the validators (apt) and the CUDA
+# compiler wheels (pip) when missing. Works on a fresh machine with the Rust toolchain and
+# Python, as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # Backends whose absence must fail the suite.
-export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,nvrtc}"
+export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,wgpu,nvrtc,validators}"
+# Mesa's Vulkan loader complains on stderr without it.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1; then
+if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1 \
+    || ! ldconfig -p | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 \
+    || ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null; then
     sudo_if_needed apt-get update -qq
-    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1 clinfo >/dev/null
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1 clinfo \
+        mesa-vulkan-drivers libvulkan1 spirv-tools glslang-tools >/dev/null
 fi
 if ! python3 -c "import nvidia.cuda_nvrtc, nvidia.cuda_nvcc" 2>/dev/null; then
     python3 -m pip install -q nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12
@@ -34,5 +41,7 @@ cargo run --release --example quickstart > /tmp/kiln-quickstart.out
 grep -q '^result map-filter-map-sum' /tmp/kiln-quickstart.out
 KILN_BACKEND=opencl cargo run --release --example quickstart > /tmp/kiln-quickstart-opencl.out
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-opencl.out)
+KILN_BACKEND=wgpu cargo run --release --example quickstart > /tmp/kiln-quickstart-wgpu.out
+diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-wgpu.out)
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
 echo "kiln test suite passed"

@@ -125,10 +125,11 @@ fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
     match kind {
         BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
         BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::new()?)),
+        BackendKind::Wgpu => Ok(Arc::new(kiln_wgpu::WgpuBackend::new()?)),
         other => Err(Error::Backend(BackendError::Unavailable {
             backend: other,
             library: format!("the kiln {other} backend"),
-            reason: "this build of kiln includes the cpu and opencl backends only".into(),
+            reason: "this build of kiln includes the cpu, opencl and wgpu backends only".into(),
         })),
     }
 }

@@ -39,7 +39,7 @@ mod row;
 pub use buffer::Buffer;
 pub use context::{Context, KernelCache, Stats};
 pub use disk_cache::DiskCache;
-pub use emit::{emit, Target};
+pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};
 pub use kiln_backend::{
     BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,

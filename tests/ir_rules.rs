@@ -227,6 +227,13 @@ fn min_max_with_nan_return_the_other_operand() {
         }
         let c = unary(&[f32::NAN, 5.0, -5.0], |x| x.clamp(-1.0, 1.0));
         assert_eq!(c, vec![-1.0, 1.0, -1.0]);
+        let (z1, z2) = (vec![0.0f32, -0.0], vec![-0.0f32, 0.0]);
+        for z in binary(&z1, &z2, |x, y| x.min(y)) {
+            assert!(z == 0.0 && z.is_sign_negative(), "min of -0 and +0 is -0");
+        }
+        for z in binary(&z1, &z2, |x, y| x.max(y)) {
+            assert!(z == 0.0 && z.is_sign_positive(), "max of -0 and +0 is +0");
+        }
     });
 }
 
@@ -302,8 +309,22 @@ fn ulps(a: f32, b: f32) -> u32 {
     (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
 }
 
+/// The documented accuracy of `name` on the backend running the test, in ulps from the
+/// correctly rounded result: 2 everywhere, except on wgpu, where the exponential and logarithm
+/// families are the driver's (Vulkan allows large errors; lavapipe measures up to 16 ulps) and
+/// kiln's own inverse trigonometric and hyperbolic functions stay within 4.
+fn ulp_bound(name: &str) -> u32 {
+    if ctx().device().backend != kiln::BackendKind::Wgpu {
+        return 2;
+    }
+    match name {
+        "exp" | "exp2" | "ln" | "log2" | "log10" | "pow" | "sinh" | "cosh" | "tanh" => 16,
+        _ => 4,
+    }
+}
+
 #[test]
-fn math_functions_match_f64_references_within_two_ulp() {
+fn math_functions_match_f64_references_within_their_ulp_bound() {
     every_backend(|| {
         let xs: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) * 0.037).collect();
         let pos: Vec<f32> = (1..200).map(|i| i as f32 * 0.11).collect();
@@ -336,7 +357,10 @@ fn math_functions_match_f64_references_within_two_ulp() {
             let got = unary(input, f);
             for (x, g) in input.iter().zip(&got) {
                 let want = reference(*x as f64) as f32;
-                assert!(ulps(*g, want) <= 2, "{name}({x}) = {g}, reference {want}");
+                assert!(
+                    ulps(*g, want) <= ulp_bound(name),
+                    "{name}({x}) = {g}, reference {want}"
+                );
             }
         }
         let halves: Vec<f32> = vec![0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997];
@@ -356,10 +380,16 @@ fn math_functions_match_f64_references_within_two_ulp() {
         let c = binary(&a, &b, |x, y| x.copysign(y));
         for i in 0..a.len() {
             let (x, y) = (a[i] as f64, b[i] as f64);
-            assert!(ulps(p[i], x.abs().powf(y) as f32) <= 2, "pow");
-            assert!(ulps(t[i], x.atan2(y) as f32) <= 2, "atan2");
+            assert!(
+                ulps(p[i], x.abs().powf(y) as f32) <= ulp_bound("pow"),
+                "pow"
+            );
+            assert!(ulps(t[i], x.atan2(y) as f32) <= ulp_bound("atan2"), "atan2");
             assert_eq!(m[i], a[i] % b[i], "fmod");
-            assert_eq!(f[i], (x * y + 1.0) as f32, "fma rounds once");
+            if ctx().device().backend != kiln::BackendKind::Wgpu {
+                // wgpu's fma is the driver's, which Vulkan allows to round twice.
+                assert_eq!(f[i], (x * y + 1.0) as f32, "fma rounds once");
+            }
             assert_eq!(c[i], a[i].copysign(b[i]));
         }
         let nan_sign = binary(&[-2.0f32, 3.0], &[f32::NAN, -f32::NAN], |x, y| {

@@ -3,7 +3,9 @@
 //! `KILN_REQUIRE` (comma-separated) must open, or the test fails saying why; others are used
 //! when they open and skipped when they do not. Afterwards every kernel the body compiled is
 //! written as CUDA C, compiled by NVRTC and assembled by `ptxas -arch=sm_90` when NVRTC is
-//! present (required when `KILN_REQUIRE` contains `nvrtc`).
+//! present (required when `KILN_REQUIRE` contains `nvrtc`), and translated from its WGSL to
+//! SPIR-V and GLSL, checked by `spirv-val` and `glslangValidator` when they are installed
+//! (required when `KILN_REQUIRE` contains `validators`).
 
 use kiln::{BackendKind, Context};
 use std::cell::RefCell;
@@ -72,10 +74,80 @@ pub fn every_backend(body: impl Fn()) {
     cuda_compile_check(&cpu);
 }
 
-/// Compiles every kernel in `ctx`'s cache to PTX with NVRTC and assembles it for sm_90.
+/// Compiles every kernel in `ctx`'s cache to PTX with NVRTC and assembles it for sm_90, and
+/// validates its SPIR-V and GLSL translations.
 fn cuda_compile_check(ctx: &Context) {
     for k in ctx.cache().kernels() {
         cuda_check_kernel(&k);
+        translation_check(&k);
+    }
+}
+
+/// Whether `tool` runs here (required when `KILN_REQUIRE` names `validators`).
+fn tool_present(tool: &str) -> bool {
+    let present = std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !present && required().iter().any(|r| r == "validators") {
+        panic!("KILN_REQUIRE names validators, but `{tool}` cannot be run");
+    }
+    present
+}
+
+/// Translates `k`'s WGSL to SPIR-V and GLSL with naga and checks them with `spirv-val`
+/// (Vulkan 1.1) and `glslangValidator` (compute stage), when those are installed.
+pub fn translation_check(k: &kiln::ir::Kernel) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir().join(format!(
+        "kiln-check-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let run = |tool: &str, args: &[&str], path: &std::path::Path, source: &str| {
+        let out = std::process::Command::new(tool)
+            .args(args)
+            .arg(path)
+            .output()
+            .unwrap_or_else(|e| panic!("running {tool}: {e}"));
+        assert!(
+            out.status.success(),
+            "{tool} rejects the translation of `{}`:\n{}{}\n--- source ---\n{source}",
+            k.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if tool_present("spirv-val") {
+        let words = kiln::emit_spirv(k).unwrap_or_else(|e| panic!("SPIR-V of `{}`: {e}", k.name));
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let path = base.with_extension("spv");
+        std::fs::write(&path, bytes).expect("writing a temporary file");
+        let wgsl = kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default();
+        run("spirv-val", &["--target-env", "vulkan1.1"], &path, &wgsl);
+        let _ = std::fs::remove_file(&path);
+    }
+    if tool_present("glslangValidator") {
+        let wgsl = kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default();
+        let glsl = kiln::emit(k, kiln::Target::Glsl);
+        if wgsl.contains("i64") || wgsl.contains("u64") {
+            // naga's GLSL writer has no 64-bit integers: a typed error is the right answer.
+            assert!(
+                matches!(
+                    glsl,
+                    Err(kiln::Error::Backend(kiln::BackendError::Unsupported { .. }))
+                ),
+                "GLSL of `{}` with 64-bit integers: {glsl:?}",
+                k.name
+            );
+            return;
+        }
+        let glsl = glsl.unwrap_or_else(|e| panic!("GLSL of `{}`: {e}", k.name));
+        let path = base.with_extension("comp");
+        std::fs::write(&path, &glsl).expect("writing a temporary file");
+        run("glslangValidator", &["-S", "comp"], &path, &glsl);
+        let _ = std::fs::remove_file(&path);
     }
 }
 

@@ -1188,9 +1188,12 @@ impl Writer {
                 x[0],
                 f("trunc")
             ),
-            MathFn::Min => format!("{}({}, {})", f("fmin"), x[0], x[1]),
-            MathFn::Max => format!("{}({}, {})", f("fmax"), x[0], x[1]),
-            MathFn::Clamp => format!("{}({}({}, {}), {})", f("fmin"), f("fmax"), x[0], x[1], x[2]),
+            MathFn::Min => format!("{}({}, {})", self.min_max(false, s), x[0], x[1]),
+            MathFn::Max => format!("{}({}, {})", self.min_max(true, s), x[0], x[1]),
+            MathFn::Clamp => {
+                let (mn, mx) = (self.min_max(false, s), self.min_max(true, s));
+                format!("{mn}({mx}({}, {}), {})", x[0], x[1], x[2])
+            }
             MathFn::Fma => format!("{}({}, {}, {})", f("fma"), x[0], x[1], x[2]),
             MathFn::Sign => format!("(({0}) > 0 ? {1} : (({0}) < 0 ? -{1} : ({0})))", x[0], one),
             MathFn::IsNan => format!("({0} != {0})", x[0]),
@@ -1205,6 +1208,27 @@ impl Writer {
                 })
             ),
         })
+    }
+
+    /// The helper computing float min (or max): NaN gives the other operand, and of -0 and +0
+    /// min gives -0 and max +0 (equal operands combine their bits: OR keeps a sign, AND
+    /// clears it).
+    fn min_max(&mut self, max: bool, s: ScalarType) -> String {
+        let t = self.t(s);
+        let name = format!("kiln_{}_{}", if max { "max" } else { "min" }, s.name());
+        let combine = if max { "&" } else { "|" };
+        let libm = self.fname(if max { "fmax" } else { "fmin" }, s);
+        let (to_bits, from_bits) = match (self.d, s) {
+            (Dialect::OpenCl, ScalarType::F32) => ("as_uint", "as_float"),
+            (Dialect::OpenCl, _) => ("as_ulong", "as_double"),
+            (Dialect::Cuda, ScalarType::F32) => ("__float_as_uint", "__uint_as_float"),
+            (Dialect::Cuda, _) => ("__double_as_longlong", "__longlong_as_double"),
+        };
+        self.helper(format!(
+            "{} {t} {name}({t} a, {t} b) {{ return (a == b) ? {from_bits}({to_bits}(a) {combine} {to_bits}(b)) : {libm}(a, b); }}",
+            self.fn_prefix()
+        ));
+        name
     }
 
     fn builtin(&self, b: Builtin) -> String {

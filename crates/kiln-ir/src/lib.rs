@@ -35,7 +35,8 @@
 //!   casts to 1 or 0. Float to float casts round to nearest.
 //! * **min / max with NaN**: when exactly one operand is NaN the other is returned (IEEE
 //!   `minNum`/`maxNum`, Rust's `f32::min`); both NaN gives NaN. `clamp(x, lo, hi)` is
-//!   `min(max(x, lo), hi)`, so `clamp(NaN, lo, hi) = lo`.
+//!   `min(max(x, lo), hi)`, so `clamp(NaN, lo, hi) = lo`. Of `-0.0` and `+0.0`, min gives
+//!   `-0.0` and max `+0.0`, in either order.
 //! * **Out-of-bounds memory**: a load or a local-array read outside the buffer, shared array or
 //!   array gives zero; a store outside is skipped; an atomic outside does nothing and gives zero.
 //! * **round** rounds half away from zero; **fract(x)** is `x - trunc(x)`; **sign** returns -1,

@@ -1,0 +1,675 @@
+//! # kiln-wgpu: the wgpu backend
+//!
+//! Writes WGSL with [`kiln_wgsl`] and runs it as a wgpu compute pipeline on the best adapter
+//! present (a discrete GPU, else an integrated one, else any, including CPU adapters such as
+//! Mesa's lavapipe). Drivers are loaded at run time: on a machine without Vulkan, Metal, DX12
+//! or GL, [`WgpuBackend::new`] returns `BackendError::Unavailable`. SHADER_F64 and
+//! SHADER_INT64 are requested when the adapter has them; a kernel needing one the adapter
+//! lacks is `BackendError::Unsupported` before anything is compiled.
+//!
+//! Pipelines are created per group size and dynamic shared sizes (they are override
+//! constants) and kept with the compiled kernel. wgpu validation errors are caught in error
+//! scopes and returned as typed errors; the device's uncaptured-error handler only records
+//! them, so nothing panics.
+
+use kiln_backend::*;
+use kiln_ir::{Access, Kernel, ParamKind, SharedLen};
+use kiln_wgsl::{ParamSlot, Shader, GROUP_SIZE_OVERRIDES};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use wgpu::util::DeviceExt;
+
+/// What the backend looks for, named in `BackendError::Unavailable`.
+pub const LIBRARY: &str = "a Vulkan, Metal, DX12 or GL driver (libvulkan.so.1 on Linux)";
+
+struct Shared {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: DeviceInfo,
+    limits: wgpu::Limits,
+    features: wgpu::Features,
+}
+
+/// Kernels as wgpu compute pipelines on one adapter.
+pub struct WgpuBackend {
+    shared: Arc<Shared>,
+    version: String,
+}
+
+fn unavailable(reason: impl std::fmt::Display) -> BackendError {
+    BackendError::Unavailable {
+        backend: BackendKind::Wgpu,
+        library: LIBRARY.into(),
+        reason: reason.to_string(),
+    }
+}
+
+fn rank(t: wgpu::DeviceType) -> u32 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+impl WgpuBackend {
+    /// Opens the best adapter wgpu finds (`WGPU_BACKEND` restricts which APIs it tries).
+    /// Returns `Unavailable` when there is none or its device cannot be created.
+    pub fn new() -> Result<WgpuBackend, BackendError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        adapters.sort_by_key(|a| rank(a.get_info().device_type));
+        let adapter = adapters
+            .into_iter()
+            .next()
+            .ok_or_else(|| unavailable("no adapter found"))?;
+        let a = adapter.get_info();
+        let wanted = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| unavailable(format!("creating a device on {}: {e}", a.name)))?;
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+            tracing::warn!("uncaptured wgpu error: {e}");
+        }));
+        let info = DeviceInfo {
+            backend: BackendKind::Wgpu,
+            name: a.name.clone(),
+            class: if a.device_type == wgpu::DeviceType::Cpu {
+                DeviceClass::Cpu
+            } else {
+                DeviceClass::Gpu
+            },
+            memory_bytes: 0,
+            compute_units: 0,
+            max_group_size: limits.max_compute_invocations_per_workgroup,
+            subgroup_size: 1,
+            max_shared_bytes: limits.max_compute_workgroup_storage_size as u64,
+            max_buffer_bytes: limits
+                .max_storage_buffer_binding_size
+                .min(limits.max_buffer_size),
+            features: Features {
+                f64: features.contains(wgpu::Features::SHADER_F64),
+                subgroups: false,
+                atomics64: false,
+            },
+        };
+        let version = format!(
+            "wgpu 30 / {:?} / {} {} / {}",
+            a.backend, a.driver, a.driver_info, a.name
+        );
+        Ok(WgpuBackend {
+            shared: Arc::new(Shared {
+                device,
+                queue,
+                info,
+                limits,
+                features,
+            }),
+            version,
+        })
+    }
+}
+
+/// The size of a device buffer holding `bytes`: whole 8-byte units, at least 16 bytes, so any
+/// binding holds at least one element of every type kiln binds.
+fn alloc_size(bytes: usize) -> u64 {
+    (bytes.max(16) as u64).div_ceil(8) * 8
+}
+
+/// Bytes rounded up to whole 32-bit words, at least one (wgpu copies whole words).
+fn word_len(bytes: usize) -> u64 {
+    (bytes.max(4) as u64).div_ceil(4) * 4
+}
+
+impl Shared {
+    fn create_buffer(&self, bytes: usize) -> Result<wgpu::Buffer, BackendError> {
+        if bytes as u64 > self.info.max_buffer_bytes {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::Wgpu,
+                bytes: bytes as u64,
+                reason: format!(
+                    "{} binds at most {} bytes per storage buffer",
+                    self.info.name, self.info.max_buffer_bytes
+                ),
+            });
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: alloc_size(bytes),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::Wgpu,
+                bytes: bytes as u64,
+                reason: e.to_string(),
+            });
+        }
+        Ok(buf)
+    }
+
+    fn write(&self, buf: &wgpu::Buffer, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        if data.len().is_multiple_of(4) {
+            self.queue.write_buffer(buf, 0, data);
+        } else {
+            let mut words = data.to_vec();
+            words.resize(word_len(data.len()) as usize, 0);
+            self.queue.write_buffer(buf, 0, &words);
+        }
+    }
+
+    fn wait(&self) -> Result<(), BackendError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| BackendError::InvalidLaunch {
+                backend: BackendKind::Wgpu,
+                kernel: String::new(),
+                reason: format!("waiting for the device: {e}"),
+            })
+    }
+
+    /// Copies the first `outs[i].len()` bytes of each buffer to its host slice.
+    fn read_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
+        let copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let mut staging = Vec::new();
+        for (buf, host) in &copies {
+            let size = word_len(host.len());
+            let s = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.copy_buffer_to_buffer(buf, 0, &s, 0, size);
+            staging.push(s);
+        }
+        self.queue.submit([encoder.finish()]);
+        let results: Arc<Mutex<Vec<Result<(), wgpu::BufferAsyncError>>>> = Arc::default();
+        for s in &staging {
+            let r = results.clone();
+            s.slice(..).map_async(wgpu::MapMode::Read, move |res| {
+                r.lock().unwrap_or_else(|p| p.into_inner()).push(res)
+            });
+        }
+        self.wait()?;
+        let copy_err = |reason: String| BackendError::InvalidLaunch {
+            backend: BackendKind::Wgpu,
+            kernel: String::new(),
+            reason,
+        };
+        for r in results.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            r.clone()
+                .map_err(|e| copy_err(format!("mapping a read-back buffer: {e}")))?;
+        }
+        for (s, (_, host)) in staging.iter().zip(copies) {
+            let view = s
+                .get_mapped_range(..)
+                .map_err(|e| copy_err(format!("reading a mapped buffer: {e}")))?;
+            let n = host.len();
+            host.copy_from_slice(&view[..n]);
+            drop(view);
+            s.unmap();
+        }
+        Ok(())
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn compiler_version(&self) -> String {
+        self.version.clone()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        let buf = self.shared.create_buffer(bytes)?;
+        Ok(Arc::new(WgpuMemory { buf, bytes }))
+    }
+
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
+        let m = wgpu_memory(mem).map_err(copy_err)?;
+        if data.len() > m.bytes {
+            return Err(copy_err(format!(
+                "copy of {} bytes into device memory of {} bytes",
+                data.len(),
+                m.bytes
+            )));
+        }
+        if !data.len().is_multiple_of(4) && data.len() < m.bytes {
+            // The last partial word is written whole: keep the bytes after `data` in it.
+            let mut tail = vec![0u8; (word_len(data.len()) as usize).min(m.bytes)];
+            self.shared.read_back(vec![(&m.buf, &mut tail[..])])?;
+            tail[..data.len()].copy_from_slice(data);
+            self.shared.write(&m.buf, &tail);
+            return Ok(());
+        }
+        self.shared.write(&m.buf, data);
+        Ok(())
+    }
+
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
+        let m = wgpu_memory(mem).map_err(copy_err)?;
+        if out.len() > m.bytes {
+            return Err(copy_err(format!(
+                "copy of {} bytes out of device memory of {} bytes",
+                out.len(),
+                m.bytes
+            )));
+        }
+        self.shared.read_back(vec![(&m.buf, out)])
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        self.shared.wait()
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let shader = kiln_wgsl::write_kernel(kernel).map_err(|e| BackendError::Unsupported {
+            backend: BackendKind::Wgpu,
+            feature: e.to_string(),
+        })?;
+        let missing = [
+            (
+                shader.needs.f64,
+                wgpu::Features::SHADER_F64,
+                "f64 (SHADER_F64)",
+            ),
+            (
+                shader.needs.int64,
+                wgpu::Features::SHADER_INT64,
+                "64-bit integers (SHADER_INT64)",
+            ),
+        ];
+        if let Some((_, _, what)) = missing
+            .iter()
+            .find(|(need, f, _)| *need && !self.shared.features.contains(*f))
+        {
+            return Err(BackendError::Unsupported {
+                backend: BackendKind::Wgpu,
+                feature: format!(
+                    "{what} on {} (kernel `{}`)",
+                    self.shared.info.name, kernel.name
+                ),
+            });
+        }
+        let buffers = kernel
+            .params
+            .iter()
+            .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
+            .count() as u32;
+        if buffers + 1 > self.shared.limits.max_storage_buffers_per_shader_stage {
+            return Err(BackendError::Unsupported {
+                backend: BackendKind::Wgpu,
+                feature: format!(
+                    "{} buffers in one kernel (`{}`): {} binds {} storage buffers per shader, one of them kiln's argument buffer",
+                    buffers,
+                    kernel.name,
+                    self.shared.info.name,
+                    self.shared.limits.max_storage_buffers_per_shader_stage
+                ),
+            });
+        }
+        let device = &self.shared.device;
+        let compile_err = |log: String| BackendError::Compile {
+            backend: BackendKind::Wgpu,
+            kernel: kernel.name.clone(),
+            log,
+            source_text: shader.text.clone(),
+        };
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&kernel.name),
+            source: wgpu::ShaderSource::Wgsl(shader.text.as_str().into()),
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(compile_err(e.to_string()));
+        }
+        let storage = |read_only: bool| wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        };
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: storage(true),
+            count: None,
+        }];
+        for (p, slot) in kernel.params.iter().zip(&shader.params) {
+            if let (ParamKind::Buffer { access, .. }, ParamSlot::Buffer { binding, .. }) =
+                (&p.kind, slot)
+            {
+                entries.push(wgpu::BindGroupLayoutEntry {
+                    binding: *binding,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: storage(*access == Access::Read),
+                    count: None,
+                });
+            }
+        }
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: None,
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(compile_err(format!("creating the bind group layout: {e}")));
+        }
+        Ok(Arc::new(WgpuKernel {
+            kernel: Arc::new(kernel.clone()),
+            shader,
+            module,
+            layout,
+            pipeline_layout,
+            pipelines: Mutex::new(HashMap::new()),
+            shared: self.shared.clone(),
+        }))
+    }
+}
+
+fn copy_err(reason: impl std::fmt::Display) -> BackendError {
+    BackendError::InvalidLaunch {
+        backend: BackendKind::Wgpu,
+        kernel: String::new(),
+        reason: reason.to_string(),
+    }
+}
+
+struct WgpuKernel {
+    kernel: Arc<Kernel>,
+    shader: Shader,
+    module: wgpu::ShaderModule,
+    layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    /// Pipelines by group size followed by the dynamic shared lengths.
+    pipelines: Mutex<HashMap<Vec<u32>, wgpu::ComputePipeline>>,
+    shared: Arc<Shared>,
+}
+
+impl WgpuKernel {
+    fn invalid(&self, reason: String) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::Wgpu,
+            kernel: self.kernel.name.clone(),
+            reason,
+        }
+    }
+
+    fn pipeline(&self, key: Vec<u32>) -> Result<wgpu::ComputePipeline, BackendError> {
+        let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pipelines.get(&key) {
+            return Ok(p.clone());
+        }
+        let mut constants: Vec<(&str, f64)> = GROUP_SIZE_OVERRIDES
+            .iter()
+            .zip(&key)
+            .map(|(n, v)| (*n, *v as f64))
+            .collect();
+        for (name, v) in self.shader.shared_overrides.iter().zip(&key[3..]) {
+            constants.push((name.as_str(), (*v).max(1) as f64));
+        }
+        let device = &self.shared.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&self.kernel.name),
+            layout: Some(&self.pipeline_layout),
+            module: &self.module,
+            entry_point: Some(&self.shader.entry),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &constants,
+                ..Default::default()
+            },
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(BackendError::Compile {
+                backend: BackendKind::Wgpu,
+                kernel: self.kernel.name.clone(),
+                log: format!("creating the pipeline for group size {:?}: {e}", &key[..3]),
+                source_text: self.shader.text.clone(),
+            });
+        }
+        pipelines.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+impl CompiledKernel for WgpuKernel {
+    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
+        let k = &self.kernel;
+        let shared = &self.shared;
+        let limits = &shared.limits;
+        let shape = check_launch(BackendKind::Wgpu, k, grid, args, shared.info.max_group_size)?;
+        let dims = [
+            limits.max_compute_workgroup_size_x,
+            limits.max_compute_workgroup_size_y,
+            limits.max_compute_workgroup_size_z,
+        ];
+        if let Some(a) = (0..3).find(|&a| grid.group_size[a] > dims[a]) {
+            return Err(self.invalid(format!(
+                "group size {:?}: {} allows {} work items along axis {a}",
+                grid.group_size, shared.info.name, dims[a]
+            )));
+        }
+        let shared_bytes: u64 = k
+            .shared
+            .iter()
+            .zip(&shape.shared_lengths)
+            .map(|(s, &n)| {
+                let words: u64 = s
+                    .elem
+                    .flatten()
+                    .iter()
+                    .map(|(c, _)| if c.bits() == 64 { 8 } else { 4 })
+                    .sum();
+                n.max(1) as u64 * words
+            })
+            .sum();
+        if shared_bytes > shared.info.max_shared_bytes {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::Wgpu,
+                bytes: shared_bytes,
+                reason: format!(
+                    "{} has {} bytes of workgroup memory (kiln keeps one word per shared component)",
+                    shared.info.name, shared.info.max_shared_bytes
+                ),
+            });
+        }
+        if shape.groups == 0 {
+            return Ok(());
+        }
+        let per_dim = limits.max_compute_workgroups_per_dimension as u64;
+        let dispatch_x = shape.groups.min(per_dim);
+        let dispatch_y = shape.groups.div_ceil(dispatch_x);
+        if dispatch_y > per_dim {
+            return Err(self.invalid(format!(
+                "{} groups: {} dispatches at most {per_dim} x {per_dim}",
+                shape.groups, shared.info.name
+            )));
+        }
+        let mut key: Vec<u32> = grid.group_size.to_vec();
+        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
+            if s.len == SharedLen::Dynamic {
+                key.push(n);
+            }
+        }
+        let pipeline = self.pipeline(key)?;
+
+        let mut words = vec![0u32; self.shader.args_words.max(4) as usize];
+        words[..3].copy_from_slice(&grid.groups);
+        let mut host_buffers: Vec<Option<wgpu::Buffer>> = Vec::new();
+        for (i, ((p, a), slot)) in k
+            .params
+            .iter()
+            .zip(args.iter())
+            .zip(&self.shader.params)
+            .enumerate()
+        {
+            match (&p.kind, a, slot) {
+                (ParamKind::Buffer { .. }, a, ParamSlot::Buffer { len_word, .. }) => {
+                    words[*len_word as usize] = shape.buffer_lengths[i] as u32;
+                    host_buffers.push(match a {
+                        LaunchArg::Device(m) => {
+                            wgpu_memory(*m)
+                                .map_err(|e| self.invalid(format!("argument {i}: {e}")))?;
+                            None
+                        }
+                        LaunchArg::Read(b) => {
+                            let buf = shared.create_buffer(b.len())?;
+                            shared.write(&buf, b);
+                            Some(buf)
+                        }
+                        LaunchArg::ReadWrite(b) => {
+                            let buf = shared.create_buffer(b.len())?;
+                            shared.write(&buf, b);
+                            Some(buf)
+                        }
+                        _ => Some(shared.create_buffer(a.byte_len())?),
+                    });
+                }
+                (ParamKind::Value(t), LaunchArg::Value(bytes), ParamSlot::Value { first_word }) => {
+                    let mut w = *first_word as usize;
+                    for (s, off) in t.flatten() {
+                        let b = &bytes[off as usize..(off + s.size()) as usize];
+                        let mut raw = [0u8; 8];
+                        raw[..b.len()].copy_from_slice(b);
+                        let v = u64::from_le_bytes(raw);
+                        let v = if s.is_signed() && s.bits() < 32 {
+                            let shift = 64 - s.bits();
+                            (((v << shift) as i64) >> shift) as u64
+                        } else {
+                            v
+                        };
+                        words[w] = v as u32;
+                        w += 1;
+                        if s.bits() == 64 {
+                            words[w] = (v >> 32) as u32;
+                            w += 1;
+                        }
+                    }
+                    host_buffers.push(None);
+                }
+                _ => {
+                    return Err(self.invalid(format!(
+                        "argument {i} does not match parameter `{}`",
+                        p.name
+                    )))
+                }
+            }
+        }
+        let args_bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let args_buf = shared
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("kiln_args"),
+                contents: &args_bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: args_buf.as_entire_binding(),
+        }];
+        for ((a, slot), host) in args.iter().zip(&self.shader.params).zip(&host_buffers) {
+            if let ParamSlot::Buffer { binding, .. } = slot {
+                let buf = match (a, host) {
+                    (_, Some(b)) => b,
+                    (LaunchArg::Device(m), None) => {
+                        &wgpu_memory(*m)
+                            .map_err(|e| self.invalid(e.to_string()))?
+                            .buf
+                    }
+                    _ => return Err(self.invalid("a buffer argument has no buffer".into())),
+                };
+                entries.push(wgpu::BindGroupEntry {
+                    binding: *binding,
+                    resource: buf.as_entire_binding(),
+                });
+            }
+        }
+        let device = &shared.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.layout,
+            entries: &entries,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(dispatch_x as u32, dispatch_y as u32, 1);
+        }
+        shared.queue.submit([encoder.finish()]);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(self.invalid(format!("wgpu rejected the dispatch: {e}")));
+        }
+        let mut copies: Vec<(&wgpu::Buffer, &mut [u8])> = Vec::new();
+        for (a, host) in args.iter_mut().zip(&host_buffers) {
+            let Some(buf) = host else { continue };
+            let out: &mut [u8] = match a {
+                LaunchArg::ReadWrite(b) => b,
+                LaunchArg::Write(b) => {
+                    for x in b.iter_mut() {
+                        x.write(0);
+                    }
+                    // SAFETY: every byte was just initialized.
+                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, b.len()) }
+                }
+                _ => continue,
+            };
+            copies.push((buf, out));
+        }
+        shared.read_back(copies)
+    }
+}
+
+struct WgpuMemory {
+    buf: wgpu::Buffer,
+    bytes: usize,
+}
+
+impl DeviceMemory for WgpuMemory {
+    fn byte_len(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+fn wgpu_memory(mem: &dyn DeviceMemory) -> Result<&WgpuMemory, &'static str> {
+    mem.as_any()
+        .downcast_ref::<WgpuMemory>()
+        .ok_or("device memory of another backend")
+}
