@@ -98,6 +98,30 @@ fn emit_gives_the_source_of_every_target() {
         cu.contains("extern \"C\" __global__ void query_map(") && cu.contains("sqrtf("),
         "{cu}"
     );
+    let wgsl = q.emit(kiln::Target::Wgsl).unwrap();
+    assert!(
+        wgsl.contains("fn query_map(") && wgsl.contains("sqrt("),
+        "{wgsl}"
+    );
+    let msl = q.emit(kiln::Target::Msl).unwrap();
+    assert!(
+        msl.contains("kernel void query_map(") && msl.contains("metal::sqrt("),
+        "{msl}"
+    );
+    let hlsl = q.emit(kiln::Target::Hlsl).unwrap();
+    assert!(
+        hlsl.contains("[numthreads(64, 1, 1)]") && hlsl.contains("sqrt("),
+        "{hlsl}"
+    );
+    let glsl = q.emit(kiln::Target::Glsl).unwrap();
+    assert!(
+        glsl.contains("#version 430") && glsl.contains("local_size_x = 64"),
+        "{glsl}"
+    );
+    let spirv = q.emit(kiln::Target::SpirV).unwrap();
+    assert!(spirv.starts_with("; SPIR-V, "), "{spirv}");
+    let words = kiln::emit_spirv(&scale_kernel()).unwrap();
+    assert_eq!(words[0], 0x0723_0203, "the SPIR-V magic number");
     let mut bad = scale_kernel();
     bad.body.block.0.push(kiln::ir::Stmt::Break);
     assert!(matches!(
@@ -133,6 +157,7 @@ fn kiln_log_kernels_prints_each_source_once() {
         for ctx in [
             Context::with_backend(BackendKind::Cpu).ok(),
             Context::with_backend(BackendKind::OpenCl).ok(),
+            Context::with_backend(BackendKind::Wgpu).ok(),
         ]
         .into_iter()
         .flatten()
@@ -167,19 +192,27 @@ fn kiln_log_kernels_prints_each_source_once() {
     if Context::with_backend(BackendKind::OpenCl).is_ok() {
         assert_eq!(err.matches("__kernel void query_map(").count(), 1, "{err}");
     }
+    if Context::with_backend(BackendKind::Wgpu).is_ok() {
+        assert_eq!(err.matches("\nfn query_map(").count(), 1, "{err}");
+    }
 }
 
 #[test]
 fn an_allocation_larger_than_the_device_allows_is_a_typed_error() {
-    let Ok(ctx) = Context::with_backend(BackendKind::OpenCl) else {
-        assert!(
-            !std::env::var("KILN_REQUIRE")
-                .unwrap_or_default()
-                .contains("opencl"),
-            "OpenCL is required"
-        );
-        return;
-    };
+    for kind in [BackendKind::OpenCl, BackendKind::Wgpu] {
+        match Context::with_backend(kind) {
+            Ok(ctx) => allocation_too_large(&ctx, kind),
+            Err(e) => assert!(
+                !std::env::var("KILN_REQUIRE")
+                    .unwrap_or_default()
+                    .contains(kind.name()),
+                "{kind} is required: {e}"
+            ),
+        }
+    }
+}
+
+fn allocation_too_large(ctx: &Context, kind: BackendKind) {
     let max = ctx.device().max_buffer_bytes;
     let k = scale_kernel();
     let n = (max / 4) as usize + 1024;
@@ -196,10 +229,10 @@ fn an_allocation_larger_than_the_device_allows_is_a_typed_error() {
     );
     match r {
         Err(kiln::Error::Backend(kiln::BackendError::OutOfMemory {
-            backend: BackendKind::OpenCl,
+            backend,
             bytes,
             reason,
-        })) => {
+        })) if backend == kind => {
             assert_eq!(bytes, (n * 4) as u64);
             assert!(reason.contains("allows"), "{reason}");
         }

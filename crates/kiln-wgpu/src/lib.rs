@@ -54,10 +54,47 @@ fn rank(t: wgpu::DeviceType) -> u32 {
     }
 }
 
+/// Which optional adapter features the backend may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgpuOptions {
+    /// Request SHADER_F64 when the adapter has it.
+    pub f64: bool,
+    /// Request SHADER_INT64 when the adapter has it.
+    pub int64: bool,
+}
+
+impl Default for WgpuOptions {
+    /// Everything the adapter offers.
+    fn default() -> Self {
+        WgpuOptions {
+            f64: true,
+            int64: true,
+        }
+    }
+}
+
+impl WgpuOptions {
+    /// Only what every WebGPU implementation has: kernels that need more are refused with a
+    /// typed error, as they would be on the web.
+    pub fn portable() -> WgpuOptions {
+        WgpuOptions {
+            f64: false,
+            int64: false,
+        }
+    }
+}
+
 impl WgpuBackend {
-    /// Opens the best adapter wgpu finds (`WGPU_BACKEND` restricts which APIs it tries).
-    /// Returns `Unavailable` when there is none or its device cannot be created.
+    /// Opens the best adapter wgpu finds (`WGPU_BACKEND` restricts which APIs it tries) with
+    /// every optional feature it offers. Returns `Unavailable` when there is none or its device
+    /// cannot be created.
     pub fn new() -> Result<WgpuBackend, BackendError> {
+        WgpuBackend::with_options(WgpuOptions::default())
+    }
+
+    /// Opens the best adapter, requesting only the optional features `options` allows.
+    /// Fails like [`WgpuBackend::new`].
+    pub fn with_options(options: WgpuOptions) -> Result<WgpuBackend, BackendError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
@@ -67,7 +104,13 @@ impl WgpuBackend {
             .next()
             .ok_or_else(|| unavailable("no adapter found"))?;
         let a = adapter.get_info();
-        let wanted = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
+        let mut wanted = wgpu::Features::empty();
+        if options.f64 {
+            wanted |= wgpu::Features::SHADER_F64;
+        }
+        if options.int64 {
+            wanted |= wgpu::Features::SHADER_INT64;
+        }
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -137,7 +180,7 @@ impl Shared {
                 backend: BackendKind::Wgpu,
                 bytes: bytes as u64,
                 reason: format!(
-                    "{} binds at most {} bytes per storage buffer",
+                    "{} allows {} bytes per storage buffer binding",
                     self.info.name, self.info.max_buffer_bytes
                 ),
             });
