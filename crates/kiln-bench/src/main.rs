@@ -108,6 +108,15 @@ fn main() -> Result<(), Error> {
         };
         let backend = kind.to_string();
         println!("device: {} ({backend})", ctx.device().name);
+        let bytes = (n * std::mem::size_of::<f32>()) as u64;
+        if bytes > ctx.device().max_buffer_bytes {
+            println!(
+                "skipping {kind} at n = {n}: one buffer of {bytes} bytes exceeds its limit of {} (try --log2 {})",
+                ctx.device().max_buffer_bytes,
+                (ctx.device().max_buffer_bytes / 4).max(1).ilog2()
+            );
+            continue;
+        }
         let row = |case, kiln_ms, baseline, baseline_ms| Row {
             case,
             backend: backend.clone(),
