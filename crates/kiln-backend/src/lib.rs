@@ -127,6 +127,16 @@ pub trait DeviceMemory: Send + Sync {
     fn as_any(&self) -> &dyn std::any::Any;
 }
 
+/// `mem` as the device memory type `M` of one backend; an error saying so for another
+/// backend's memory.
+pub fn downcast_memory<M: DeviceMemory + 'static>(
+    mem: &dyn DeviceMemory,
+) -> Result<&M, &'static str> {
+    mem.as_any()
+        .downcast_ref::<M>()
+        .ok_or("device memory of another backend")
+}
+
 /// One launch argument, matching the kernel's parameter of the same position.
 pub enum LaunchArg<'a> {
     /// Device memory of the launching backend, used in place (any access).
@@ -167,6 +177,22 @@ impl<'a> LaunchArg<'a> {
             std::slice::from_raw_parts(&v as *const T as *const u8, std::mem::size_of::<T>())
         };
         LaunchArg::Value(bytes.to_vec())
+    }
+
+    /// The host bytes a launch writes its results into: a `ReadWrite` slice as it is, a
+    /// `Write` slice after filling it with zeros (so it is initialized); `None` for the others.
+    pub fn host_output(&mut self) -> Option<&mut [u8]> {
+        match self {
+            LaunchArg::ReadWrite(b) => Some(b),
+            LaunchArg::Write(b) => {
+                for x in b.iter_mut() {
+                    x.write(0);
+                }
+                // SAFETY: every byte was just initialized.
+                Some(unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, b.len()) })
+            }
+            _ => None,
+        }
     }
 
     /// Length in bytes.

@@ -61,6 +61,12 @@ impl std::fmt::Display for WriteError {
 
 impl std::error::Error for WriteError {}
 
+impl From<String> for WriteError {
+    fn from(message: String) -> WriteError {
+        WriteError(message)
+    }
+}
+
 type W<T> = Result<T, WriteError>;
 
 fn err<T>(m: impl Into<String>) -> W<T> {
@@ -290,7 +296,7 @@ impl Writer {
             }
         }
         let mut text = String::new();
-        let cx = Cx::new(k, &k.params, &k.body, true)?;
+        let cx = Cx::of_kernel(k)?;
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
         self.shared_decls(k, &mut inner)?;
@@ -398,9 +404,9 @@ impl Writer {
                     let comps = e.flatten().len();
                     for (c, (s, _)) in e.flatten().into_iter().enumerate() {
                         let name = if comps == 1 {
-                            local_name(cx, i)
+                            cx.local_name(i)
                         } else {
-                            format!("{}_{c}", local_name(cx, i))
+                            format!("{}_{c}", cx.local_name(i))
                         };
                         let _ = writeln!(out, "  {} {name}[{}] = {{0}};", self.t(s), (*n).max(1));
                     }
@@ -412,7 +418,7 @@ impl Writer {
                             out,
                             "  {} {} = {};",
                             self.t(s),
-                            comp_name(&local_name(cx, i), c, t),
+                            comp_name(&cx.local_name(i), c, t),
                             self.lit(ScalarValue::zero(s))
                         );
                     }
@@ -423,7 +429,7 @@ impl Writer {
     }
 
     fn function(&mut self, k: &Kernel, fi: usize, f: &Function, out: &mut String) -> W<()> {
-        let cx = Cx::new(k, &f.params, &f.body, false)?;
+        let cx = Cx::of_function(k, f)?;
         let result = f
             .result
             .as_ref()
@@ -528,7 +534,7 @@ impl Writer {
                     .map(|c| {
                         format!(
                             "{} = {};",
-                            comp_name(&local_name(cx, local.0 as usize), c, &ty),
+                            comp_name(&cx.local_name(local.0 as usize), c, &ty),
                             tname(*value, c, &ty)
                         )
                     })
@@ -544,7 +550,7 @@ impl Writer {
                     return err("not an array local");
                 };
                 let comps = e.flatten().len();
-                let name = local_name(cx, local.0 as usize);
+                let name = cx.local_name(local.0 as usize);
                 let parts: Vec<String> = (0..comps)
                     .map(|c| {
                         let arr = if comps == 1 {
@@ -571,7 +577,7 @@ impl Writer {
                 index,
                 value,
             } => {
-                let (name, elem) = mem_info(cx.k, *memory)?;
+                let (name, elem) = mem_info(cx.kernel, *memory)?;
                 let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
                 let mut parts = Vec::new();
                 for (c, (sc, off)) in elem.flatten().into_iter().enumerate() {
@@ -634,7 +640,7 @@ impl Writer {
                 if flat.len() == 1 {
                     let _ = writeln!(out, "{pad}return {};", tname(*h, 0, &ty));
                 } else {
-                    let fname = cx.fn_name();
+                    let fname = cx.function_name();
                     let parts: Vec<String> = (0..flat.len()).map(|c| tname(*h, c, &ty)).collect();
                     let _ = writeln!(
                         out,
@@ -706,14 +712,14 @@ impl Writer {
                     .iter()
                     .enumerate()
                     .map(|(c, (s, _))| {
-                        let name = if !cx.is_kernel {
+                        let name = if !cx.is_kernel() {
                             comp_name(&p.name, c, &ty)
                         } else if flat.len() == 1 {
                             p.name.clone()
                         } else {
                             format!("{}_{c}", p.name)
                         };
-                        if *s == ScalarType::Bool && cx.is_kernel {
+                        if *s == ScalarType::Bool && cx.is_kernel() {
                             format!("({name} != 0)")
                         } else {
                             name
@@ -727,7 +733,7 @@ impl Writer {
                 })
             }
             Expr::LocalGet(l) => {
-                let name = local_name(cx, l.0 as usize);
+                let name = cx.local_name(l.0 as usize);
                 Ok(Vals {
                     comps: (0..ty.flatten().len())
                         .map(|c| comp_name(&name, c, &ty))
@@ -740,7 +746,7 @@ impl Writer {
                 let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
                     return err("not an array local");
                 };
-                let name = local_name(cx, local.0 as usize);
+                let name = cx.local_name(local.0 as usize);
                 let comps = e.flatten().len();
                 let i = tname(*index, 0, &u32t);
                 let vals = e
@@ -766,7 +772,7 @@ impl Writer {
                 })
             }
             Expr::Load { memory, index } => {
-                let (name, elem) = mem_info(cx.k, *memory)?;
+                let (name, elem) = mem_info(cx.kernel, *memory)?;
                 let i = tname(*index, 0, &u32t);
                 let vals = elem
                     .flatten()
@@ -790,7 +796,7 @@ impl Writer {
                     fn_name: String::new(),
                 })
             }
-            Expr::Len(m) => one(format!("{}_len", mem_info(cx.k, *m)?.0)),
+            Expr::Len(m) => one(format!("{}_len", mem_info(cx.kernel, *m)?.0)),
             Expr::Binary { op, lhs, rhs } => {
                 let lt = cx.ty(*lhs)?;
                 let s = lt
@@ -931,7 +937,7 @@ impl Writer {
                 value,
                 compare,
             } => {
-                let (name, elem) = mem_info(cx.k, *memory)?;
+                let (name, elem) = mem_info(cx.kernel, *memory)?;
                 let s = elem
                     .as_scalar()
                     .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
@@ -954,7 +960,7 @@ impl Writer {
                 one(self.subgroup(*op, s, &x, l.as_deref()))
             }
             Expr::Call { function, args } => {
-                let f = &cx.k.functions[function.0 as usize];
+                let f = &cx.kernel.functions[function.0 as usize];
                 let mut flat_args = Vec::new();
                 for a in args {
                     let at = cx.ty(*a)?;
@@ -1425,46 +1431,8 @@ struct Vals {
     fn_name: String,
 }
 
-struct Cx<'a> {
-    k: &'a Kernel,
-    params: &'a [Param],
-    body: &'a Body,
-    is_kernel: bool,
-    types: Vec<Type>,
-}
-
-impl<'a> Cx<'a> {
-    fn new(k: &'a Kernel, params: &'a [Param], body: &'a Body, is_kernel: bool) -> W<Cx<'a>> {
-        let types = expr_types(k, params, body).map_err(WriteError)?;
-        Ok(Cx {
-            k,
-            params,
-            body,
-            is_kernel,
-            types,
-        })
-    }
-
-    fn ty(&self, h: Handle) -> W<Type> {
-        self.types
-            .get(h.index())
-            .cloned()
-            .ok_or_else(|| WriteError(format!("no expression %{}", h.0)))
-    }
-
-    fn fn_name(&self) -> String {
-        self.k
-            .functions
-            .iter()
-            .find(|f| std::ptr::eq(&f.body, self.body))
-            .map(|f| f.name.clone())
-            .unwrap_or_default()
-    }
-}
-
-fn local_name(cx: &Cx, i: usize) -> String {
-    format!("{}_{i}", cx.body.locals[i].name)
-}
+/// The typed body a writer walks.
+type Cx<'a> = TypedBody<'a>;
 
 /// Names a C dialect or the writer itself gives a meaning to: keywords, types, qualifiers,
 /// and builtin functions of OpenCL C and CUDA.

@@ -237,13 +237,12 @@ impl DeviceMemory for HostMemory {
 
 /// The address of CPU device memory, or `InvalidLaunch` for another backend's memory.
 fn host_memory(mem: &dyn DeviceMemory) -> Result<u64, BackendError> {
-    mem.as_any()
-        .downcast_ref::<HostMemory>()
+    downcast_memory::<HostMemory>(mem)
         .map(|m| m.words.as_ptr() as u64)
-        .ok_or_else(|| BackendError::InvalidLaunch {
+        .map_err(|reason| BackendError::InvalidLaunch {
             backend: BackendKind::Cpu,
             kernel: String::new(),
-            reason: "device memory of another backend".into(),
+            reason: reason.into(),
         })
 }
 

@@ -66,4 +66,4 @@ pub use hash::{kernel_hash, KernelHash};
 pub use ir::*;
 pub use print::print_kernel;
 pub use types::*;
-pub use validate::{expr_types, is_identifier, operands, validate, IrError};
+pub use validate::{expr_types, is_identifier, operands, validate, IrError, TypedBody};

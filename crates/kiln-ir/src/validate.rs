@@ -128,6 +128,76 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
         .map_err(|(loc, msg)| err(None, loc, msg))
 }
 
+/// A kernel's or device function's body with the type of each of its expressions: what a
+/// source writer walks.
+pub struct TypedBody<'a> {
+    /// The kernel the body belongs to.
+    pub kernel: &'a Kernel,
+    /// The parameters the body's `Param` expressions refer to.
+    pub params: &'a [Param],
+    /// The body.
+    pub body: &'a Body,
+    types: Vec<Type>,
+}
+
+impl<'a> TypedBody<'a> {
+    /// The kernel's own body. Fails like [`expr_types`].
+    pub fn of_kernel(kernel: &'a Kernel) -> Result<TypedBody<'a>, String> {
+        TypedBody::new(kernel, &kernel.params, &kernel.body)
+    }
+
+    /// The body of `function`, one of `kernel`'s device functions. Fails like [`expr_types`].
+    pub fn of_function(
+        kernel: &'a Kernel,
+        function: &'a Function,
+    ) -> Result<TypedBody<'a>, String> {
+        TypedBody::new(kernel, &function.params, &function.body)
+    }
+
+    fn new(
+        kernel: &'a Kernel,
+        params: &'a [Param],
+        body: &'a Body,
+    ) -> Result<TypedBody<'a>, String> {
+        let types = expr_types(kernel, params, body)?;
+        Ok(TypedBody {
+            kernel,
+            params,
+            body,
+            types,
+        })
+    }
+
+    /// The type of expression `h`; an error naming it when the body has no such expression.
+    pub fn ty(&self, h: Handle) -> Result<Type, String> {
+        self.types
+            .get(h.index())
+            .cloned()
+            .ok_or_else(|| format!("no expression %{}", h.0))
+    }
+
+    /// Whether this is the kernel's own body (not a device function's).
+    pub fn is_kernel(&self) -> bool {
+        std::ptr::eq(self.body, &self.kernel.body)
+    }
+
+    /// The name of the device function this body belongs to; empty for the kernel's body.
+    pub fn function_name(&self) -> String {
+        self.kernel
+            .functions
+            .iter()
+            .find(|f| std::ptr::eq(&f.body, self.body))
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// The name writers give local `i`: its declared name and its index, so locals that share
+    /// a name stay apart.
+    pub fn local_name(&self, i: usize) -> String {
+        format!("{}_{i}", self.body.locals[i].name)
+    }
+}
+
 /// Computes the type of every expression of a body (in arena order). Fails like `validate`.
 pub fn expr_types(kernel: &Kernel, params: &[Param], body: &Body) -> Result<Vec<Type>, String> {
     let cx = Checker {

@@ -471,16 +471,8 @@ impl CompiledKernel for OpenClKernel {
         }
         for (a, buf) in args.iter_mut().zip(&buffers) {
             let Some(buf) = buf else { continue };
-            let host: &mut [u8] = match a {
-                LaunchArg::ReadWrite(b) => b,
-                LaunchArg::Write(b) => {
-                    for x in b.iter_mut() {
-                        x.write(0);
-                    }
-                    // SAFETY: every byte was just initialized.
-                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, b.len()) }
-                }
-                _ => continue,
+            let Some(host) = a.host_output() else {
+                continue;
             };
             if !host.is_empty() {
                 // SAFETY: non-blocking read into a live host slice; `finish` below waits for it.
@@ -519,7 +511,5 @@ impl DeviceMemory for ClMemory {
 }
 
 fn cl_memory(mem: &dyn DeviceMemory) -> Result<&ClMemory, &'static str> {
-    mem.as_any()
-        .downcast_ref::<ClMemory>()
-        .ok_or("device memory of another backend")
+    downcast_memory(mem)
 }

@@ -680,17 +680,7 @@ impl CompiledKernel for WgpuKernel {
         let mut copies: Vec<(&wgpu::Buffer, &mut [u8])> = Vec::new();
         for (a, host) in args.iter_mut().zip(&host_buffers) {
             let Some(buf) = host else { continue };
-            let out: &mut [u8] = match a {
-                LaunchArg::ReadWrite(b) => b,
-                LaunchArg::Write(b) => {
-                    for x in b.iter_mut() {
-                        x.write(0);
-                    }
-                    // SAFETY: every byte was just initialized.
-                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut u8, b.len()) }
-                }
-                _ => continue,
-            };
+            let Some(out) = a.host_output() else { continue };
             copies.push((buf, out));
         }
         shared.read_back(copies)
@@ -712,7 +702,5 @@ impl DeviceMemory for WgpuMemory {
 }
 
 fn wgpu_memory(mem: &dyn DeviceMemory) -> Result<&WgpuMemory, &'static str> {
-    mem.as_any()
-        .downcast_ref::<WgpuMemory>()
-        .ok_or("device memory of another backend")
+    downcast_memory(mem)
 }

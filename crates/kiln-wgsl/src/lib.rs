@@ -93,6 +93,12 @@ impl std::fmt::Display for WriteError {
 
 impl std::error::Error for WriteError {}
 
+impl From<String> for WriteError {
+    fn from(message: String) -> WriteError {
+        WriteError(message)
+    }
+}
+
 type W<T> = Result<T, WriteError>;
 
 fn err<T>(m: impl Into<String>) -> W<T> {
@@ -479,7 +485,7 @@ impl Writer {
         for (fi, f) in k.functions.iter().enumerate() {
             self.function(k, fi, f, &mut functions)?;
         }
-        let cx = Cx::new(k, &k.params, &k.body)?;
+        let cx = Cx::of_kernel(k)?;
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
         self.block(&cx, &k.body.block, &mut inner, 1)?;
@@ -522,7 +528,7 @@ impl Writer {
 
     fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
         for (i, l) in cx.body.locals.iter().enumerate() {
-            let name = local_name(cx, i);
+            let name = cx.local_name(i);
             match &l.ty {
                 Type::Array(e, n) => {
                     self.note_type(e);
@@ -556,7 +562,7 @@ impl Writer {
     }
 
     fn function(&mut self, k: &Kernel, fi: usize, f: &Function, out: &mut String) -> W<()> {
-        let cx = Cx::new(k, &f.params, &f.body)?;
+        let cx = Cx::of_function(k, f)?;
         let result = f
             .result
             .as_ref()
@@ -656,7 +662,7 @@ impl Writer {
                     .map(|c| {
                         format!(
                             "{} = {};",
-                            comp_name(&local_name(cx, local.0 as usize), c, n),
+                            comp_name(&cx.local_name(local.0 as usize), c, n),
                             tname(*value, c, &ty)
                         )
                     })
@@ -672,7 +678,7 @@ impl Writer {
                     return err("not an array local");
                 };
                 let comps = e.flatten().len();
-                let name = local_name(cx, local.0 as usize);
+                let name = cx.local_name(local.0 as usize);
                 let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
                 let parts: Vec<String> = (0..comps)
                     .map(|c| {
@@ -746,7 +752,7 @@ impl Writer {
                     let _ = writeln!(
                         out,
                         "{pad}return kiln_ret_{}({});",
-                        cx.fn_name(),
+                        cx.function_name(),
                         parts.join(", ")
                     );
                 }
@@ -943,14 +949,14 @@ impl Writer {
                 ))
             }
             Expr::LocalGet(l) => {
-                let name = local_name(cx, l.0 as usize);
+                let name = cx.local_name(l.0 as usize);
                 Ok(Vals::new((0..n).map(|c| comp_name(&name, c, n)).collect()))
             }
             Expr::LocalIndex { local, index } => {
                 let Type::Array(e, len) = &cx.body.locals[local.0 as usize].ty else {
                     return err("not an array local");
                 };
-                let name = local_name(cx, local.0 as usize);
+                let name = cx.local_name(local.0 as usize);
                 let i = tname(*index, 0, &u32t);
                 let flat = e.flatten();
                 Ok(Vals::new(
@@ -1089,7 +1095,7 @@ impl Writer {
                 }))
             }
             Expr::Call { function, args } => {
-                let f = &cx.k.functions[function.0 as usize];
+                let f = &cx.kernel.functions[function.0 as usize];
                 let mut flat_args = Vec::new();
                 for a in args {
                     let at = cx.ty(*a)?;
@@ -1493,44 +1499,8 @@ impl Vals {
     }
 }
 
-struct Cx<'a> {
-    k: &'a Kernel,
-    params: &'a [Param],
-    body: &'a Body,
-    types: Vec<Type>,
-}
-
-impl<'a> Cx<'a> {
-    fn new(k: &'a Kernel, params: &'a [Param], body: &'a Body) -> W<Cx<'a>> {
-        let types = expr_types(k, params, body).map_err(WriteError)?;
-        Ok(Cx {
-            k,
-            params,
-            body,
-            types,
-        })
-    }
-
-    fn ty(&self, h: Handle) -> W<Type> {
-        self.types
-            .get(h.index())
-            .cloned()
-            .ok_or_else(|| WriteError(format!("no expression %{}", h.0)))
-    }
-
-    fn fn_name(&self) -> String {
-        self.k
-            .functions
-            .iter()
-            .find(|f| std::ptr::eq(&f.body, self.body))
-            .map(|f| f.name.clone())
-            .unwrap_or_default()
-    }
-}
-
-fn local_name(cx: &Cx, i: usize) -> String {
-    format!("{}_{i}", cx.body.locals[i].name)
-}
+/// The typed body a writer walks.
+type Cx<'a> = TypedBody<'a>;
 
 fn comp_name(base: &str, c: usize, n: usize) -> String {
     if n == 1 {
