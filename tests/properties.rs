@@ -267,14 +267,22 @@ fn build(e: &E, t: ScalarType, a: &AnyVal, b: &AnyVal) -> AnyVal {
 /// arithmetic sees neither (lavapipe simplifies `(x - trunc(x)) - x` to `-trunc(x)`, which is
 /// wrong for infinite x), so on wgpu float trees are compared on finite values only.
 fn has_non_finite_literal(e: &E) -> bool {
-    match e {
-        E::A | E::B => false,
-        E::Lit(bits) => !f32::from_bits(*bits as u32).is_finite(),
-        E::Math(_, xs) => xs.iter().any(has_non_finite_literal),
-        E::Bin(_, x, y) => has_non_finite_literal(x) || has_non_finite_literal(y),
-        E::Un(_, x) | E::CastVia(_, x) => has_non_finite_literal(x),
-        E::Select(_, p, q, x, y) => [p, q, x, y].iter().any(|e| has_non_finite_literal(e)),
-    }
+    any_node(
+        e,
+        &|n| matches!(n, E::Lit(bits) if !f32::from_bits(*bits as u32).is_finite()),
+    )
+}
+
+/// Whether `pred` holds for `e` or any node below it.
+fn any_node(e: &E, pred: &dyn Fn(&E) -> bool) -> bool {
+    pred(e)
+        || match e {
+            E::A | E::B | E::Lit(_) => false,
+            E::Math(_, xs) => xs.iter().any(|x| any_node(x, pred)),
+            E::Bin(_, x, y) => any_node(x, pred) || any_node(y, pred),
+            E::Un(_, x) | E::CastVia(_, x) => any_node(x, pred),
+            E::Select(_, p, q, x, y) => [p, q, x, y].iter().any(|x| any_node(x, pred)),
+        }
 }
 
 /// The documented float bound on wgpu, in ulps from the CPU's result.
@@ -295,14 +303,7 @@ fn ulps(a: f32, b: f32) -> u64 {
 /// Whether a tree uses `fma`, which wgpu leaves to the driver (Vulkan allows it to round
 /// twice, and lavapipe does), so its float results are not compared there.
 fn has_fma(e: &E) -> bool {
-    match e {
-        E::A | E::B | E::Lit(_) => false,
-        E::Math(MathFn::Fma, _) => true,
-        E::Math(_, xs) => xs.iter().any(has_fma),
-        E::Bin(_, x, y) => has_fma(x) || has_fma(y),
-        E::Un(_, x) | E::CastVia(_, x) => has_fma(x),
-        E::Select(_, p, q, x, y) => [p, q, x, y].iter().any(|e| has_fma(e)),
-    }
+    any_node(e, &|n| matches!(n, E::Math(MathFn::Fma, _)))
 }
 
 fn inputs(t: ScalarType) -> (Vec<u32>, Vec<u32>) {
