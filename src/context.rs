@@ -126,18 +126,13 @@ fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
         BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
         BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::new()?)),
         BackendKind::Wgpu => Ok(Arc::new(kiln_wgpu::WgpuBackend::new()?)),
-        other => Err(Error::Backend(BackendError::Unavailable {
-            backend: other,
-            library: format!("the kiln {other} backend"),
-            reason: "this build of kiln includes the cpu, opencl and wgpu backends only".into(),
-        })),
+        BackendKind::Cuda => Ok(Arc::new(kiln_cuda::CudaBackend::new()?)),
     }
 }
 
 impl Context {
     /// Opens the backend `KILN_BACKEND` names (`cpu|cuda|opencl|wgpu`), or else the best device
-    /// present: a GPU (CUDA, then wgpu, then OpenCL, as those backends exist in this build),
-    /// otherwise the CPU backend. Fails if the named backend is unknown or unavailable; a named
+    /// present: a GPU (CUDA, then wgpu, then OpenCL), otherwise the CPU backend. Fails if the named backend is unknown or unavailable; a named
     /// backend never falls back to another.
     pub fn new() -> Result<Context> {
         match std::env::var("KILN_BACKEND") {

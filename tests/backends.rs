@@ -254,3 +254,68 @@ fn allocation_too_large(ctx: &Context, kind: BackendKind) {
         "the context keeps working after the error"
     );
 }
+
+#[test]
+fn nvrtc_compiles_kernels_to_cubins_and_returns_the_log_of_rejected_source() {
+    let source = match kiln_cuda::write_cuda(&scale_kernel()) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    };
+    if let Err(e) = kiln_cuda::nvrtc_available() {
+        let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
+        assert!(!required.contains("nvrtc"), "NVRTC required but {e}");
+        return;
+    }
+    let cubin = kiln_cuda::compile_cubin("scale", &source.text, "sm_90").unwrap();
+    assert_eq!(&cubin[..4], b"\x7fELF", "a cubin is an ELF image");
+    let broken = source
+        .text
+        .replace("extern \"C\"", "extern \"C\" not_a_type");
+    match kiln_cuda::compile_cubin("scale", &broken, "sm_90") {
+        Err(kiln::BackendError::Compile {
+            backend,
+            kernel,
+            log,
+            source_text,
+        }) => {
+            assert_eq!(backend, BackendKind::Cuda);
+            assert_eq!(kernel, "scale");
+            assert!(log.contains("not_a_type"), "the log names the error: {log}");
+            assert_eq!(source_text, broken);
+        }
+        other => panic!("NVRTC accepted broken source: {:?}", other.map(|c| c.len())),
+    }
+}
+
+#[test]
+fn the_cuda_backend_opens_on_a_gpu_or_names_the_missing_library() {
+    match Context::with_backend(BackendKind::Cuda) {
+        Ok(ctx) => {
+            let d = ctx.device();
+            assert_eq!(d.backend, BackendKind::Cuda);
+            assert_eq!(d.class, kiln::DeviceClass::Gpu);
+            assert!(d.subgroup_size == 32 && d.memory_bytes > 0, "{d:?}");
+            let xs: Vec<f32> = (0..10_000).map(|i| i as f32 * 0.5).collect();
+            let got = ctx.from(&xs).map(|x| x * 2.0 + 1.0).to_vec().unwrap();
+            let want: Vec<f32> = xs.iter().map(|x| x * 2.0 + 1.0).collect();
+            assert_eq!(got, want);
+        }
+        Err(kiln::Error::Backend(kiln::BackendError::Unavailable {
+            backend, library, ..
+        })) => {
+            assert_eq!(backend, BackendKind::Cuda);
+            assert!(
+                library == kiln_cuda::DRIVER_LIBRARY || library == kiln_cuda::NVRTC_LIBRARY,
+                "{library}"
+            );
+            let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|r| r.trim() == "cuda"),
+                "KILN_REQUIRE names cuda but {library} is missing"
+            );
+            let cpu = Context::with_backend(BackendKind::Cpu).unwrap();
+            assert_eq!(cpu.from(&[1i32, 2, 3]).sum().unwrap(), 6);
+        }
+        Err(e) => panic!("{e}"),
+    }
+}

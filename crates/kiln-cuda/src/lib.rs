@@ -4,8 +4,15 @@
 //! cudarc. The library is `libnvrtc.so.12`; it is found by name on `LD_LIBRARY_PATH`. On a
 //! machine without it, [`nvrtc_available`] returns `BackendError::Unavailable` naming the
 //! library; nothing panics. [`assemble`] runs `ptxas` on the PTX for a given architecture, so
-//! every generated kernel can be checked down to machine code without a GPU. Launching on a GPU
-//! (module load, streams) is not in this crate yet.
+//! every generated kernel can be checked down to machine code without a GPU.
+//!
+//! [`CudaBackend`] is the runtime: on a machine with an NVIDIA driver (`libcuda.so.1`) it
+//! compiles each kernel with NVRTC to a cubin for the device's compute capability (cached on
+//! disk by the kiln runtime), loads it as a module and launches on one stream. Without the
+//! driver, [`CudaBackend::new`] returns `BackendError::Unavailable` naming `libcuda.so.1`.
+
+mod runtime;
+pub use runtime::{compile_cubin, CudaBackend, DRIVER_LIBRARY};
 
 use kiln_backend::{BackendError, BackendKind};
 use kiln_c::{write_kernel, Dialect, Source};
@@ -31,6 +38,14 @@ pub fn nvrtc_available() -> Result<(), BackendError> {
     }
 }
 
+/// The CUDA C for `kernel`; `Unsupported` naming what the writer cannot express.
+pub fn write_cuda(kernel: &Kernel) -> Result<Source, BackendError> {
+    write_kernel(kernel, Dialect::Cuda).map_err(|e| BackendError::Unsupported {
+        backend: BackendKind::Cuda,
+        feature: e.to_string(),
+    })
+}
+
 /// CUDA C for `kernel` and the PTX NVRTC made of it.
 pub struct Compiled {
     /// The generated CUDA C.
@@ -45,10 +60,7 @@ pub struct Compiled {
 /// NVRTC log and the source).
 pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<Compiled, BackendError> {
     nvrtc_available()?;
-    let source = write_kernel(kernel, Dialect::Cuda).map_err(|e| BackendError::Unsupported {
-        backend: BackendKind::Cuda,
-        feature: e.to_string(),
-    })?;
+    let source = write_cuda(kernel)?;
     let opts = cudarc::nvrtc::CompileOptions {
         arch: Some(arch),
         fmad: Some(false),

@@ -1,0 +1,511 @@
+//! The CUDA runtime: [`CudaBackend`] opens the first NVIDIA GPU through the driver API
+//! (`libcuda.so.1`, loaded at run time), compiles kernels with NVRTC straight to a cubin for
+//! the device's compute capability, loads the module and launches on one stream.
+
+use crate::{nvrtc_available, write_cuda, NVRTC_LIBRARY};
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use kiln_backend::*;
+use kiln_ir::{Kernel, ParamKind, SharedLen};
+use std::ffi::{c_char, CStr, CString};
+use std::sync::Arc;
+
+/// The driver library cudarc loads.
+pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
+
+/// NVRTC options of every runtime compile besides the architecture: no fused multiply-add, so
+/// results match the other backends.
+const NVRTC_OPTIONS: [&str; 1] = ["--fmad=false"];
+
+fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
+    BackendError::Unavailable {
+        backend: BackendKind::Cuda,
+        library: library.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// One NVIDIA GPU with its context and the stream every command goes to, in order.
+pub struct CudaBackend {
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    arch: String,
+    version: String,
+}
+
+impl CudaBackend {
+    /// Opens CUDA device 0. Fails with `Unavailable` naming `libcuda.so.1` when the driver is
+    /// missing or has no device, or naming NVRTC when the compiler library is missing.
+    pub fn new() -> Result<CudaBackend, BackendError> {
+        // SAFETY: only probes whether the shared library can be opened.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(unavailable(
+                DRIVER_LIBRARY,
+                "no NVIDIA driver on this machine (the CUDA backend needs one to launch; \
+                 kiln::emit(Target::CudaC) still writes CUDA C)",
+            ));
+        }
+        nvrtc_available()?;
+        let count = CudaContext::device_count()
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("cuInit failed: {e}")))?;
+        if count < 1 {
+            return Err(unavailable(
+                DRIVER_LIBRARY,
+                "the driver reports no CUDA device",
+            ));
+        }
+        let ctx = CudaContext::new(0)
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("opening device 0: {e}")))?;
+        // One in-order stream carries every command, so cudarc's per-buffer events are not
+        // needed.
+        // SAFETY: no other stream of this context is ever used.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("creating a stream: {e}")))?;
+        let attr = |a: Attr| ctx.attribute(a).unwrap_or(0).max(0) as u32;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("compute capability: {e}")))?;
+        let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
+        let memory = ctx.total_mem().unwrap_or(0) as u64;
+        let arch = format!("sm_{major}{minor}");
+        let mut driver = 0i32;
+        // SAFETY: writes one int.
+        let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+        let version = format!(
+            "driver {driver} / nvrtc {} / {arch} / {} / {name}",
+            nvrtc_version(),
+            NVRTC_OPTIONS.join(" ")
+        );
+        let info = DeviceInfo {
+            backend: BackendKind::Cuda,
+            name,
+            class: DeviceClass::Gpu,
+            memory_bytes: memory,
+            compute_units: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            max_group_size: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK).max(1),
+            subgroup_size: attr(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE).max(1),
+            max_shared_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK) as u64,
+            max_buffer_bytes: memory,
+            features: Features {
+                f64: true,
+                subgroups: true,
+                atomics64: true,
+            },
+        };
+        Ok(CudaBackend {
+            stream,
+            info,
+            arch,
+            version,
+        })
+    }
+
+    fn driver_err(&self, kernel: &str, what: &str, e: impl std::fmt::Display) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::Cuda,
+            kernel: kernel.into(),
+            reason: format!("{what}: {e}"),
+        }
+    }
+
+    /// `bytes` of device memory (contents undefined); `OutOfMemory` when the device refuses.
+    fn raw_alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, BackendError> {
+        let oom = |reason: String| BackendError::OutOfMemory {
+            backend: BackendKind::Cuda,
+            bytes: bytes as u64,
+            reason,
+        };
+        if bytes as u64 > self.info.max_buffer_bytes {
+            return Err(oom(format!(
+                "{} has {} bytes of memory",
+                self.info.name, self.info.max_buffer_bytes
+            )));
+        }
+        // SAFETY: u8 has no invalid bit patterns; callers fill or zero the memory.
+        unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| oom(e.to_string()))
+    }
+
+    /// Loads a cubin as a module and returns the kernel's function.
+    fn load(
+        &self,
+        kernel: &Kernel,
+        source: &kiln_c::Source,
+        cubin: Vec<u8>,
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let fail = |e: String| BackendError::Compile {
+            backend: BackendKind::Cuda,
+            kernel: kernel.name.clone(),
+            log: e,
+            source_text: source.text.clone(),
+        };
+        let module = self
+            .stream
+            .context()
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(|e| fail(format!("loading the cubin: {e}")))?;
+        let function = module
+            .load_function(&source.entry)
+            .map_err(|e| fail(format!("finding `{}` in the module: {e}", source.entry)))?;
+        Ok(Arc::new(CudaKernel {
+            kernel: kernel.clone(),
+            function,
+            stream: self.stream.clone(),
+            info: self.info.clone(),
+        }))
+    }
+}
+
+impl Backend for CudaBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn compiler_version(&self) -> String {
+        self.version.clone()
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        Ok(self.compile_with_binary(kernel)?.0)
+    }
+
+    fn compile_with_binary(
+        &self,
+        kernel: &Kernel,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
+        let source = write_cuda(kernel)?;
+        let cubin = compile_cubin(&kernel.name, &source.text, &self.arch)?;
+        Ok((self.load(kernel, &source, cubin.clone())?, Some(cubin)))
+    }
+
+    fn load_binary(
+        &self,
+        kernel: &Kernel,
+        binary: &[u8],
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        let source = write_cuda(kernel)?;
+        self.load(kernel, &source, binary.to_vec())
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        let mut slice = self.raw_alloc(bytes)?;
+        self.stream
+            .memset_zeros(&mut slice)
+            .map_err(|e| BackendError::OutOfMemory {
+                backend: BackendKind::Cuda,
+                bytes: bytes as u64,
+                reason: format!("zeroing: {e}"),
+            })?;
+        Ok(Arc::new(CudaMemory { slice, bytes }))
+    }
+
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
+        let m = cuda_memory(mem).map_err(|e| self.driver_err("", "upload", e))?;
+        if data.len() > m.bytes {
+            return Err(self.driver_err(
+                "",
+                "upload",
+                format!(
+                    "{} bytes into device memory of {} bytes",
+                    data.len(),
+                    m.bytes
+                ),
+            ));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let dst = device_ptr(&m.slice, &self.stream);
+        // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized before
+        // `data` can go away.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, self.stream.cu_stream()) }
+            .and_then(|_| self.stream.synchronize())
+            .map_err(|e| self.driver_err("", "upload", e))
+    }
+
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
+        let m = cuda_memory(mem).map_err(|e| self.driver_err("", "download", e))?;
+        if out.len() > m.bytes {
+            return Err(self.driver_err(
+                "",
+                "download",
+                format!(
+                    "{} bytes out of device memory of {} bytes",
+                    out.len(),
+                    m.bytes
+                ),
+            ));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let src = device_ptr(&m.slice, &self.stream);
+        // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
+        // `out` is used again.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream()) }
+            .and_then(|_| self.stream.synchronize())
+            .map_err(|e| self.driver_err("", "download", e))
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| self.driver_err("", "synchronize", e))
+    }
+}
+
+/// NVRTC's version as `major.minor` (`?` when it cannot be read).
+fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints.
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        format!("{major}.{minor}")
+    } else {
+        "?".into()
+    }
+}
+
+/// Compiles CUDA C with NVRTC to a cubin for `arch` (`sm_90`). Fails with `Compile` carrying
+/// NVRTC's log and the source.
+pub fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Vec<u8>, BackendError> {
+    use cudarc::nvrtc::{result, sys};
+    let fail = |log: String| BackendError::Compile {
+        backend: BackendKind::Cuda,
+        kernel: kernel.into(),
+        log,
+        source_text: source.into(),
+    };
+    let src = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
+    let prog =
+        result::create_program(&src, None).map_err(|e| fail(format!("{NVRTC_LIBRARY}: {e:?}")))?;
+    let mut options = vec![format!("--gpu-architecture={arch}")];
+    options.extend(NVRTC_OPTIONS.iter().map(|o| o.to_string()));
+    // SAFETY: `prog` is a live program; it is destroyed once below.
+    let compiled = unsafe { result::compile_program(prog, &options) };
+    let out = match compiled {
+        Err(e) => {
+            // SAFETY: as above.
+            let log = unsafe { result::get_program_log(prog) }
+                .map(|l| c_chars_to_string(&l))
+                .unwrap_or_default();
+            Err(fail(format!("NVRTC {e:?} ({}):\n{log}", options.join(" "))))
+        }
+        Ok(()) => {
+            let mut size = 0usize;
+            // SAFETY: as above; the buffer has the size NVRTC reported.
+            unsafe {
+                let r = sys::nvrtcGetCUBINSize(prog, &mut size);
+                let mut cubin = vec![0u8; size];
+                if r == sys::nvrtcResult::NVRTC_SUCCESS
+                    && sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut c_char)
+                        == sys::nvrtcResult::NVRTC_SUCCESS
+                    && size > 0
+                {
+                    Ok(cubin)
+                } else {
+                    Err(fail(format!("NVRTC produced no cubin for {arch}")))
+                }
+            }
+        }
+    };
+    // SAFETY: `prog` is not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+fn c_chars_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
+    CStr::from_bytes_until_nul(&bytes)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A loaded kernel.
+struct CudaKernel {
+    kernel: Kernel,
+    function: CudaFunction,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+}
+
+/// One kernel argument in the C type the generated signature gives it.
+enum ArgWord {
+    B1(u8),
+    B2(u16),
+    B4(u32),
+    B8(u64),
+}
+
+impl CudaKernel {
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> BackendError {
+        BackendError::InvalidLaunch {
+            backend: BackendKind::Cuda,
+            kernel: self.kernel.name.clone(),
+            reason: format!("{what}: {e}"),
+        }
+    }
+}
+
+impl CompiledKernel for CudaKernel {
+    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
+        let k = &self.kernel;
+        let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
+        let mut dynamic_bytes = 0u64;
+        let mut shared_bytes = 0u64;
+        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
+            let bytes = n as u64 * s.elem.size() as u64;
+            shared_bytes += bytes;
+            if s.len == SharedLen::Dynamic {
+                dynamic_bytes += bytes;
+            }
+        }
+        if shared_bytes > self.info.max_shared_bytes {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::Cuda,
+                bytes: shared_bytes,
+                reason: format!(
+                    "{} has {} bytes of shared memory per block",
+                    self.info.name, self.info.max_shared_bytes
+                ),
+            });
+        }
+        let stream = &self.stream;
+        // Host arguments get device copies for this launch.
+        let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());
+        let mut words = Vec::new();
+        for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
+            match (&p.kind, a) {
+                (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
+                    let mem = cuda_memory(*m).map_err(|e| self.err(&format!("argument {i}"), e))?;
+                    let ptr = device_ptr(&mem.slice, stream);
+                    words.push(ArgWord::B8(ptr));
+                    words.push(ArgWord::B4(shape.buffer_lengths[i] as u32));
+                    temps.push(None);
+                }
+                (ParamKind::Buffer { .. }, _) => {
+                    let bytes = a.byte_len();
+                    // SAFETY: filled below or written by the kernel before being read back.
+                    let slice = unsafe { stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| {
+                        BackendError::OutOfMemory {
+                            backend: BackendKind::Cuda,
+                            bytes: bytes as u64,
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    let ptr = device_ptr(&slice, stream);
+                    let host: Option<&[u8]> = match a {
+                        LaunchArg::Read(b) => Some(b),
+                        LaunchArg::ReadWrite(b) => Some(b),
+                        _ => None,
+                    };
+                    match host.filter(|h| !h.is_empty()) {
+                        // SAFETY: `ptr` holds `h.len()` bytes; the stream is synchronized
+                        // before this function returns, while `h` is still borrowed.
+                        Some(h) => unsafe {
+                            cudarc::driver::result::memcpy_htod_async(ptr, h, stream.cu_stream())
+                        },
+                        // SAFETY: `ptr` holds `bytes.max(1)` bytes.
+                        None => unsafe {
+                            cudarc::driver::result::memset_d8_async(
+                                ptr,
+                                0,
+                                bytes.max(1),
+                                stream.cu_stream(),
+                            )
+                        },
+                    }
+                    .map_err(|e| self.err("uploading", e))?;
+                    words.push(ArgWord::B8(ptr));
+                    words.push(ArgWord::B4(shape.buffer_lengths[i] as u32));
+                    temps.push(Some(slice));
+                }
+                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
+                    for (s, off) in t.flatten() {
+                        let b = &bytes[off as usize..(off + s.size()) as usize];
+                        words.push(match b.len() {
+                            1 => ArgWord::B1(b[0]),
+                            2 => ArgWord::B2(u16::from_le_bytes([b[0], b[1]])),
+                            4 => ArgWord::B4(u32::from_le_bytes(b.try_into().unwrap_or_default())),
+                            _ => ArgWord::B8(u64::from_le_bytes(b.try_into().unwrap_or_default())),
+                        });
+                    }
+                    temps.push(None);
+                }
+                _ => return Err(self.err(&format!("argument {i}"), "does not match its parameter")),
+            }
+        }
+        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
+            if s.len == SharedLen::Dynamic {
+                words.push(ArgWord::B4(n));
+            }
+        }
+        if shape.groups > 0 {
+            let mut builder = stream.launch_builder(&self.function);
+            for w in &words {
+                match w {
+                    ArgWord::B1(v) => builder.arg(v),
+                    ArgWord::B2(v) => builder.arg(v),
+                    ArgWord::B4(v) => builder.arg(v),
+                    ArgWord::B8(v) => builder.arg(v),
+                };
+            }
+            let config = LaunchConfig {
+                grid_dim: (grid.groups[0], grid.groups[1], grid.groups[2]),
+                block_dim: (grid.group_size[0], grid.group_size[1], grid.group_size[2]),
+                shared_mem_bytes: dynamic_bytes as u32,
+            };
+            // SAFETY: the arguments follow the signature kiln-c wrote for this kernel (a
+            // pointer and a u32 length per buffer, one scalar per value component, a u32 per
+            // dynamic shared array); every pointer is live until the stream is synchronized.
+            unsafe { builder.launch(config) }.map_err(|e| self.err("launching", e))?;
+        }
+        for (a, temp) in args.iter_mut().zip(&temps) {
+            let Some(temp) = temp else { continue };
+            let Some(host) = a.host_output() else {
+                continue;
+            };
+            if host.is_empty() {
+                continue;
+            }
+            let src = device_ptr(temp, stream);
+            // SAFETY: `src` holds `host.len()` bytes; synchronized below while `host` lives.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, stream.cu_stream()) }
+                .map_err(|e| self.err("downloading", e))?;
+        }
+        // Host buffers are borrowed only for this call, so a launch with any waits for them;
+        // a launch on device memory alone returns at once.
+        if temps.iter().any(Option::is_some) {
+            stream.synchronize().map_err(|e| self.err("running", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// CUDA device memory.
+struct CudaMemory {
+    slice: CudaSlice<u8>,
+    bytes: usize,
+}
+
+impl DeviceMemory for CudaMemory {
+    fn byte_len(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The device address of `slice` (event tracking is off, so nothing is recorded).
+fn device_ptr(slice: &CudaSlice<u8>, stream: &CudaStream) -> u64 {
+    slice.device_ptr(stream).0
+}
+
+fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
+    downcast_memory(mem)
+}
