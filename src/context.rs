@@ -308,9 +308,15 @@ impl Context {
         Ok(compiled)
     }
 
-    /// Compiles (cached) and runs `kernel` over `grid` with `args`, one per parameter, and
-    /// waits for it. Returns validation, compile or launch errors.
-    pub fn launch(&self, kernel: &Kernel, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<()> {
+    /// Compiles (cached) and runs an IR `kernel` over `grid` with `args`, one per parameter.
+    /// Host arguments are up to date when it returns; launches on device buffers alone may
+    /// still run (see [`Context::synchronize`]). Returns validation, compile or launch errors.
+    pub fn launch_ir(
+        &self,
+        kernel: &Kernel,
+        grid: &Grid,
+        args: &mut [LaunchArg<'_>],
+    ) -> Result<()> {
         let compiled = self.compile(kernel)?;
         let _span = tracing::debug_span!("launch", kernel = %kernel.name, groups = ?grid.groups, group_size = ?grid.group_size).entered();
         self.inner.launches.fetch_add(1, Ordering::Relaxed);

@@ -33,6 +33,7 @@ mod context;
 mod disk_cache;
 mod emit;
 mod error;
+pub mod lang;
 mod query;
 mod row;
 
@@ -46,6 +47,7 @@ pub use kiln_backend::{
 };
 pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
+pub use kiln_macros::{device, kernel};
 pub use query::{PlanShape, Query, MAX_LEN};
 pub use row::{IntoRow, Row};
 

@@ -493,7 +493,7 @@ impl<'a, T> Query<'a, T> {
         }
         args.push(value_bytes(self.len as u32));
         args.push(value_bytes(per_item));
-        self.ctx.launch(&partials, &grid, &mut args)?;
+        self.ctx.launch_ir(&partials, &grid, &mut args)?;
         drop(args);
         let mut result_bufs: Vec<Vec<u64>> = types.iter().map(|t| words(1, *t)).collect();
         let mut args: Vec<LaunchArg> = partial_bufs
@@ -505,7 +505,8 @@ impl<'a, T> Query<'a, T> {
             args.push(LaunchArg::Write(&mut as_uninit(b)[..t.size() as usize]));
         }
         args.push(value_bytes(groups));
-        self.ctx.launch(&finish, &Grid::linear(1, 1), &mut args)?;
+        self.ctx
+            .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
         Ok(result_bufs
             .iter()
             .zip(&types)
@@ -760,7 +761,7 @@ impl<'a, T: Row> Query<'a, T> {
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.push(value_bytes(n as u32));
         args.push(value_bytes(per_item));
-        self.ctx.launch(&count, &grid, &mut args)?;
+        self.ctx.launch_ir(&count, &grid, &mut args)?;
         drop(args);
         let mut offsets = vec![0u32; groups as usize];
         let mut total = [0u32; 1];
@@ -769,7 +770,7 @@ impl<'a, T: Row> Query<'a, T> {
             LaunchArg::ReadWrite(u32_bytes_mut(&mut offsets)),
             LaunchArg::ReadWrite(u32_bytes_mut(&mut total)),
         ];
-        self.ctx.launch(&scan, &Grid::linear(1, 1), &mut args)?;
+        self.ctx.launch_ir(&scan, &Grid::linear(1, 1), &mut args)?;
         drop(args);
         Ok(Materialize {
             selected: total[0] as usize,
@@ -836,7 +837,7 @@ impl<'a, T: Row> Query<'a, T> {
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 self.ctx
-                    .launch(&kernel, &Grid::linear(groups, group), &mut args)
+                    .launch_ir(&kernel, &Grid::linear(groups, group), &mut args)
             }
             Some(offsets) => {
                 let (scatter, grid, per_item) = match plan.group {
@@ -854,7 +855,7 @@ impl<'a, T: Row> Query<'a, T> {
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 args.push(value_bytes(per_item));
-                self.ctx.launch(&scatter, &grid, &mut args)
+                self.ctx.launch_ir(&scatter, &grid, &mut args)
             }
         }
     }

@@ -219,7 +219,7 @@ fn allocation_too_large(ctx: &Context, kind: BackendKind) {
     // calloc'd: the pages are never touched, because the launch is refused before any copy.
     let huge = vec![0f32; n];
     let mut out = vec![0f32; 4];
-    let r = ctx.launch(
+    let r = ctx.launch_ir(
         &k,
         &kiln::Grid::linear(1, 4),
         &mut [
@@ -239,7 +239,7 @@ fn allocation_too_large(ctx: &Context, kind: BackendKind) {
         other => panic!("expected OutOfMemory (largest buffer {max} bytes), got {other:?}"),
     }
     let small = vec![1f32, 2.0, 3.0, 4.0];
-    ctx.launch(
+    ctx.launch_ir(
         &k,
         &kiln::Grid::linear(1, 4),
         &mut [

@@ -3,7 +3,7 @@
 //! vectors, each checked against a plain-Rust or f64 reference.
 
 mod common;
-use common::{ctx, every_backend};
+use common::{ctx, every_backend, ulp_bound};
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};
@@ -28,7 +28,7 @@ fn binary<A: Scalar, R: Scalar + Default + Clone>(
     let mut out = vec![R::default(); a.len()];
     let groups = (a.len() as u32).div_ceil(64).max(1);
     ctx()
-        .launch(
+        .launch_ir(
             &k,
             &Grid::linear(groups, 64),
             &mut [
@@ -252,7 +252,7 @@ fn out_of_bounds_loads_read_zero_and_stores_are_skipped() {
         let a: Vec<i32> = (10..18).collect();
         let mut out = vec![-5i32; 8];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 8),
                 &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut out)],
@@ -313,16 +313,6 @@ fn ulps(a: f32, b: f32) -> u32 {
 /// correctly rounded result: 2 everywhere, except on wgpu, where the exponential and logarithm
 /// families are the driver's (Vulkan allows large errors; lavapipe measures up to 16 ulps) and
 /// kiln's own inverse trigonometric and hyperbolic functions stay within 4.
-fn ulp_bound(name: &str) -> u32 {
-    if ctx().device().backend != kiln::BackendKind::Wgpu {
-        return 2;
-    }
-    match name {
-        "exp" | "exp2" | "ln" | "log2" | "log10" | "pow" | "sinh" | "cosh" | "tanh" => 16,
-        _ => 4,
-    }
-}
-
 #[test]
 fn math_functions_match_f64_references_within_their_ulp_bound() {
     every_backend(|| {
@@ -477,7 +467,7 @@ fn tree_reduce(dynamic: bool, group: u32) {
         grid.dynamic_shared = vec![group];
     }
     ctx()
-        .launch(
+        .launch_ir(
             &k,
             &grid,
             &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
@@ -519,7 +509,7 @@ fn barrier_kernel_with_early_return_and_locals_across_barriers() {
         let xs: Vec<u32> = (0..128).map(|i| i * i).collect();
         let mut out = vec![1u32; 128];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(2, 64),
                 &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
@@ -560,7 +550,7 @@ fn two_and_three_dimensional_grids() {
             dynamic_shared: vec![],
         };
         ctx()
-            .launch(
+            .launch_ir(
                 &k2,
                 &grid,
                 &mut [
@@ -594,7 +584,7 @@ fn two_and_three_dimensional_grids() {
         let (sx, sy, sz) = (8usize, 6usize, 8usize);
         let mut out = vec![0u32; sx * sy * sz];
         ctx()
-            .launch(&k3, &grid, &mut [LaunchArg::read_write(&mut out)])
+            .launch_ir(&k3, &grid, &mut [LaunchArg::read_write(&mut out)])
             .unwrap();
         for z in 0..sz {
             for y in 0..sy {
@@ -646,7 +636,7 @@ fn atomics_on_buffers_and_shared_memory() {
         let mut winner = vec![0u32; n as usize + 2];
         let groups = n.div_ceil(128);
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(groups, 128),
                 &mut [
@@ -709,7 +699,7 @@ fn subgroups_have_one_lane_on_the_cpu() {
         .unwrap();
         let mut out = vec![0i32; 40];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(5, 8),
                 &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
@@ -745,7 +735,7 @@ fn device_functions_inline_and_noinline() {
         let xs: Vec<f64> = (0..33).map(|i| i as f64 * 0.5 - 4.0).collect();
         let mut out = vec![0f64; 33];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(3, 11),
                 &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
@@ -788,7 +778,7 @@ fn local_arrays_loops_break_continue_and_early_return() {
         let xs: Vec<u32> = (0..50).map(|i| i * 13 + 1).collect();
         let mut out = vec![7u32; 50];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(4, 16),
                 &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
@@ -889,7 +879,7 @@ fn struct_buffers_vectors_and_struct_parameters() {
             id: 100,
         };
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(4, 5),
                 &mut [LaunchArg::read_write(&mut ps), LaunchArg::value(push)],
@@ -924,14 +914,14 @@ fn bad_launches_are_typed_errors_not_panics() {
         let mut b = vec![0f32; 4];
         let c = ctx();
         let e = c
-            .launch(&k, &Grid::linear(1, 4), &mut [LaunchArg::read(&a)])
+            .launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read(&a)])
             .unwrap_err();
         assert!(
             e.to_string().contains("1 arguments for 2 parameters"),
             "{e}"
         );
         let e = c
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 0),
                 &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut b)],
@@ -939,7 +929,7 @@ fn bad_launches_are_typed_errors_not_panics() {
             .unwrap_err();
         assert!(e.to_string().contains("group size"), "{e}");
         let e = c
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 4),
                 &mut [LaunchArg::value(3u32), LaunchArg::read_write(&mut b)],
@@ -948,14 +938,14 @@ fn bad_launches_are_typed_errors_not_panics() {
         assert!(e.to_string().contains("must be a Read buffer"), "{e}");
         let bytes = [0u8; 6];
         let e = c
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 4),
                 &mut [LaunchArg::Read(&bytes), LaunchArg::read_write(&mut b)],
             )
             .unwrap_err();
         assert!(e.to_string().contains("not a whole number"), "{e}");
-        c.launch(
+        c.launch_ir(
             &k,
             &Grid::linear(1, 4),
             &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut b)],
@@ -1013,7 +1003,7 @@ fn element_wise_bodies_give_per_item_results() {
             let groups = n.div_ceil(group);
             let mut last = vec![u32::MAX; groups as usize];
             ctx()
-                .launch(
+                .launch_ir(
                     &k,
                     &Grid::linear(groups, group),
                     &mut [
@@ -1083,7 +1073,7 @@ fn oversized_local_arrays_are_a_compile_error() {
         .unwrap();
         let mut out = vec![0f32; 1];
         let e = ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 1),
                 &mut [LaunchArg::read_write(&mut out)],
@@ -1108,7 +1098,7 @@ fn oversized_local_arrays_are_a_compile_error() {
         })
         .unwrap();
         let e = ctx()
-            .launch(
+            .launch_ir(
                 &with_barrier,
                 &Grid::linear(1, 1),
                 &mut [LaunchArg::read_write(&mut out)],
@@ -1142,7 +1132,7 @@ fn rounding_functions_of_constant_non_finite_values() {
         .unwrap();
         let mut out = vec![7f32; 20];
         ctx()
-            .launch(
+            .launch_ir(
                 &k,
                 &Grid::linear(1, 1),
                 &mut [LaunchArg::read_write(&mut out)],

@@ -396,7 +396,7 @@ fn check(t: ScalarType) {
             let mut results = Vec::new();
             for c in &contexts {
                 let mut out = vec![0u32; n * trees.len()];
-                c.launch(&k, &Grid::linear((n as u32).div_ceil(16), 16), &mut [LaunchArg::read(&a), LaunchArg::read(&b), LaunchArg::read_write(&mut out)])
+                c.launch_ir(&k, &Grid::linear((n as u32).div_ceil(16), 16), &mut [LaunchArg::read(&a), LaunchArg::read(&b), LaunchArg::read_write(&mut out)])
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", c.device().backend)))?;
                 results.push((c.device().backend, out));
             }

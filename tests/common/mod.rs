@@ -167,3 +167,15 @@ pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
             .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
     }
 }
+
+/// The documented accuracy of a math function on the current backend, in ulps of f32: 2
+/// everywhere except Vulkan drivers through wgpu (README, float accuracy).
+pub fn ulp_bound(name: &str) -> u32 {
+    if ctx().device().backend != kiln::BackendKind::Wgpu {
+        return 2;
+    }
+    match name {
+        "exp" | "exp2" | "ln" | "log2" | "log10" | "pow" | "sinh" | "cosh" | "tanh" => 16,
+        _ => 4,
+    }
+}

@@ -272,6 +272,18 @@ fn typed<T>(expr: Expr, deps: &[Raw]) -> Val<T> {
     Val::from_raw(push(expr, deps))
 }
 
+/// Records `message` as the error of the kernel being built (for generated code that finds a
+/// mistake only while building); [`Kernel::build`] then returns it.
+pub fn record_error(message: String) {
+    record(message);
+}
+
+/// Records `message` like [`record_error`] and returns a placeholder value.
+pub fn build_error<T>(message: String) -> Val<T> {
+    record(message);
+    Val::from_raw(POISON)
+}
+
 /// A constant.
 pub fn lit<T: Scalar>(v: T) -> Val<T> {
     typed(Expr::Literal(v.to_value()), &[])
@@ -341,6 +353,17 @@ macro_rules! lhs_scalar_ops {
     )*};
 }
 lhs_scalar_ops!(i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+
+macro_rules! lhs_bit_ops {
+    ($($t:ty),*) => {$(
+        impl std::ops::BitAnd<Val<$t>> for $t { type Output = Val<$t>; fn bitand(self, r: Val<$t>) -> Val<$t> { lit(self) & r } }
+        impl std::ops::BitOr<Val<$t>> for $t { type Output = Val<$t>; fn bitor(self, r: Val<$t>) -> Val<$t> { lit(self) | r } }
+        impl std::ops::BitXor<Val<$t>> for $t { type Output = Val<$t>; fn bitxor(self, r: Val<$t>) -> Val<$t> { lit(self) ^ r } }
+        impl std::ops::Shl<Val<$t>> for $t { type Output = Val<$t>; fn shl(self, r: Val<$t>) -> Val<$t> { lit(self) << r } }
+        impl std::ops::Shr<Val<$t>> for $t { type Output = Val<$t>; fn shr(self, r: Val<$t>) -> Val<$t> { lit(self) >> r } }
+    )*};
+}
+lhs_bit_ops!(i8, u8, i16, u16, i32, u32, i64, u64);
 
 impl<T: Arith> std::ops::Neg for Val<T> {
     type Output = Val<T>;
@@ -1336,8 +1359,22 @@ pub fn device_fn<R: IrType>(
     let id = with_kernel(|k| {
         let mut f = k.fns.pop().expect("pushed above");
         f.body.block = Block(f.blocks.pop().unwrap_or_default());
+        // Another function of the same name (a generic one instantiated for another type)
+        // keeps its name; this one gets a numbered one.
+        let mut fname = name.to_string();
+        let mut n = 1;
+        while k.functions.iter().any(|g| {
+            g.name == fname
+                && (g.params != f.params
+                    || g.body != f.body
+                    || g.result != f.result
+                    || g.noinline != noinline)
+        }) {
+            n += 1;
+            fname = format!("{name}_{n}");
+        }
         let func = Function {
-            name: name.to_string(),
+            name: fname,
             params: f.params,
             result: f.result,
             body: f.body,

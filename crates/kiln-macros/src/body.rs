@@ -1,0 +1,766 @@
+//! The body translator: Rust statements and expressions to kiln IR builder calls.
+
+use crate::error;
+use proc_macro2::TokenStream as Tokens;
+use quote::{quote, quote_spanned, ToTokens};
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+use syn::{BinOp, Block, Expr, Lit, Pat, Stmt, Type, UnOp};
+
+/// What is being translated.
+pub enum FnKind {
+    /// A kernel body: `return` leaves the kernel.
+    Kernel,
+    /// A device function returning this type.
+    Device(Box<Type>),
+}
+
+/// The translator's state: which names are IR locals (`let mut`) in each scope.
+pub struct Body {
+    kind: FnKind,
+    scopes: Vec<HashMap<String, bool>>,
+}
+
+type R<T> = syn::Result<T>;
+
+impl Body {
+    pub fn new(kind: FnKind) -> Body {
+        Body {
+            kind,
+            scopes: vec![HashMap::new()],
+        }
+    }
+
+    /// Declares `name` in the innermost scope; `var` when it is an IR local read with `.get()`.
+    pub fn bind(&mut self, name: &syn::Ident, var: bool) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(name.to_string(), var);
+        }
+    }
+
+    fn is_var(&self, name: &str) -> bool {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.get(name).copied())
+            .unwrap_or(false)
+    }
+
+    fn scoped<T>(&mut self, f: impl FnOnce(&mut Body) -> R<T>) -> R<T> {
+        self.scopes.push(HashMap::new());
+        let r = f(self);
+        self.scopes.pop();
+        r
+    }
+
+    /// A block in statement position: every statement, no value.
+    pub fn block_stmts(&mut self, b: &Block) -> R<Tokens> {
+        self.scoped(|cx| {
+            let mut out = Tokens::new();
+            for s in &b.stmts {
+                out.extend(cx.stmt(s)?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// A device function body: statements, then its value (the tail expression or a final
+    /// `return`).
+    pub fn device_body(&mut self, b: &Block) -> R<Tokens> {
+        let FnKind::Device(ret) = &self.kind else {
+            return Err(error(b.span(), "internal: not a device function"));
+        };
+        let ret = (**ret).clone();
+        self.scoped(|cx| {
+            let mut out = Tokens::new();
+            let n = b.stmts.len();
+            for (i, s) in b.stmts.iter().enumerate() {
+                let last = i + 1 == n;
+                match s {
+                    Stmt::Expr(e, None) if last => {
+                        let v = cx.expr(e)?;
+                        out.extend(quote!(::kiln::ir::IntoVal::<#ret>::into_val(#v)));
+                        return Ok(out);
+                    }
+                    Stmt::Expr(Expr::Return(r), _) if last => {
+                        let Some(e) = &r.expr else {
+                            return Err(error(r.span(), "a device function returns a value"));
+                        };
+                        let v = cx.expr(e)?;
+                        out.extend(quote!(::kiln::ir::IntoVal::<#ret>::into_val(#v)));
+                        return Ok(out);
+                    }
+                    Stmt::Expr(Expr::Return(r), _) => {
+                        return Err(error(
+                            r.span(),
+                            "code after this `return` never runs; remove it",
+                        ))
+                    }
+                    _ => out.extend(cx.stmt(s)?),
+                }
+            }
+            Err(error(
+                b.span(),
+                "a device function ends with the value it returns",
+            ))
+        })
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> R<Tokens> {
+        match s {
+            Stmt::Local(l) => self.local(l),
+            Stmt::Expr(e, _) => self.stmt_expr(e),
+            Stmt::Item(i) => Err(error(
+                i.span(),
+                "items (fn, struct, use, const) inside a kernel are not supported; define them \
+                 outside, marking helper functions #[kiln::device]",
+            )),
+            Stmt::Macro(m) => Err(macro_error(&m.mac)),
+        }
+    }
+
+    fn local(&mut self, l: &syn::Local) -> R<Tokens> {
+        if let Some(e) = &l.init {
+            if let Some((_, d)) = &e.diverge {
+                return Err(error(
+                    d.span(),
+                    "`let ... else` is not supported in kernels",
+                ));
+            }
+        }
+        let init = l.init.as_ref().map(|i| &*i.expr);
+        let (pat, ty) = match &l.pat {
+            Pat::Type(t) => (&*t.pat, Some(&*t.ty)),
+            p => (p, None),
+        };
+        if let Some(ty) = ty {
+            crate::reject_type(ty).or_else(|e| match ty {
+                Type::Array(_) => Ok(()),
+                _ => Err(e),
+            })?;
+        }
+        match pat {
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                let id = &p.ident;
+                let name = syn::LitStr::new(&id.to_string(), id.span());
+                let Some(init) = init else {
+                    return Err(error(
+                        l.span(),
+                        "give every local a value where it is declared (`let x = 0.0;`)",
+                    ));
+                };
+                if let Some(t) = self.shared_decl(init, &name)? {
+                    if p.mutability.is_some() {
+                        return Err(error(
+                            p.span(),
+                            "shared memory is written through indexing; declare it without `mut`",
+                        ));
+                    }
+                    self.bind(id, false);
+                    return Ok(quote!(let #id = #t;));
+                }
+                let elem_ty = match ty {
+                    Some(Type::Array(a)) => Some(scalar_type(&a.elem)),
+                    _ => None,
+                };
+                match init {
+                    Expr::Repeat(r) => {
+                        let v = self.expr(&r.expr)?;
+                        let n = &r.len;
+                        let t = elem_ty.unwrap_or_else(|| quote!(_));
+                        self.bind(id, false);
+                        return Ok(quote_spanned! {r.span()=>
+                            let #id = ::kiln::lang::local_array::<#t, { (#n) as u32 }>(#name, #v);
+                        });
+                    }
+                    Expr::Array(a) => {
+                        let items = a
+                            .elems
+                            .iter()
+                            .map(|e| {
+                                let v = self.expr(e)?;
+                                Ok(quote!(::kiln::ir::IntoVal::into_val(#v)))
+                            })
+                            .collect::<R<Vec<_>>>()?;
+                        let t = elem_ty.unwrap_or_else(|| quote!(_));
+                        self.bind(id, false);
+                        return Ok(quote_spanned! {a.span()=>
+                            let #id = ::kiln::lang::local_array_of::<#t, _>(#name, [#(#items),*]);
+                        });
+                    }
+                    _ => {}
+                }
+                let v = self.expr(init)?;
+                let ty = ty.map(scalar_type);
+                if p.mutability.is_some() {
+                    let t = ty.unwrap_or_else(|| quote!(_));
+                    self.bind(id, true);
+                    Ok(quote_spanned! {l.span()=> let #id = ::kiln::ir::Var::<#t>::new(#name, #v);})
+                } else {
+                    self.bind(id, false);
+                    match ty {
+                        Some(t) => Ok(quote!(let #id = ::kiln::lang::typed::<#t>(#v);)),
+                        None => Ok(quote!(let #id = #v;)),
+                    }
+                }
+            }
+            Pat::Tuple(t) => {
+                let mut names = Vec::new();
+                for p in &t.elems {
+                    match p {
+                        Pat::Ident(i) if i.mutability.is_none() && i.by_ref.is_none() => {
+                            names.push(i.ident.clone())
+                        }
+                        Pat::Wild(_) => names.push(syn::Ident::new("_", p.span())),
+                        other => {
+                            return Err(error(
+                                other.span(),
+                                "tuple patterns bind plain immutable names; copy into `let mut` \
+                                 locals afterwards",
+                            ))
+                        }
+                    }
+                }
+                let Some(init) = init else {
+                    return Err(error(
+                        l.span(),
+                        "give every local a value where it is declared",
+                    ));
+                };
+                let v = self.expr(init)?;
+                for n in &names {
+                    if n != "_" {
+                        self.bind(n, false);
+                    }
+                }
+                Ok(quote!(let (#(#names),*) = #v;))
+            }
+            Pat::Wild(_) => match init {
+                Some(e) => {
+                    let v = self.expr(e)?;
+                    Ok(quote!(let _ = #v;))
+                }
+                None => Ok(quote!()),
+            },
+            other => Err(error(
+                other.span(),
+                "only `let name`, `let mut name` and `let (a, b)` are supported in kernels",
+            )),
+        }
+    }
+
+    /// `shared::<T, N>()` or `shared_dynamic::<T>()` as a `let` initializer.
+    fn shared_decl(&mut self, init: &Expr, name: &syn::LitStr) -> R<Option<Tokens>> {
+        let Expr::Call(c) = init else {
+            return Ok(None);
+        };
+        let Expr::Path(p) = &*c.func else {
+            return Ok(None);
+        };
+        let Some(last) = p.path.segments.last() else {
+            return Ok(None);
+        };
+        let which = last.ident.to_string();
+        if which != "shared" && which != "shared_dynamic" {
+            return Ok(None);
+        }
+        if !matches!(self.kind, FnKind::Kernel) {
+            return Err(error(
+                c.span(),
+                "shared memory is declared in the kernel body; device functions take values",
+            ));
+        }
+        if !c.args.is_empty() {
+            return Err(error(c.args.span(), "shared memory takes no arguments"));
+        }
+        let args = &last.arguments;
+        let f = syn::Ident::new(&which, last.ident.span());
+        Ok(Some(
+            quote_spanned! {c.span()=> ::kiln::lang::#f #args (__kiln_scope, #name)},
+        ))
+    }
+
+    /// An expression in statement position.
+    fn stmt_expr(&mut self, e: &Expr) -> R<Tokens> {
+        match e {
+            Expr::Assign(a) => {
+                let rhs = self.expr(&a.right)?;
+                self.assign(&a.left, rhs)
+            }
+            Expr::Binary(b) if compound(&b.op).is_some() => {
+                let op = compound(&b.op).unwrap_or_default();
+                let op: Tokens = op.parse().unwrap_or_default();
+                let rhs = self.expr(&b.right)?;
+                match &*b.left {
+                    Expr::Index(ix) => {
+                        let a = self.expr(&ix.expr)?;
+                        let i = self.expr(&ix.index)?;
+                        Ok(quote_spanned! {b.span()=> {
+                            let __kiln_a = #a;
+                            let __kiln_i = #i;
+                            ::kiln::lang::Indexable::store_at(
+                                __kiln_a,
+                                __kiln_i,
+                                ::kiln::lang::Indexable::load_at(__kiln_a, __kiln_i) #op (#rhs),
+                            );
+                        }})
+                    }
+                    left => {
+                        let cur = self.expr(left)?;
+                        self.assign(left, quote!((#cur) #op (#rhs)))
+                    }
+                }
+            }
+            Expr::If(i) => self.if_stmt(i),
+            Expr::ForLoop(f) => self.for_loop(f),
+            Expr::While(w) => {
+                if let Some(l) = &w.label {
+                    return Err(error(l.span(), "loop labels are not supported in kernels"));
+                }
+                let c = self.expr(&w.cond)?;
+                let body = self.block_stmts(&w.body)?;
+                Ok(quote_spanned! {w.span()=>
+                    ::kiln::ir::while_(|| ::kiln::ir::IntoVal::<bool>::into_val(#c), || { #body });
+                })
+            }
+            Expr::Loop(l) => {
+                if let Some(lb) = &l.label {
+                    return Err(error(lb.span(), "loop labels are not supported in kernels"));
+                }
+                let body = self.block_stmts(&l.body)?;
+                Ok(quote_spanned! {l.span()=> ::kiln::ir::loop_(|| { #body });})
+            }
+            Expr::Block(b) if b.label.is_none() && b.attrs.is_empty() => {
+                let inner = self.block_stmts(&b.block)?;
+                Ok(quote!({ #inner }))
+            }
+            Expr::Break(_) | Expr::Continue(_) | Expr::Return(_) => {
+                let t = self.expr(e)?;
+                Ok(quote!(#t;))
+            }
+            other => {
+                let t = self.expr(other)?;
+                Ok(quote!(let _ = #t;))
+            }
+        }
+    }
+
+    fn assign(&mut self, left: &Expr, rhs: Tokens) -> R<Tokens> {
+        match left {
+            Expr::Path(p) if p.path.get_ident().is_some() => {
+                let id = p
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                if self.is_var(&id) {
+                    let ident = &p.path;
+                    Ok(quote_spanned! {left.span()=> #ident.set(#rhs);})
+                } else {
+                    Err(error(
+                        left.span(),
+                        &format!("`{id}` is not a mutable local; declare it with `let mut {id}`"),
+                    ))
+                }
+            }
+            Expr::Index(ix) => {
+                let a = self.expr(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                Ok(quote_spanned! {left.span()=> ::kiln::lang::Indexable::store_at(#a, #i, #rhs);})
+            }
+            Expr::Paren(p) => self.assign(&p.expr, rhs),
+            other => Err(error(
+                other.span(),
+                "kernels assign to `let mut` locals and to indexed views, shared memory and \
+                 local arrays (`y[i] = v`)",
+            )),
+        }
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) -> R<Tokens> {
+        let c = self.expr(&i.cond)?;
+        let then = self.block_stmts(&i.then_branch)?;
+        let other = match &i.else_branch {
+            Some((_, e)) => self.stmt_expr(e)?,
+            None => quote!(),
+        };
+        Ok(quote_spanned! {i.span()=>
+            ::kiln::ir::if_else(#c, || { #then }, || { #other });
+        })
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) -> R<Tokens> {
+        if let Some(l) = &f.label {
+            return Err(error(l.span(), "loop labels are not supported in kernels"));
+        }
+        let var = match &*f.pat {
+            Pat::Ident(p) if p.mutability.is_none() && p.by_ref.is_none() => p.ident.clone(),
+            Pat::Wild(w) => syn::Ident::new("_", w.span()),
+            other => {
+                return Err(error(
+                    other.span(),
+                    "`for` binds one plain name (`for i in 0..n`)",
+                ))
+            }
+        };
+        let (range, step) = match &*f.expr {
+            Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
+                (strip_paren(&m.receiver), Some(&m.args[0]))
+            }
+            other => (strip_paren(other), None),
+        };
+        let Expr::Range(r) = range else {
+            return Err(error(
+                f.expr.span(),
+                "`for` runs over integer ranges (`a..b`, `a..=b`, `(a..b).step_by(s)`); \
+                 iterators and collections do not exist in kernels",
+            ));
+        };
+        let (Some(start), Some(end)) = (&r.start, &r.end) else {
+            return Err(error(r.span(), "`for` ranges need both ends (`a..b`)"));
+        };
+        let start = self.expr(start)?;
+        let mut end = self.expr(end)?;
+        if matches!(r.limits, syn::RangeLimits::Closed(_)) {
+            end = quote!((#end) + 1);
+        }
+        let step = match step {
+            Some(s) => self.expr(s)?,
+            None => quote!(1),
+        };
+        let body = self.scoped(|cx| {
+            if var != "_" {
+                cx.bind(&var, false);
+            }
+            cx.block_stmts(&f.body)
+        })?;
+        Ok(quote_spanned! {f.span()=>
+            ::kiln::ir::for_range_step(#start, #end, #step, |#var| { #body });
+        })
+    }
+
+    /// An expression in value position.
+    pub fn expr(&mut self, e: &Expr) -> R<Tokens> {
+        let sp = e.span();
+        Ok(match e {
+            Expr::Lit(l) => lit(&l.lit)?,
+            Expr::Path(p) => {
+                if let Some(id) = p.path.get_ident() {
+                    if self.is_var(&id.to_string()) {
+                        return Ok(quote_spanned!(sp=> #id.get()));
+                    }
+                }
+                if p.qself.is_none() && p.path.segments.len() == 1 {
+                    let seg = &p.path.segments[0];
+                    if seg.ident == "usize" || seg.ident == "isize" {
+                        return Err(error(sp, "use u32 or i32 in kernels"));
+                    }
+                }
+                p.to_token_stream()
+            }
+            Expr::Paren(p) => {
+                let inner = self.expr(&p.expr)?;
+                quote!((#inner))
+            }
+            Expr::Group(g) => self.expr(&g.expr)?,
+            Expr::Binary(b) => {
+                if compound(&b.op).is_some() {
+                    return Err(error(
+                        sp,
+                        "compound assignment is a statement; it has no value",
+                    ));
+                }
+                let l = self.expr(&b.left)?;
+                let r = self.expr(&b.right)?;
+                let cmp = |m: &str| {
+                    let m = syn::Ident::new(m, sp);
+                    quote_spanned!(sp=> ::kiln::lang::Compare::#m(#l, #r))
+                };
+                match &b.op {
+                    BinOp::Lt(_) => cmp("lt_"),
+                    BinOp::Le(_) => cmp("le_"),
+                    BinOp::Gt(_) => cmp("gt_"),
+                    BinOp::Ge(_) => cmp("ge_"),
+                    BinOp::Eq(_) => cmp("eq_"),
+                    BinOp::Ne(_) => cmp("ne_"),
+                    BinOp::And(_) => quote_spanned!(sp=> ::kiln::lang::and(#l, #r)),
+                    BinOp::Or(_) => quote_spanned!(sp=> ::kiln::lang::or(#l, #r)),
+                    op => quote_spanned!(sp=> (#l #op #r)),
+                }
+            }
+            Expr::Unary(u) => {
+                let v = self.expr(&u.expr)?;
+                match u.op {
+                    UnOp::Neg(_) => quote_spanned!(sp=> (-#v)),
+                    UnOp::Not(_) => quote_spanned!(sp=> (!#v)),
+                    _ => {
+                        return Err(error(
+                            sp,
+                            "references do not exist in kernels; use the value itself",
+                        ))
+                    }
+                }
+            }
+            Expr::Cast(c) => {
+                let t = scalar_type(&c.ty);
+                if let Expr::Lit(l) = &*c.expr {
+                    let v = lit(&l.lit)?;
+                    quote_spanned!(sp=> (#v as #t))
+                } else {
+                    let v = self.expr(&c.expr)?;
+                    quote_spanned!(sp=> ::kiln::lang::CastTo::cast_to::<#t>(#v))
+                }
+            }
+            Expr::Index(ix) => {
+                let a = self.expr(&ix.expr)?;
+                let i = self.expr(&ix.index)?;
+                quote_spanned!(sp=> ::kiln::lang::Indexable::load_at(#a, #i))
+            }
+            Expr::MethodCall(m) => {
+                let recv = self.expr(&m.receiver)?;
+                let args = m.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+                let method = &m.method;
+                let turbofish = &m.turbofish;
+                quote_spanned!(sp=> #recv.#method #turbofish (#(#args),*))
+            }
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    if let Some(last) = p.path.segments.last() {
+                        if last.ident == "shared" || last.ident == "shared_dynamic" {
+                            return Err(error(
+                                sp,
+                                "declare shared memory with `let name = shared::<T, N>();` at \
+                                 the top of the kernel",
+                            ));
+                        }
+                    }
+                }
+                let func =
+                    match &*c.func {
+                        Expr::Path(p) => p.to_token_stream(),
+                        other => return Err(error(
+                            other.span(),
+                            "kernels call named device functions; closures and function values \
+                             are not supported",
+                        )),
+                    };
+                let args = c.args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+                quote_spanned!(sp=> #func(#(#args),*))
+            }
+            Expr::Reference(r) => {
+                if r.mutability.is_some() {
+                    return Err(error(sp, "`&mut` is not supported in kernels"));
+                }
+                let v = self.expr(&r.expr)?;
+                quote_spanned!(sp=> &#v)
+            }
+            Expr::Tuple(t) => {
+                let items = t
+                    .elems
+                    .iter()
+                    .map(|x| self.expr(x))
+                    .collect::<R<Vec<_>>>()?;
+                quote_spanned!(sp=> (#(#items,)*))
+            }
+            Expr::Field(f) => {
+                let base = self.expr(&f.base)?;
+                let member = &f.member;
+                quote_spanned!(sp=> #base.#member)
+            }
+            Expr::If(i) => {
+                let Some((_, other)) = &i.else_branch else {
+                    return Err(error(sp, "an `if` used as a value needs an `else`"));
+                };
+                let c = self.expr(&i.cond)?;
+                let then = self.value_block(&i.then_branch)?;
+                let other = self.expr(other)?;
+                quote_spanned! {sp=> {
+                    let __kiln_slot = ::kiln::lang::Slot::new("v");
+                    ::kiln::ir::if_else(
+                        #c,
+                        || __kiln_slot.put(#then),
+                        || __kiln_slot.put(#other),
+                    );
+                    __kiln_slot.take()
+                }}
+            }
+            Expr::Block(b) if b.label.is_none() => self.value_block(&b.block)?,
+            Expr::Break(b) => {
+                if b.label.is_some() || b.expr.is_some() {
+                    return Err(error(
+                        sp,
+                        "`break` takes no label or value in kernels; set a `let mut` local \
+                         before breaking",
+                    ));
+                }
+                quote_spanned!(sp=> { ::kiln::ir::break_(); return; })
+            }
+            Expr::Continue(c) => {
+                if c.label.is_some() {
+                    return Err(error(sp, "loop labels are not supported in kernels"));
+                }
+                quote_spanned!(sp=> { ::kiln::ir::continue_(); return; })
+            }
+            Expr::Return(r) => match (&self.kind, &r.expr) {
+                (FnKind::Kernel, None) => quote_spanned!(sp=> { ::kiln::ir::return_(); return; }),
+                (FnKind::Kernel, Some(_)) => {
+                    return Err(error(
+                        sp,
+                        "kernels return nothing; write results into a view",
+                    ))
+                }
+                (FnKind::Device(t), Some(v)) => {
+                    let t = (**t).clone();
+                    let v = self.expr(v)?;
+                    quote_spanned!(sp=> {
+                        ::kiln::ir::return_value(::kiln::ir::IntoVal::<#t>::into_val(#v));
+                        return;
+                    })
+                }
+                (FnKind::Device(_), None) => {
+                    return Err(error(sp, "a device function returns a value"))
+                }
+            },
+            Expr::Repeat(_) | Expr::Array(_) => {
+                return Err(error(
+                    sp,
+                    "bind local arrays with `let` (`let mut a = [0.0f32; 8];`)",
+                ))
+            }
+            Expr::Match(_) => {
+                return Err(error(
+                    sp,
+                    "`match` is not supported in kernels yet; use `if`/`else if`",
+                ))
+            }
+            Expr::Closure(_) => {
+                return Err(error(
+                    sp,
+                    "closures inside kernels are not supported; write a #[kiln::device] function",
+                ))
+            }
+            Expr::Macro(m) => return Err(macro_error(&m.mac)),
+            Expr::Struct(_) => {
+                return Err(error(
+                    sp,
+                    "struct values are not supported in kernel bodies yet; use separate locals",
+                ))
+            }
+            Expr::Range(_) => return Err(error(sp, "ranges appear only in `for` loops")),
+            Expr::Assign(_) => return Err(error(sp, "assignment is a statement; it has no value")),
+            Expr::Try(_) => {
+                return Err(error(
+                    sp,
+                    "`?` is not supported: kernels have no Result; check values with `if`",
+                ))
+            }
+            Expr::Async(_) | Expr::Await(_) => {
+                return Err(error(sp, "async code is not supported in kernels"))
+            }
+            Expr::Unsafe(_) => return Err(error(sp, "unsafe blocks are not supported in kernels")),
+            _ => return Err(error(sp, "this expression is not supported in kernels")),
+        })
+    }
+
+    /// A block whose value is used: statements, then its tail expression.
+    fn value_block(&mut self, b: &Block) -> R<Tokens> {
+        self.scoped(|cx| {
+            let mut out = Tokens::new();
+            let n = b.stmts.len();
+            for (i, s) in b.stmts.iter().enumerate() {
+                match s {
+                    Stmt::Expr(e, None) if i + 1 == n => {
+                        let v = cx.expr(e)?;
+                        return Ok(quote!({ #out #v }));
+                    }
+                    _ => out.extend(cx.stmt(s)?),
+                }
+            }
+            Err(error(
+                b.span(),
+                "this block is used as a value but ends without one",
+            ))
+        })
+    }
+}
+
+fn strip_paren(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip_paren(&p.expr),
+        Expr::Group(g) => strip_paren(&g.expr),
+        other => other,
+    }
+}
+
+/// The operator of a compound assignment (`+=` gives `+`).
+fn compound(op: &BinOp) -> Option<&'static str> {
+    Some(match op {
+        BinOp::AddAssign(_) => "+",
+        BinOp::SubAssign(_) => "-",
+        BinOp::MulAssign(_) => "*",
+        BinOp::DivAssign(_) => "/",
+        BinOp::RemAssign(_) => "%",
+        BinOp::BitAndAssign(_) => "&",
+        BinOp::BitOrAssign(_) => "|",
+        BinOp::BitXorAssign(_) => "^",
+        BinOp::ShlAssign(_) => "<<",
+        BinOp::ShrAssign(_) => ">>",
+        _ => return None,
+    })
+}
+
+/// A type as kernels see it: `usize`/`isize` become `u32`/`i32`.
+fn scalar_type(t: &Type) -> Tokens {
+    match t {
+        Type::Path(p) if p.path.is_ident("usize") => quote_spanned!(t.span()=> u32),
+        Type::Path(p) if p.path.is_ident("isize") => quote_spanned!(t.span()=> i32),
+        other => other.to_token_stream(),
+    }
+}
+
+fn lit(l: &Lit) -> R<Tokens> {
+    match l {
+        Lit::Int(i) => match i.suffix() {
+            "usize" => {
+                let v = syn::LitInt::new(&format!("{}u32", i.base10_digits()), i.span());
+                Ok(v.to_token_stream())
+            }
+            "isize" => {
+                let v = syn::LitInt::new(&format!("{}i32", i.base10_digits()), i.span());
+                Ok(v.to_token_stream())
+            }
+            _ => Ok(i.to_token_stream()),
+        },
+        Lit::Float(_) | Lit::Bool(_) => Ok(l.to_token_stream()),
+        Lit::Str(_) | Lit::ByteStr(_) | Lit::CStr(_) => Err(error(
+            l.span(),
+            "strings are not supported in kernels (no heap, no text); pass numbers",
+        )),
+        Lit::Char(_) | Lit::Byte(_) => Err(error(
+            l.span(),
+            "character literals are not supported in kernels; use their integer code (`b'a' as u8` on the host)",
+        )),
+        _ => Err(error(l.span(), "this literal is not supported in kernels")),
+    }
+}
+
+fn macro_error(m: &syn::Macro) -> syn::Error {
+    let name = m
+        .path
+        .segments
+        .last()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default();
+    let hint = match name.as_str() {
+        "panic" | "assert" | "assert_eq" | "unreachable" | "todo" | "unimplemented" => {
+            "kernels cannot panic; check the condition with `if` and write a status into a view"
+        }
+        "println" | "print" | "eprintln" | "format" | "dbg" => {
+            "kernels cannot print or format text; write values into a view and print them on \
+             the host"
+        }
+        "vec" => "kernels have no heap; use a fixed-size local array (`[0.0f32; 8]`)",
+        _ => "macros are not supported in kernel bodies",
+    };
+    error(m.span(), &format!("`{name}!` in a kernel: {hint}"))
+}

@@ -1,0 +1,329 @@
+//! # kiln-macros: kernels and device functions written in Rust
+//!
+//! `#[kiln::kernel]` and `#[kiln::device]` re-express a function body as kiln IR builder
+//! calls (`kiln::ir`, `kiln::lang`): operators stay operators on `Val`s, comparisons and
+//! `as` become calls, `let mut` becomes an IR local, `if`/`for`/`while`/`loop` become the
+//! builder's control flow, `x[i]` becomes a load or a store. Rust's type checker then types
+//! the kernel. Anything outside the supported subset is a compile error at the construct,
+//! saying what to write instead.
+
+mod body;
+
+use body::{Body, FnKind};
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{parse_macro_input, FnArg, ItemFn, Pat, ReturnType, Type};
+
+/// Turns a function into a kiln kernel. Its parameters are an optional index first
+/// (`Index1D`, `Index2D`, `Index3D`), then views (`View<T>`, `ViewMut<T>`, `View2D<T>`,
+/// `View2DMut<T>`) and values. The function becomes one that returns the kernel's
+/// `kiln::lang::KernelFn`, which `Context::launch`, `launch_grouped` and `launch_grid` take
+/// (as `saxpy` or `saxpy::<f32>` for a generic one).
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        return syn::Error::new(
+            Tokens::from(attr).span(),
+            "#[kiln::kernel] takes no arguments",
+        )
+        .to_compile_error()
+        .into();
+    }
+    let f = parse_macro_input!(item as ItemFn);
+    match expand_kernel(f) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Turns a function of values into a kiln device function, callable from kernels and usable
+/// in queries (`ctx.from(&xs).map(my_fn)`). Inlined by the backends' compilers unless marked
+/// `#[kiln::device(noinline)]` (or with `#[noinline]` under it), which keeps a real function
+/// in the generated source.
+#[proc_macro_attribute]
+pub fn device(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let attr = Tokens::from(attr);
+    let mut noinline = false;
+    if !attr.is_empty() {
+        if attr.to_string() == "noinline" {
+            noinline = true;
+        } else {
+            return syn::Error::new(attr.span(), "#[kiln::device] takes nothing or `noinline`")
+                .to_compile_error()
+                .into();
+        }
+    }
+    let mut f = parse_macro_input!(item as ItemFn);
+    let before = f.attrs.len();
+    f.attrs.retain(|a| !a.path().is_ident("noinline"));
+    noinline |= f.attrs.len() != before;
+    match expand_device(f, noinline) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// The last path segment's name of a type, when it is a plain path.
+fn type_name(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn reject_type(ty: &Type) -> syn::Result<()> {
+    let why = match ty {
+        Type::Reference(_) => Some(
+            "kernel and device function parameters cannot be references; take a View<T> or \
+             ViewMut<T> for memory and plain values for scalars",
+        ),
+        Type::Slice(_) | Type::Array(_) => Some(
+            "kernel parameters cannot be slices or arrays; take a View<T> (read) or ViewMut<T> \
+             (read-write)",
+        ),
+        Type::TraitObject(_) | Type::ImplTrait(_) => Some(
+            "trait objects and `impl Trait` are not supported in kernels; use a generic \
+             parameter with a trait bound (one kernel is compiled per type)",
+        ),
+        Type::Ptr(_) => Some("raw pointers are not supported in kernels; take a View<T>"),
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Err(syn::Error::new(ty.span(), why));
+    }
+    if let Some(n) = type_name(ty) {
+        let why = match n.as_str() {
+            "Vec" | "Box" | "String" | "Rc" | "Arc" | "HashMap" => Some(format!(
+                "`{n}` needs heap allocation, which kernels do not have; take a View<T> of the \
+                 data instead"
+            )),
+            "usize" | "isize" => Some(format!(
+                "`{n}` has no fixed size on GPUs; use u32 or i32 (or u64/i64)"
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
+            return Err(syn::Error::new(ty.span(), why));
+        }
+    }
+    Ok(())
+}
+
+fn param_ident(arg: &FnArg) -> syn::Result<(syn::Ident, Type)> {
+    match arg {
+        FnArg::Receiver(r) => Err(syn::Error::new(
+            r.span(),
+            "kernels and device functions are free functions; `self` is not supported",
+        )),
+        FnArg::Typed(t) => match &*t.pat {
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                if p.mutability.is_some() {
+                    return Err(syn::Error::new(
+                        p.span(),
+                        "parameters cannot be `mut`; copy the value into a `let mut` local",
+                    ));
+                }
+                Ok((p.ident.clone(), (*t.ty).clone()))
+            }
+            other => Err(syn::Error::new(
+                other.span(),
+                "parameters must be plain names (`x: f32`)",
+            )),
+        },
+    }
+}
+
+fn check_signature(f: &ItemFn) -> syn::Result<()> {
+    let s = &f.sig;
+    if let Some(a) = &s.asyncness {
+        return Err(syn::Error::new(
+            a.span(),
+            "kernels cannot be async; a launch already runs asynchronously on the device",
+        ));
+    }
+    if let Some(u) = &s.unsafety {
+        return Err(syn::Error::new(
+            u.span(),
+            "kernels and device functions cannot be unsafe",
+        ));
+    }
+    if let Some(v) = &s.variadic {
+        return Err(syn::Error::new(
+            v.span(),
+            "variadic functions are not supported",
+        ));
+    }
+    if let Some(l) = s.generics.lifetimes().next() {
+        return Err(syn::Error::new(
+            l.span(),
+            "lifetimes are not supported in kernels (there are no references to borrow)",
+        ));
+    }
+    Ok(())
+}
+
+fn generic_args(g: &syn::Generics) -> Tokens {
+    let args: Vec<Tokens> = g
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_token_stream()),
+            syn::GenericParam::Const(c) => Some(c.ident.to_token_stream()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    if args.is_empty() {
+        quote!()
+    } else {
+        quote!(::<#(#args),*>)
+    }
+}
+
+fn expand_kernel(f: ItemFn) -> syn::Result<Tokens> {
+    check_signature(&f)?;
+    if let ReturnType::Type(_, ty) = &f.sig.output {
+        return Err(syn::Error::new(
+            ty.span(),
+            "kernels return nothing; write results into a ViewMut<T> parameter",
+        ));
+    }
+    let name = &f.sig.ident;
+    let name_str = name.to_string();
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let generics = &f.sig.generics;
+    let (impl_g, _, where_clause) = generics.split_for_impl();
+    let turbofish = generic_args(generics);
+    let mut index: Option<(syn::Ident, Type)> = None;
+    let mut declares = Vec::new();
+    let mut param_types = Vec::new();
+    let mut names = Vec::new();
+    for (i, arg) in f.sig.inputs.iter().enumerate() {
+        let (id, ty) = param_ident(arg)?;
+        reject_type(&ty)?;
+        let tn = type_name(&ty).unwrap_or_default();
+        if matches!(tn.as_str(), "Index1D" | "Index2D" | "Index3D") {
+            if i != 0 {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "the index (Index1D, Index2D or Index3D) must be the first parameter",
+                ));
+            }
+            index = Some((id, ty));
+            continue;
+        }
+        let lit = syn::LitStr::new(&id.to_string(), id.span());
+        declares.push(quote_spanned! {ty.span()=>
+            let #id = <#ty as ::kiln::lang::KernelParam>::declare(__kiln_scope, #lit);
+        });
+        param_types.push(ty);
+        names.push(id);
+    }
+    let mut cx = Body::new(FnKind::Kernel);
+    for n in &names {
+        cx.bind(n, false);
+    }
+    let (dims, body) = match &index {
+        Some((id, ty)) => {
+            cx.bind(id, false);
+            let inner = cx.block_stmts(&f.block)?;
+            (
+                quote!(<#ty as ::kiln::lang::KernelIndex>::DIMS),
+                quote! {
+                    let (__kiln_pos, __kiln_inside) = ::kiln::lang::declare_extent(
+                        __kiln_scope,
+                        <#ty as ::kiln::lang::KernelIndex>::DIMS,
+                    );
+                    let #id = <#ty as ::kiln::lang::KernelIndex>::from_position(__kiln_pos);
+                    ::kiln::ir::if_then(__kiln_inside, || { #inner });
+                },
+            )
+        }
+        None => (quote!(0), cx.block_stmts(&f.block)?),
+    };
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(non_snake_case, unused_variables, unused_mut, unused_parens, clippy::all)]
+        #vis fn #name #impl_g () -> ::kiln::lang::KernelFn<(#(#param_types,)*)> #where_clause {
+            #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
+            fn __kiln_build #impl_g (__kiln_scope: &::kiln::ir::KernelScope) #where_clause {
+                #(#declares)*
+                #body
+            }
+            ::kiln::lang::KernelFn::new(#name_str, #dims, __kiln_build #turbofish)
+        }
+    })
+}
+
+fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
+    check_signature(&f)?;
+    let ret = match &f.sig.output {
+        ReturnType::Type(_, ty) => {
+            reject_type(ty)?;
+            (**ty).clone()
+        }
+        ReturnType::Default => {
+            return Err(syn::Error::new(
+                f.sig.ident.span(),
+                "device functions return a value (`-> f32`); kernels and device functions \
+                 share memory only through kernel parameters",
+            ))
+        }
+    };
+    let name = &f.sig.ident;
+    let name_str = name.to_string();
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let generics = &f.sig.generics;
+    let (impl_g, _, where_clause) = generics.split_for_impl();
+    let mut params = Vec::new();
+    let mut cx = Body::new(FnKind::Device(Box::new(ret.clone())));
+    let mut converts = Vec::new();
+    let mut decls = Vec::new();
+    let mut unpack = Vec::new();
+    for (i, arg) in f.sig.inputs.iter().enumerate() {
+        let (id, ty) = param_ident(arg)?;
+        reject_type(&ty)?;
+        if let Some(n) = type_name(&ty) {
+            if n.starts_with("View") || n.starts_with("Index") {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "device functions take values; index the view in the kernel and pass the \
+                     element",
+                ));
+            }
+        }
+        let lit = syn::LitStr::new(&id.to_string(), id.span());
+        params.push(quote!(#id: impl ::kiln::ir::IntoVal<#ty>));
+        converts.push(quote!(::kiln::ir::IntoVal::<#ty>::into_val(#id).erase()));
+        decls.push(quote!((#lit, <#ty as ::kiln::ir::IrType>::ir_type())));
+        let idx = syn::Index::from(i);
+        unpack.push(quote!(let #id: ::kiln::ir::Val<#ty> = __kiln_params[#idx].typed::<#ty>();));
+        cx.bind(&id, false);
+    }
+    let body = cx.device_body(&f.block)?;
+    let f_ident = format_ident!("__kiln_fn");
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
+        #vis fn #name #impl_g (#(#params),*) -> ::kiln::ir::Val<#ret> #where_clause {
+            let __kiln_args = [#(#converts),*];
+            let #f_ident = ::kiln::ir::device_fn::<#ret>(
+                #name_str,
+                &[#(#decls),*],
+                #noinline,
+                |__kiln_params| {
+                    #(#unpack)*
+                    #body
+                },
+            );
+            #f_ident.call(&__kiln_args)
+        }
+    })
+}
+
+pub(crate) fn error(span: Span, msg: &str) -> syn::Error {
+    syn::Error::new(span, msg)
+}

@@ -1,0 +1,643 @@
+//! Kernels written in Rust with `#[kiln::kernel]` (the gallery of examples/gallery.rs and the
+//! Rust subset), run on every backend and checked against plain Rust loops.
+
+mod common;
+use common::{ctx, every_backend};
+use kiln::lang::*;
+use kiln::BackendKind;
+
+#[kiln::kernel]
+fn saxpy(i: Index1D, a: f32, x: View<f32>, y: ViewMut<f32>) {
+    y[i] = a * x[i] + y[i];
+}
+
+#[test]
+fn saxpy_matches_a_loop() {
+    every_backend(|| {
+        let n = 10_001;
+        let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
+        let y0: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
+        let mut y = y0.clone();
+        ctx().launch(saxpy, n, (1.5f32, &x, &mut y)).unwrap();
+        for i in 0..n {
+            assert_eq!(y[i], 1.5 * x[i] + y0[i], "element {i}");
+        }
+        // The same kernel over device buffers: the result stays on the device.
+        let xb = ctx().upload(&x).unwrap();
+        let yb = ctx().upload(&y0).unwrap();
+        ctx().launch(saxpy, n, (1.5f32, &xb, &yb)).unwrap();
+        assert_eq!(yb.download().unwrap(), y);
+    });
+}
+
+#[kiln::kernel]
+fn stencil(p: Index2D, src: View2D<f32>, dst: View2DMut<f32>) {
+    let (x, y) = (p.x, p.y);
+    if x > 0 && y > 0 && x + 1 < src.cols() && y + 1 < src.rows() {
+        let around = src[(y, x - 1)] + src[(y, x + 1)] + src[(y - 1, x)] + src[(y + 1, x)];
+        dst[p] = 0.25 * around - src[p];
+    } else {
+        dst[p] = src[p];
+    }
+}
+
+#[test]
+fn five_point_stencil_matches_a_loop() {
+    every_backend(|| {
+        let (w, h) = (67usize, 45usize);
+        let src: Vec<f32> = (0..w * h).map(|i| ((i * 7) % 31) as f32).collect();
+        let mut dst = vec![0.0f32; w * h];
+        ctx()
+            .launch(
+                stencil,
+                (w, h),
+                (Slice2D::new(&src[..], w), Slice2D::new(&mut dst[..], w)),
+            )
+            .unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                let at = |yy: usize, xx: usize| src[yy * w + xx];
+                let want = if x > 0 && y > 0 && x + 1 < w && y + 1 < h {
+                    0.25 * (at(y, x - 1) + at(y, x + 1) + at(y - 1, x) + at(y + 1, x)) - at(y, x)
+                } else {
+                    at(y, x)
+                };
+                assert_eq!(dst[y * w + x], want, "({x}, {y})");
+            }
+        }
+    });
+}
+
+#[kiln::kernel]
+fn transpose_naive(p: Index2D, a: View2D<f32>, t: View2DMut<f32>) {
+    t[(p.x, p.y)] = a[(p.y, p.x)];
+}
+
+const TILE: u32 = 16;
+
+#[kiln::kernel]
+fn transpose_tiled(a: View2D<f32>, t: View2DMut<f32>) {
+    // One padded column per row keeps the column reads free of bank conflicts.
+    let tile = shared::<f32, { TILE * (TILE + 1) }>();
+    let (lx, ly) = (local_id(Dim::X), local_id(Dim::Y));
+    let (bx, by) = (group_id(Dim::X) * TILE, group_id(Dim::Y) * TILE);
+    tile[ly * (TILE + 1) + lx] = a[(by + ly, bx + lx)];
+    barrier();
+    t[(bx + ly, by + lx)] = tile[lx * (TILE + 1) + ly];
+}
+
+#[test]
+fn transposes_naive_and_tiled_match_a_loop() {
+    every_backend(|| {
+        let (rows, cols) = (50usize, 37usize);
+        let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let mut want = vec![0.0f32; rows * cols];
+        for r in 0..rows {
+            for c in 0..cols {
+                want[c * rows + r] = a[r * cols + c];
+            }
+        }
+        let mut t = vec![-1.0f32; rows * cols];
+        ctx()
+            .launch(
+                transpose_naive,
+                (cols, rows),
+                (Slice2D::new(&a[..], cols), Slice2D::new(&mut t[..], rows)),
+            )
+            .unwrap();
+        assert_eq!(t, want, "naive");
+        let mut t = vec![-1.0f32; rows * cols];
+        let groups = (cols.div_ceil(16), rows.div_ceil(16));
+        ctx()
+            .launch_grouped(
+                transpose_tiled,
+                groups,
+                (16usize, 16usize),
+                (Slice2D::new(&a[..], cols), Slice2D::new(&mut t[..], rows)),
+            )
+            .unwrap();
+        assert_eq!(t, want, "tiled");
+    });
+}
+
+#[kiln::kernel]
+fn histogram_global(i: Index1D, data: View<u8>, bins: ViewMut<u32>) {
+    atomic_add(&bins, data[i] as u32, 1u32);
+}
+
+#[kiln::kernel]
+fn histogram_shared(data: View<u8>, bins: ViewMut<u32>) {
+    let local = shared::<u32, 256>();
+    let (lid, size) = (local_index(), group_size(Dim::X));
+    for b in (lid..256u32).step_by(size) {
+        local[b] = 0u32;
+    }
+    barrier();
+    for j in (global_id(Dim::X)..data.len()).step_by(global_size(Dim::X)) {
+        atomic_add(&local, data[j] as u32, 1u32);
+    }
+    barrier();
+    for b in (lid..256u32).step_by(size) {
+        atomic_add(&bins, b, local[b]);
+    }
+}
+
+#[test]
+fn byte_histograms_global_and_privatized_match_a_loop() {
+    every_backend(|| {
+        let data: Vec<u8> = (0..50_003u32)
+            .map(|i| (i * 31 % 251) as u8 ^ (i >> 9) as u8)
+            .collect();
+        let mut want = vec![0u32; 256];
+        for &b in &data {
+            want[b as usize] += 1;
+        }
+        let mut bins = vec![0u32; 256];
+        ctx()
+            .launch(histogram_global, data.len(), (&data, &mut bins))
+            .unwrap();
+        assert_eq!(bins, want, "global atomics");
+        let mut bins = vec![0u32; 256];
+        ctx()
+            .launch_grouped(histogram_shared, 24u32, 128u32, (&data, &mut bins))
+            .unwrap();
+        assert_eq!(bins, want, "privatized");
+    });
+}
+
+#[kiln::kernel]
+fn block_sum(data: View<f32>, partial: ViewMut<f32>) {
+    let per_subgroup = shared::<f32, 256>();
+    let mut v = data[global_id(Dim::X)];
+    // Tree reduction inside the subgroup through shuffles.
+    let mut offset = subgroup_size() / 2u32;
+    while offset > 0u32 {
+        v += v.shuffle_down(offset);
+        offset = offset / 2u32;
+    }
+    let sg = builtin(kiln::ir::Builtin::SubgroupId);
+    if subgroup_lane() == 0u32 {
+        per_subgroup[sg] = v;
+    }
+    barrier();
+    if local_index() == 0u32 {
+        let subgroups = (group_size(Dim::X) + subgroup_size() - 1u32) / subgroup_size();
+        let mut total = 0.0f32;
+        for s in 0u32..subgroups {
+            total += per_subgroup[s];
+        }
+        partial[group_id(Dim::X)] = total;
+    }
+}
+
+#[test]
+fn block_reduction_with_subgroup_shuffles_matches_a_loop() {
+    every_backend(|| {
+        let groups = 40usize;
+        // Whole numbers: every order of additions gives the same f32.
+        let data: Vec<f32> = (0..groups * 256).map(|i| ((i * 13) % 101) as f32).collect();
+        let mut partial = vec![0.0f32; groups];
+        ctx()
+            .launch_grouped(block_sum, groups as u32, 256u32, (&data, &mut partial))
+            .unwrap();
+        for g in 0..groups {
+            let want: f32 = data[g * 256..(g + 1) * 256].iter().sum();
+            assert_eq!(partial[g], want, "group {g}");
+        }
+    });
+}
+
+#[kiln::kernel]
+fn matmul_tiled(a: View<f32>, b: View<f32>, c: ViewMut<f32>, n: u32) {
+    let ta = shared::<f32, { TILE * TILE }>();
+    let tb = shared::<f32, { TILE * TILE }>();
+    let (lx, ly) = (local_id(Dim::X), local_id(Dim::Y));
+    let col = group_id(Dim::X) * TILE + lx;
+    let row = group_id(Dim::Y) * TILE + ly;
+    let mut acc = 0.0f32;
+    for t in (0u32..n).step_by(TILE) {
+        ta[ly * TILE + lx] = if row < n && t + lx < n {
+            a[row * n + t + lx]
+        } else {
+            0.0f32
+        };
+        tb[ly * TILE + lx] = if col < n && t + ly < n {
+            b[(t + ly) * n + col]
+        } else {
+            0.0f32
+        };
+        barrier();
+        for k in 0u32..TILE {
+            acc += ta[ly * TILE + k] * tb[k * TILE + lx];
+        }
+        barrier();
+    }
+    if row < n && col < n {
+        c[row * n + col] = acc;
+    }
+}
+
+#[test]
+fn tiled_matrix_multiply_matches_a_loop() {
+    every_backend(|| {
+        let n = 45usize;
+        // Small integers: every product and sum is exact in f32.
+        let a: Vec<f32> = (0..n * n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+        let b: Vec<f32> = (0..n * n).map(|i| ((i * 5) % 9) as f32 - 4.0).collect();
+        let mut c = vec![0.0f32; n * n];
+        let g = n.div_ceil(16);
+        ctx()
+            .launch_grouped(
+                matmul_tiled,
+                (g, g),
+                (16usize, 16usize),
+                (&a, &b, &mut c, n as u32),
+            )
+            .unwrap();
+        for r in 0..n {
+            for col in 0..n {
+                let want: f32 = (0..n).map(|k| a[r * n + k] * b[k * n + col]).sum();
+                assert_eq!(c[r * n + col], want, "({r}, {col})");
+            }
+        }
+    });
+}
+
+#[kiln::kernel]
+#[allow(clippy::too_many_arguments)]
+fn nbody_step(
+    i: Index1D,
+    px: View<f32>,
+    py: View<f32>,
+    pz: View<f32>,
+    mass: View<f32>,
+    vx: ViewMut<f32>,
+    vy: ViewMut<f32>,
+    vz: ViewMut<f32>,
+    dt: f32,
+) {
+    let (xi, yi, zi) = (px[i], py[i], pz[i]);
+    let mut ax = 0.0f32;
+    let mut ay = 0.0f32;
+    let mut az = 0.0f32;
+    for j in 0u32..px.len() {
+        let (dx, dy, dz) = (px[j] - xi, py[j] - yi, pz[j] - zi);
+        let d2 = dx * dx + dy * dy + dz * dz + 0.01f32;
+        let inv = d2.rsqrt();
+        let s = mass[j] * inv * inv * inv;
+        ax += dx * s;
+        ay += dy * s;
+        az += dz * s;
+    }
+    vx[i] = vx[i] + ax * dt;
+    vy[i] = vy[i] + ay * dt;
+    vz[i] = vz[i] + az * dt;
+}
+
+#[test]
+fn nbody_step_over_soa_arrays_matches_an_f64_loop() {
+    every_backend(|| {
+        let n = 300usize;
+        let f = |i: usize, k: usize| (((i * k + 3) % 97) as f32 / 97.0) * 2.0 - 1.0;
+        let px: Vec<f32> = (0..n).map(|i| f(i, 7)).collect();
+        let py: Vec<f32> = (0..n).map(|i| f(i, 11)).collect();
+        let pz: Vec<f32> = (0..n).map(|i| f(i, 13)).collect();
+        let mass: Vec<f32> = (0..n).map(|i| 0.5 + (i % 5) as f32 * 0.1).collect();
+        let (mut vx, mut vy, mut vz) = (vec![0.1f32; n], vec![0.0f32; n], vec![-0.1f32; n]);
+        let dt = 0.001f32;
+        ctx()
+            .launch(
+                nbody_step,
+                n,
+                (&px, &py, &pz, &mass, &mut vx, &mut vy, &mut vz, dt),
+            )
+            .unwrap();
+        for i in 0..n {
+            let mut a = [0.0f64; 3];
+            for j in 0..n {
+                let d = [
+                    (px[j] - px[i]) as f64,
+                    (py[j] - py[i]) as f64,
+                    (pz[j] - pz[i]) as f64,
+                ];
+                let d2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + 0.01;
+                let s = mass[j] as f64 / (d2 * d2.sqrt());
+                for k in 0..3 {
+                    a[k] += d[k] * s;
+                }
+            }
+            let want = [0.1 + a[0] * 0.001, a[1] * 0.001, -0.1 + a[2] * 0.001];
+            let got = [vx[i], vy[i], vz[i]];
+            for k in 0..3 {
+                let err = (got[k] as f64 - want[k]).abs();
+                assert!(
+                    err <= 1e-5 * (1.0 + want[k].abs()),
+                    "body {i} axis {k}: {} vs {}",
+                    got[k],
+                    want[k]
+                );
+            }
+        }
+    });
+}
+
+#[kiln::kernel]
+fn mandelbrot(p: Index2D, width: u32, height: u32, max_iter: u32, out: ViewMut<u32>) {
+    let cx = -2.0f32 + 3.0f32 * (p.x as f32) / (width as f32);
+    let cy = -1.25f32 + 2.5f32 * (p.y as f32) / (height as f32);
+    let mut zx = 0.0f32;
+    let mut zy = 0.0f32;
+    let mut n = 0u32;
+    while n < max_iter && zx * zx + zy * zy <= 4.0f32 {
+        let t = zx * zx - zy * zy + cx;
+        zy = 2.0f32 * zx * zy + cy;
+        zx = t;
+        n += 1u32;
+    }
+    out[p.y * width + p.x] = n;
+}
+
+fn mandelbrot_reference(w: usize, h: usize, max_iter: u32) -> Vec<u32> {
+    let mut out = vec![0u32; w * h];
+    for y in 0..h {
+        for x in 0..w {
+            let cx = -2.0f32 + 3.0f32 * (x as f32) / (w as f32);
+            let cy = -1.25f32 + 2.5f32 * (y as f32) / (h as f32);
+            let (mut zx, mut zy, mut n) = (0.0f32, 0.0f32, 0u32);
+            while n < max_iter && zx * zx + zy * zy <= 4.0 {
+                let t = zx * zx - zy * zy + cx;
+                zy = 2.0 * zx * zy + cy;
+                zx = t;
+                n += 1;
+            }
+            out[y * w + x] = n;
+        }
+    }
+    out
+}
+
+#[test]
+fn mandelbrot_on_a_2d_grid_matches_a_loop() {
+    every_backend(|| {
+        let (w, h, iters) = (120usize, 80usize, 200u32);
+        let mut out = vec![0u32; w * h];
+        ctx()
+            .launch(mandelbrot, (w, h), (w as u32, h as u32, iters, &mut out))
+            .unwrap();
+        let want = mandelbrot_reference(w, h, iters);
+        let differ = out.iter().zip(&want).filter(|(a, b)| a != b).count();
+        // Vulkan drivers may contract or reorder float arithmetic (see README, float
+        // accuracy), which moves a few points on the set's boundary; elsewhere it is exact.
+        let allowed = if ctx().device().backend == BackendKind::Wgpu {
+            w * h / 100
+        } else {
+            0
+        };
+        assert!(differ <= allowed, "{differ} of {} pixels differ", w * h);
+    });
+}
+
+/// Element-wise operations a generic kernel is specialized for (one compiled kernel each).
+trait UnaryOp {
+    fn apply(x: Val<f32>) -> Val<f32>;
+}
+struct Square;
+impl UnaryOp for Square {
+    fn apply(x: Val<f32>) -> Val<f32> {
+        x * x
+    }
+}
+struct Smooth;
+impl UnaryOp for Smooth {
+    fn apply(x: Val<f32>) -> Val<f32> {
+        smoothstep(0.0, 10.0, x)
+    }
+}
+
+#[kiln::kernel]
+fn map_op<Op: UnaryOp>(i: Index1D, x: View<f32>, y: ViewMut<f32>) {
+    y[i] = Op::apply(x[i]);
+}
+
+#[kiln::kernel]
+fn scale<T: Numeric>(i: Index1D, x: View<T>, k: T, y: ViewMut<T>) {
+    y[i] = x[i] * k;
+}
+
+#[kiln::device]
+fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
+    let t = ((x - e0) / (e1 - e0)).clamp(0.0, 1.0);
+    t * t * (3.0 - 2.0 * t)
+}
+
+fn smoothstep_ref(e0: f32, e1: f32, x: f32) -> f32 {
+    let t = ((x - e0) / (e1 - e0)).clamp(0.0, 1.0);
+    t * t * (3.0 - 2.0 * t)
+}
+
+#[test]
+fn generic_kernels_are_specialized_per_type_and_operation() {
+    every_backend(|| {
+        let c = ctx();
+        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.0125 - 1.0).collect();
+        let mut y = vec![0.0f32; x.len()];
+        let before = c.stats().compilations;
+        c.launch(map_op::<Square>, x.len(), (&x, &mut y)).unwrap();
+        assert!(x.iter().zip(&y).all(|(a, b)| *b == a * a));
+        c.launch(map_op::<Smooth>, x.len(), (&x, &mut y)).unwrap();
+        assert!(x
+            .iter()
+            .zip(&y)
+            .all(|(a, b)| *b == smoothstep_ref(0.0, 10.0, *a)));
+        c.launch(map_op::<Square>, x.len(), (&x, &mut y)).unwrap();
+        assert_eq!(
+            c.stats().compilations - before,
+            2,
+            "one compile per operation"
+        );
+        let xi: Vec<i32> = (-500..500).collect();
+        let mut yi = vec![0i32; xi.len()];
+        c.launch(scale::<i32>, xi.len(), (&xi, -3i32, &mut yi))
+            .unwrap();
+        assert!(xi.iter().zip(&yi).all(|(a, b)| *b == a * -3));
+        let xd: Vec<f64> = (0..100).map(|i| i as f64 / 3.0).collect();
+        let mut yd = vec![0.0f64; xd.len()];
+        match c.launch(scale::<f64>, xd.len(), (&xd, 0.5f64, &mut yd)) {
+            Ok(()) => assert!(xd.iter().zip(&yd).all(|(a, b)| *b == a * 0.5)),
+            Err(e) => {
+                assert!(!c.device().features.f64, "{e}");
+                assert!(e.to_string().contains("f64"), "the error names f64: {e}");
+            }
+        }
+    });
+}
+
+#[test]
+fn device_functions_work_in_queries_too() {
+    every_backend(|| {
+        let x: Vec<f32> = (0..500).map(|i| i as f32 * 0.03).collect();
+        let got = ctx()
+            .from(&x)
+            .map(|v| smoothstep(1.0, 9.0, v))
+            .to_vec()
+            .unwrap();
+        let want: Vec<f32> = x.iter().map(|&v| smoothstep_ref(1.0, 9.0, v)).collect();
+        assert_eq!(got, want);
+    });
+}
+
+/// Steps of the Collatz sequence from `n` to 1, at most `limit`; kept a real function.
+#[kiln::device(noinline)]
+fn collatz_steps(n: u32, limit: u32) -> u32 {
+    let mut x = n;
+    let mut steps = 0u32;
+    while x != 1 {
+        x = if x % 2 == 0 { x / 2 } else { 3 * x + 1 };
+        steps += 1;
+        if steps >= limit {
+            return steps;
+        }
+    }
+    steps
+}
+
+#[kiln::kernel]
+fn collatz(i: Index1D, out: ViewMut<u32>) {
+    out[i] = collatz_steps(i + 1, 100);
+}
+
+fn collatz_ref(n: u32, limit: u32) -> u32 {
+    let (mut x, mut steps) = (n, 0);
+    while x != 1 {
+        x = if x % 2 == 0 { x / 2 } else { 3 * x + 1 };
+        steps += 1;
+        if steps >= limit {
+            return steps;
+        }
+    }
+    steps
+}
+
+#[test]
+fn noinline_device_functions_stay_functions_and_return_early() {
+    every_backend(|| {
+        let mut out = vec![0u32; 3000];
+        ctx().launch(collatz, out.len(), (&mut out,)).unwrap();
+        for (i, &v) in out.iter().enumerate() {
+            assert_eq!(v, collatz_ref(i as u32 + 1, 100), "n = {}", i + 1);
+        }
+    });
+    let ir = collatz().ir().unwrap();
+    let cuda = kiln::emit(&ir, kiln::Target::CudaC).unwrap();
+    assert!(
+        cuda.contains("__noinline__") && cuda.contains("collatz_steps("),
+        "{cuda}"
+    );
+}
+
+/// Every construct of the Rust subset, mirrored by `subset_ref` in plain Rust.
+#[kiln::kernel]
+fn subset(i: Index1D, x: View<f32>, ints: View<i32>, out_f: ViewMut<f32>, out_i: ViewMut<i32>) {
+    let v = x[i];
+    let k = ints[i];
+    // if/else as a value, comparisons, logical operators
+    let sign = if v < 0.0 && !(k == 0) {
+        -1.0f32
+    } else if v > 1.5 || k < -3 {
+        2.0f32
+    } else {
+        0.5f32
+    };
+    // for over a stepped range, a local array, compound assignment
+    let mut acc = [0i32; 4];
+    for j in (0..12).step_by(3) {
+        acc[j / 3] = k * j + (j ^ 5);
+    }
+    let mut sum = 0i32;
+    for j in 0..=3 {
+        sum += acc[j];
+    }
+    // while with break and continue, bit operators, shifts
+    let mut bits = (k as u32) & 0xffu32;
+    let mut count = 0i32;
+    loop {
+        if bits == 0u32 {
+            break;
+        }
+        bits = bits >> 1u32;
+        if (bits & 1u32) == 0u32 {
+            continue;
+        }
+        count += 1;
+    }
+    // tuples, casts, float and int methods
+    let (lo, hi) = (k.min(7), k.max(-7));
+    let wave = v.sin().mul_add(2.0, v.abs().sqrt()).max(-1.0);
+    out_f[i] = sign * wave + (lo as f32) * 0.5;
+    out_i[i] = sum + count * 100 + hi * 1000 + ((v * 3.0) as i32 % 4);
+    if k > 40 {
+        return;
+    }
+    out_i[i] = out_i[i] - 1;
+}
+
+fn subset_ref(v: f32, k: i32) -> (f32, i32) {
+    let sign = if v < 0.0 && k != 0 {
+        -1.0f32
+    } else if v > 1.5 || k < -3 {
+        2.0
+    } else {
+        0.5
+    };
+    let mut acc = [0i32; 4];
+    for j in (0..12).step_by(3) {
+        acc[j / 3] = k.wrapping_mul(j as i32).wrapping_add(j as i32 ^ 5);
+    }
+    let sum: i32 = acc.iter().fold(0i32, |a, b| a.wrapping_add(*b));
+    let mut bits = (k as u32) & 0xff;
+    let mut count = 0;
+    loop {
+        if bits == 0 {
+            break;
+        }
+        bits >>= 1;
+        if bits & 1 == 0 {
+            continue;
+        }
+        count += 1;
+    }
+    let (lo, hi) = (k.min(7), k.max(-7));
+    let wave = v.sin().mul_add(2.0, v.abs().sqrt()).max(-1.0);
+    let f = sign * wave + (lo as f32) * 0.5;
+    let mut n = sum + count * 100 + hi * 1000 + ((v * 3.0) as i32 % 4);
+    if k <= 40 {
+        n -= 1;
+    }
+    (f, n)
+}
+
+#[test]
+fn the_rust_subset_matches_plain_rust() {
+    every_backend(|| {
+        let n = 400;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 - 200.0) * 0.0173).collect();
+        let ints: Vec<i32> = (0..n).map(|i| (i as i32 * 37 % 101) - 50).collect();
+        let mut out_f = vec![0.0f32; n];
+        let mut out_i = vec![0i32; n];
+        ctx()
+            .launch(subset, n, (&x, &ints, &mut out_f, &mut out_i))
+            .unwrap();
+        // sin is accurate to a few ulps (README, float accuracy); the rest is exact.
+        let tolerance = common::ulp_bound("sin") as f32 * 4.0 * f32::EPSILON;
+        for j in 0..n {
+            let (f, k) = subset_ref(x[j], ints[j]);
+            assert_eq!(out_i[j], k, "ints at {j} (x = {}, k = {})", x[j], ints[j]);
+            let d = (out_f[j] - f).abs();
+            assert!(
+                d <= tolerance * (1.0 + f.abs()),
+                "floats at {j}: {} vs {f}",
+                out_f[j]
+            );
+        }
+    });
+}
