@@ -208,15 +208,14 @@ impl Body {
                 let mut names = Vec::new();
                 for p in &t.elems {
                     match p {
-                        Pat::Ident(i) if i.mutability.is_none() && i.by_ref.is_none() => {
-                            names.push(i.ident.clone())
+                        Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() => {
+                            names.push((i.ident.clone(), i.mutability.is_some()))
                         }
-                        Pat::Wild(_) => names.push(syn::Ident::new("_", p.span())),
+                        Pat::Wild(_) => names.push((syn::Ident::new("_", p.span()), false)),
                         other => {
                             return Err(error(
                                 other.span(),
-                                "tuple patterns bind plain immutable names; copy into `let mut` \
-                                 locals afterwards",
+                                "tuple patterns bind plain names (`let (a, mut b) = ...`)",
                             ))
                         }
                     }
@@ -228,12 +227,23 @@ impl Body {
                     ));
                 };
                 let v = self.expr(init)?;
-                for n in &names {
-                    if n != "_" {
-                        self.bind(n, false);
+                let temps: Vec<syn::Ident> = (0..names.len())
+                    .map(|i| quote::format_ident!("__kiln_t{}", i))
+                    .collect();
+                let mut out = quote!(let (#(#temps),*) = #v;);
+                for ((n, m), tmp) in names.iter().zip(&temps) {
+                    if n == "_" {
+                        continue;
                     }
+                    self.bind(n, *m);
+                    let lit = syn::LitStr::new(&n.to_string(), n.span());
+                    out.extend(if *m {
+                        quote!(let #n = ::kiln::ir::Var::new(#lit, #tmp);)
+                    } else {
+                        quote!(let #n = #tmp;)
+                    });
                 }
-                Ok(quote!(let (#(#names),*) = #v;))
+                Ok(out)
             }
             Pat::Wild(_) => match init {
                 Some(e) => {

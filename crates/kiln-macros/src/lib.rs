@@ -327,3 +327,134 @@ fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
 pub(crate) fn error(span: Span, msg: &str) -> syn::Error {
     syn::Error::new(span, msg)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message of the error a kernel expands to; fails when it expands.
+    fn kernel_error(src: &str) -> String {
+        let f: ItemFn = syn::parse_str(src).expect("test source parses");
+        match expand_kernel(f) {
+            Ok(t) => panic!("expanded without an error:\n{t}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn device_error(src: &str) -> String {
+        let f: ItemFn = syn::parse_str(src).expect("test source parses");
+        match expand_device(f, false) {
+            Ok(t) => panic!("expanded without an error:\n{t}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn constructs_outside_the_subset_are_errors_that_say_what_to_do() {
+        let cases = [
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { let v = vec![1.0]; }",
+                "kernels have no heap",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { let s = String::new(); y[i] = \"x\"; }",
+                "strings are not supported",
+            ),
+            ("fn k(x: &[f32]) {}", "take a View<T> or ViewMut<T>"),
+            ("fn k(x: Vec<f32>) {}", "heap allocation"),
+            ("fn k(x: Box<dyn Fn()>) {}", "heap allocation"),
+            ("fn k(x: &dyn Op) {}", "cannot be references"),
+            (
+                "fn k(i: Index1D) { panic!(\"no\"); }",
+                "kernels cannot panic",
+            ),
+            ("fn k(i: Index1D) { println!(\"{}\", 1); }", "cannot print"),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { y[i] = match 1 { _ => 2.0 }; }",
+                "use `if`/`else if`",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { let f = |x| x; }",
+                "write a #[kiln::device] function",
+            ),
+            ("fn k(i: Index1D) -> f32 { 1.0 }", "kernels return nothing"),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { let x = 1.0; x = 2.0; }",
+                "declare it with `let mut x`",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { for v in y.iter() {} }",
+                "integer ranges",
+            ),
+            ("fn k(i: Index1D) { 'a: loop { break 'a; } }", "labels"),
+            (
+                "fn k(y: ViewMut<f32>, i: Index1D) {}",
+                "must be the first parameter",
+            ),
+            ("async fn k(i: Index1D) {}", "cannot be async"),
+            ("fn k(i: Index1D, n: usize) {}", "use u32 or i32"),
+            ("fn k(i: Index1D) { fn inner() {} }", "#[kiln::device]"),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { let r = &mut y; }",
+                "`&mut` is not supported",
+            ),
+            (
+                "fn k(i: Index1D) { let x = foo()?; }",
+                "kernels have no Result",
+            ),
+        ];
+        for (src, want) in cases {
+            let msg = kernel_error(src);
+            assert!(msg.contains(want), "{src}\n  gave: {msg}\n  want: {want}");
+        }
+    }
+
+    #[test]
+    fn device_functions_take_and_return_values() {
+        let cases = [
+            ("fn f(x: f32) { }", "device functions return a value"),
+            (
+                "fn f(x: View<f32>) -> f32 { 1.0 }",
+                "device functions take values",
+            ),
+            (
+                "fn f(x: f32) -> f32 { return x; x }",
+                "code after this `return` never runs",
+            ),
+            (
+                "fn f(x: f32) -> f32 { let y = shared::<f32, 4>(); x }",
+                "kernel body",
+            ),
+            (
+                "fn f(x: f32) -> f32 { let y = x; }",
+                "ends with the value it returns",
+            ),
+        ];
+        for (src, want) in cases {
+            let msg = device_error(src);
+            assert!(msg.contains(want), "{src}\n  gave: {msg}\n  want: {want}");
+        }
+    }
+
+    #[test]
+    fn errors_point_at_the_construct() {
+        let src = "fn k(i: Index1D, y: ViewMut<f32>) {\n    let a = 1;\n    panic!(\"no\");\n}";
+        let f: ItemFn = syn::parse_str(src).expect("parses");
+        let err = expand_kernel(f).expect_err("panic! is rejected");
+        let start = err.span().start();
+        assert_eq!(
+            (start.line, start.column),
+            (3, 4),
+            "the span starts at `panic!`"
+        );
+        let g: ItemFn =
+            syn::parse_str("fn k(i: Index1D, n: f32,\n  v: &[f32]) {}").expect("parses");
+        let err = expand_kernel(g).expect_err("a slice parameter is rejected");
+        let start = err.span().start();
+        assert_eq!(
+            (start.line, start.column),
+            (2, 5),
+            "the span starts at the type"
+        );
+    }
+}
