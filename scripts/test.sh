@@ -43,5 +43,10 @@ KILN_BACKEND=opencl cargo run --release --example quickstart > /tmp/kiln-quickst
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-opencl.out)
 KILN_BACKEND=wgpu cargo run --release --example quickstart > /tmp/kiln-quickstart-wgpu.out
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-wgpu.out)
+for backend in cpu opencl wgpu; do
+  KILN_BACKEND=$backend cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
+  grep -q '^saxpy over .*: ok$' /tmp/kiln-kernels-$backend.out
+  grep -q '^histogram of .*: ok$' /tmp/kiln-kernels-$backend.out
+done
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
 echo "kiln test suite passed"

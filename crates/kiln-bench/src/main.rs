@@ -6,6 +6,9 @@
 //! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH]
 //! ```
 
+mod kernels;
+
+use kiln::lang::Slice2D;
 use kiln::prelude::*;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -146,6 +149,84 @@ fn main() -> Result<(), Error> {
         rows.push(row("filter to_vec (50%)", filter, "rayon", rayon_filter));
         rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
         rows.push(row("sum vs parallel read", sum, "read", read));
+
+        // Gallery kernels: each optimized kernel against its naive form on the same device.
+        let side = if quick { 1024usize } else { 4096 };
+        let m: Vec<f32> = (0..side * side).map(|i| i as f32).collect();
+        let mut t = vec![0f32; side * side];
+        let naive = best(reps, || {
+            let args = (Slice2D::new(&m[..], side), Slice2D::new(&mut t[..], side));
+            ctx.launch(kernels::transpose_naive, (side, side), args)
+                .unwrap()
+        });
+        let tiled = best(reps, || {
+            let args = (Slice2D::new(&m[..], side), Slice2D::new(&mut t[..], side));
+            let g = side.div_ceil(16);
+            ctx.launch_grouped(kernels::transpose_tiled, (g, g), (16usize, 16usize), args)
+                .unwrap()
+        });
+        rows.push(row(
+            "transpose tiled (2D side)",
+            tiled,
+            "naive kernel",
+            naive,
+        ));
+        let bytes: Vec<u8> = xs.iter().map(|x| x.to_bits() as u8).collect();
+        let mut bins = vec![0u32; 256];
+        let global = best(reps, || {
+            ctx.launch(kernels::histogram_global, bytes.len(), (&bytes, &mut bins))
+                .unwrap()
+        });
+        let groups = ctx.device().compute_units.max(1) * 4;
+        let privatized = best(reps, || {
+            ctx.launch_grouped(
+                kernels::histogram_shared,
+                groups,
+                256u32,
+                (&bytes, &mut bins),
+            )
+            .unwrap()
+        });
+        rows.push(row(
+            "histogram privatized",
+            privatized,
+            "global atomics",
+            global,
+        ));
+        if kind == BackendKind::Cpu {
+            let mn = if quick { 128usize } else { 512 };
+            let a: Vec<f32> = (0..mn * mn).map(|i| (i % 7) as f32).collect();
+            let b: Vec<f32> = (0..mn * mn).map(|i| (i % 5) as f32).collect();
+            let mut c = vec![0f32; mn * mn];
+            let g = mn.div_ceil(16);
+            let kiln_mm = best(reps, || {
+                ctx.launch_grouped(
+                    kernels::matmul_tiled,
+                    (g, g),
+                    (16usize, 16usize),
+                    (&a, &b, &mut c, mn as u32),
+                )
+                .unwrap()
+            });
+            let mut c2 = vec![0f32; mn * mn];
+            let rayon_mm = best(reps, || {
+                c2.par_chunks_mut(mn).enumerate().for_each(|(r, out)| {
+                    out.iter_mut().for_each(|v| *v = 0.0);
+                    for k in 0..mn {
+                        let av = a[r * mn + k];
+                        for (o, bv) in out.iter_mut().zip(&b[k * mn..(k + 1) * mn]) {
+                            *o += av * bv;
+                        }
+                    }
+                })
+            });
+            rows.push(row(
+                "tiled matmul (side 128/512)",
+                kiln_mm,
+                "rayon",
+                rayon_mm,
+            ));
+        }
 
         let cold = Context::with_backend(kind)?;
         let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
