@@ -22,7 +22,8 @@
 //! Closures receive [`Val`]s, typed handles to IR values: arithmetic operators, comparisons
 //! (`gt ge lt le eq ne`), `and/or/not`, [`select`], `cast::<U>()` and math methods build the
 //! kernel, and Rust's type checker types it. The same IR can be built by hand with
-//! [`ir::Kernel::build`] and run with [`Context::launch`].
+//! [`ir::Kernel::build`] and run with [`Context::launch_ir`]. Kernels can also be written as
+//! Rust functions with `#[kiln::kernel]` and launched with [`Context::launch`]; see [`lang`].
 //!
 //! The embedded default backend is the CPU (Cranelift JIT + rayon); `KILN_BACKEND` selects
 //! another. Semantics (division by zero, shifts, casts, NaN in min/max, out-of-bounds access)
