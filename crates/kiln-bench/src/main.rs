@@ -6,6 +6,8 @@
 //! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH]
 //! ```
 
+#[allow(dead_code)]
+#[path = "../../../examples/gallery/mod.rs"]
 mod kernels;
 
 use kiln::lang::Slice2D;
