@@ -49,23 +49,7 @@ pub struct Source {
     pub needs: Needs,
 }
 
-/// Why a kernel could not be written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteError(pub String);
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for WriteError {}
-
-impl From<String> for WriteError {
-    fn from(message: String) -> WriteError {
-        WriteError(message)
-    }
-}
+pub use kiln_ir::WriteError;
 
 type W<T> = Result<T, WriteError>;
 
@@ -84,26 +68,7 @@ pub struct Writer {
 /// Writes `kernel` in `dialect`. Fails for IR the writer cannot express (reported with what).
 pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
-    let mut k = kernel.clone();
-    k.name = safe(&k.name);
-    for p in &mut k.params {
-        p.name = safe(&p.name);
-    }
-    for sh in &mut k.shared {
-        sh.name = safe(&sh.name);
-    }
-    for l in &mut k.body.locals {
-        l.name = safe(&l.name);
-    }
-    for f in &mut k.functions {
-        f.name = safe(&f.name);
-        for p in &mut f.params {
-            p.name = safe(&p.name);
-        }
-        for l in &mut f.body.locals {
-            l.name = safe(&l.name);
-        }
-    }
+    let k = kernel.with_names(safe);
     Writer {
         d: dialect,
         helpers: BTreeSet::new(),
@@ -418,7 +383,7 @@ impl Writer {
                             out,
                             "  {} {} = {};",
                             self.t(s),
-                            comp_name(&cx.local_name(i), c, t),
+                            component_name(&cx.local_name(i), c, t.flatten().len()),
                             self.lit(ScalarValue::zero(s))
                         );
                     }
@@ -453,7 +418,11 @@ impl Writer {
                 return err("device functions take values only");
             };
             for (c, (s, _)) in t.flatten().into_iter().enumerate() {
-                params.push(format!("{} {}", self.t(s), comp_name(&p.name, c, t)));
+                params.push(format!(
+                    "{} {}",
+                    self.t(s),
+                    component_name(&p.name, c, t.flatten().len())
+                ));
             }
         }
         let attr = match (self.d, f.noinline) {
@@ -512,7 +481,7 @@ impl Writer {
                             out,
                             "{pad}const {} {} = t{}_r.c{c};",
                             self.t(*sc),
-                            tname(*h, c, &ty),
+                            temp_name(*h, c, &ty),
                             h.0
                         );
                     }
@@ -523,7 +492,7 @@ impl Writer {
                     .zip(&vals.comps)
                     .enumerate()
                     .map(|(c, ((sc, _), v))| {
-                        format!("const {} {} = {v};", self.t(*sc), tname(*h, c, &ty))
+                        format!("const {} {} = {v};", self.t(*sc), temp_name(*h, c, &ty))
                     })
                     .collect();
                 let _ = writeln!(out, "{pad}{}", decls.join(" "));
@@ -534,8 +503,8 @@ impl Writer {
                     .map(|c| {
                         format!(
                             "{} = {};",
-                            comp_name(&cx.local_name(local.0 as usize), c, &ty),
-                            tname(*value, c, &ty)
+                            component_name(&cx.local_name(local.0 as usize), c, ty.flatten().len()),
+                            temp_name(*value, c, &ty)
                         )
                     })
                     .collect();
@@ -560,15 +529,15 @@ impl Writer {
                         };
                         format!(
                             "{arr}[{}] = {};",
-                            tname(*index, 0, &Type::Scalar(ScalarType::U32)),
-                            tname(*value, c, e)
+                            temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
+                            temp_name(*value, c, e)
                         )
                     })
                     .collect();
                 let _ = writeln!(
                     out,
                     "{pad}if ({} < {n}u) {{ {} }}",
-                    tname(*index, 0, &Type::Scalar(ScalarType::U32)),
+                    temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
                     parts.join(" ")
                 );
             }
@@ -578,10 +547,10 @@ impl Writer {
                 value,
             } => {
                 let (name, elem) = mem_info(cx.kernel, *memory)?;
-                let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
+                let i = temp_name(*index, 0, &Type::Scalar(ScalarType::U32));
                 let mut parts = Vec::new();
                 for (c, (sc, off)) in elem.flatten().into_iter().enumerate() {
-                    let v = tname(*value, c, &elem);
+                    let v = temp_name(*value, c, &elem);
                     let v = if sc == ScalarType::Bool {
                         format!("({})({v} ? 1 : 0)", mem_type(self.d, sc))
                     } else {
@@ -602,7 +571,7 @@ impl Writer {
                 let _ = writeln!(
                     out,
                     "{pad}if ({}) {{",
-                    tname(*cond, 0, &Type::Scalar(ScalarType::Bool))
+                    temp_name(*cond, 0, &Type::Scalar(ScalarType::Bool))
                 );
                 self.block(cx, accept, out, depth + 1)?;
                 if !reject.0.is_empty() {
@@ -638,10 +607,11 @@ impl Writer {
                 let ty = cx.ty(*h)?;
                 let flat = ty.flatten();
                 if flat.len() == 1 {
-                    let _ = writeln!(out, "{pad}return {};", tname(*h, 0, &ty));
+                    let _ = writeln!(out, "{pad}return {};", temp_name(*h, 0, &ty));
                 } else {
                     let fname = cx.function_name();
-                    let parts: Vec<String> = (0..flat.len()).map(|c| tname(*h, c, &ty)).collect();
+                    let parts: Vec<String> =
+                        (0..flat.len()).map(|c| temp_name(*h, c, &ty)).collect();
                     let _ = writeln!(
                         out,
                         "{pad}{{ kiln_ret_{fname} r = {{ {} }}; return r; }}",
@@ -702,7 +672,7 @@ impl Writer {
             })
         };
         let u32t = Type::Scalar(ScalarType::U32);
-        let arg = |x: Handle, c: usize| -> W<String> { Ok(tname(x, c, &cx.ty(x)?)) };
+        let arg = |x: Handle, c: usize| -> W<String> { Ok(temp_name(x, c, &cx.ty(x)?)) };
         match e {
             Expr::Literal(v) => one(self.lit(*v)),
             Expr::Param(i) => {
@@ -713,7 +683,7 @@ impl Writer {
                     .enumerate()
                     .map(|(c, (s, _))| {
                         let name = if !cx.is_kernel() {
-                            comp_name(&p.name, c, &ty)
+                            component_name(&p.name, c, ty.flatten().len())
                         } else if flat.len() == 1 {
                             p.name.clone()
                         } else {
@@ -736,7 +706,7 @@ impl Writer {
                 let name = cx.local_name(l.0 as usize);
                 Ok(Vals {
                     comps: (0..ty.flatten().len())
-                        .map(|c| comp_name(&name, c, &ty))
+                        .map(|c| component_name(&name, c, ty.flatten().len()))
                         .collect(),
                     call_struct: None,
                     fn_name: String::new(),
@@ -748,7 +718,7 @@ impl Writer {
                 };
                 let name = cx.local_name(local.0 as usize);
                 let comps = e.flatten().len();
-                let i = tname(*index, 0, &u32t);
+                let i = temp_name(*index, 0, &u32t);
                 let vals = e
                     .flatten()
                     .iter()
@@ -773,7 +743,7 @@ impl Writer {
             }
             Expr::Load { memory, index } => {
                 let (name, elem) = mem_info(cx.kernel, *memory)?;
-                let i = tname(*index, 0, &u32t);
+                let i = temp_name(*index, 0, &u32t);
                 let vals = elem
                     .flatten()
                     .into_iter()
@@ -803,7 +773,9 @@ impl Writer {
                     .component()
                     .ok_or_else(|| WriteError("binary on a non-scalar".into()))?;
                 let comps = (0..lt.flatten().len())
-                    .map(|c| self.binary(*op, s, &tname(*lhs, c, &lt), &tname(*rhs, c, &lt)))
+                    .map(|c| {
+                        self.binary(*op, s, &temp_name(*lhs, c, &lt), &temp_name(*rhs, c, &lt))
+                    })
                     .collect::<W<Vec<_>>>()?;
                 Ok(Vals {
                     comps,
@@ -817,7 +789,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("unary on a non-scalar".into()))?;
                 let comps = (0..ty.flatten().len())
                     .map(|c| {
-                        let x = tname(*a, c, &ty);
+                        let x = temp_name(*a, c, &ty);
                         match (op, s) {
                             (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
                             (UnaryOp::Neg, s) => format!(
@@ -847,8 +819,8 @@ impl Writer {
                     .map(|i| {
                         format!(
                             "({c} ? {} : {})",
-                            tname(*accept, i, &ty),
-                            tname(*reject, i, &ty)
+                            temp_name(*accept, i, &ty),
+                            temp_name(*reject, i, &ty)
                         )
                     })
                     .collect();
@@ -865,7 +837,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("cast of a non-scalar".into()))?;
                 self.note_type(*to);
                 let comps = (0..at.flatten().len())
-                    .map(|c| self.cast(&tname(*a, c, &at), from, *to))
+                    .map(|c| self.cast(&temp_name(*a, c, &at), from, *to))
                     .collect();
                 Ok(Vals {
                     comps,
@@ -879,7 +851,7 @@ impl Writer {
                     .component()
                     .ok_or_else(|| WriteError("bitcast of a non-scalar".into()))?;
                 let comps = (0..at.flatten().len())
-                    .map(|c| self.bitcast(&tname(*a, c, &at), from, *to))
+                    .map(|c| self.bitcast(&temp_name(*a, c, &at), from, *to))
                     .collect();
                 Ok(Vals {
                     comps,
@@ -894,7 +866,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("math on a non-scalar".into()))?;
                 let comps = (0..at.flatten().len())
                     .map(|c| {
-                        let xs: Vec<String> = args.iter().map(|a| tname(*a, c, &at)).collect();
+                        let xs: Vec<String> = args.iter().map(|a| temp_name(*a, c, &at)).collect();
                         self.math(*fun, s, &xs)
                     })
                     .collect::<W<Vec<_>>>()?;
@@ -910,7 +882,7 @@ impl Writer {
                 for p in parts {
                     let pt = cx.ty(*p)?;
                     for c in 0..pt.flatten().len() {
-                        comps.push(tname(*p, c, &pt));
+                        comps.push(temp_name(*p, c, &pt));
                     }
                 }
                 Ok(Vals {
@@ -925,7 +897,7 @@ impl Writer {
                     .component_range(*index)
                     .ok_or_else(|| WriteError(format!("{bt} has no component {index}")))?;
                 Ok(Vals {
-                    comps: range.map(|c| tname(*base, c, &bt)).collect(),
+                    comps: range.map(|c| temp_name(*base, c, &bt)).collect(),
                     call_struct: None,
                     fn_name: String::new(),
                 })
@@ -941,9 +913,9 @@ impl Writer {
                 let s = elem
                     .as_scalar()
                     .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
-                let i = tname(*index, 0, &u32t);
+                let i = temp_name(*index, 0, &u32t);
                 let v = arg(*value, 0)?;
-                let cmp = compare.map(|c| tname(c, 0, &Type::Scalar(s)));
+                let cmp = compare.map(|c| temp_name(c, 0, &Type::Scalar(s)));
                 let a = self.atomic(&name, *memory, s, *op, &i, &v, cmp.as_deref())?;
                 one(format!(
                     "(({i} < {name}_len) ? {a} : {})",
@@ -956,7 +928,7 @@ impl Writer {
                     .as_scalar()
                     .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
                 let x = arg(*a, 0)?;
-                let l = lane.map(|l| tname(l, 0, &u32t));
+                let l = lane.map(|l| temp_name(l, 0, &u32t));
                 one(self.subgroup(*op, s, &x, l.as_deref()))
             }
             Expr::Call { function, args } => {
@@ -965,7 +937,7 @@ impl Writer {
                 for a in args {
                     let at = cx.ty(*a)?;
                     for c in 0..at.flatten().len() {
-                        flat_args.push(tname(*a, c, &at));
+                        flat_args.push(temp_name(*a, c, &at));
                     }
                 }
                 let call = format!("{}({})", f.name, flat_args.join(", "));
@@ -1647,18 +1619,6 @@ fn safe(name: &str) -> String {
     } else {
         name.to_string()
     }
-}
-
-fn comp_name(base: &str, c: usize, ty: &Type) -> String {
-    if ty.flatten().len() == 1 {
-        base.to_string()
-    } else {
-        format!("{base}_{c}")
-    }
-}
-
-fn tname(h: Handle, c: usize, ty: &Type) -> String {
-    comp_name(&format!("t{}", h.0), c, ty)
 }
 
 fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {

@@ -81,23 +81,7 @@ pub struct Shader {
 /// The override constants holding the group size, x, y and z.
 pub const GROUP_SIZE_OVERRIDES: [&str; 3] = ["kiln_group_x", "kiln_group_y", "kiln_group_z"];
 
-/// Why a kernel could not be written (or translated).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteError(pub String);
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for WriteError {}
-
-impl From<String> for WriteError {
-    fn from(message: String) -> WriteError {
-        WriteError(message)
-    }
-}
+pub use kiln_ir::WriteError;
 
 type W<T> = Result<T, WriteError>;
 
@@ -130,26 +114,7 @@ struct MemInfo {
 /// atomics), with what.
 pub fn write_kernel(kernel: &Kernel) -> W<Shader> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
-    let mut k = kernel.clone();
-    k.name = safe(&k.name);
-    for p in &mut k.params {
-        p.name = safe(&p.name);
-    }
-    for sh in &mut k.shared {
-        sh.name = safe(&sh.name);
-    }
-    for l in &mut k.body.locals {
-        l.name = safe(&l.name);
-    }
-    for f in &mut k.functions {
-        f.name = safe(&f.name);
-        for p in &mut f.params {
-            p.name = safe(&p.name);
-        }
-        for l in &mut f.body.locals {
-            l.name = safe(&l.name);
-        }
-    }
+    let k = kernel.with_names(safe);
     Writer {
         helpers: BTreeSet::new(),
         needs: Needs::default(),
@@ -463,7 +428,7 @@ impl Writer {
                 let _ = writeln!(
                     decls,
                     "var<workgroup> {}: array<{t}, {len}>;",
-                    comp_name(&s.name, c, flat.len())
+                    component_name(&s.name, c, flat.len())
                 );
             }
             self.mems.push(Some(MemInfo {
@@ -537,7 +502,7 @@ impl Writer {
                         let _ = writeln!(
                             out,
                             "  var {}: array<{}, {}>;",
-                            comp_name(&name, c, flat.len()),
+                            component_name(&name, c, flat.len()),
                             rt(*s),
                             (*n).max(1)
                         );
@@ -550,7 +515,7 @@ impl Writer {
                         let _ = writeln!(
                             out,
                             "  var {}: {} = {};",
-                            comp_name(&name, c, flat.len()),
+                            component_name(&name, c, flat.len()),
                             rt(*s),
                             zero(*s)
                         );
@@ -589,7 +554,11 @@ impl Writer {
             self.note_type(t);
             let flat = t.flatten();
             for (c, (s, _)) in flat.iter().enumerate() {
-                params.push(format!("{}: {}", comp_name(&p.name, c, flat.len()), rt(*s)));
+                params.push(format!(
+                    "{}: {}",
+                    component_name(&p.name, c, flat.len()),
+                    rt(*s)
+                ));
             }
         }
         let inline = if f.noinline { "noinline" } else { "inline" };
@@ -633,7 +602,7 @@ impl Writer {
                         let _ = write!(
                             line,
                             " let {}: {} = t{}_r.c{c};",
-                            tname(*h, c, &ty),
+                            temp_name(*h, c, &ty),
                             rt(*sc),
                             h.0
                         );
@@ -650,7 +619,12 @@ impl Writer {
                         if !line.is_empty() {
                             line.push(' ');
                         }
-                        let _ = write!(line, "{binder} {}: {} = {v};", tname(*h, c, &ty), rt(*sc));
+                        let _ = write!(
+                            line,
+                            "{binder} {}: {} = {v};",
+                            temp_name(*h, c, &ty),
+                            rt(*sc)
+                        );
                     }
                 }
                 let _ = writeln!(out, "{pad}{line}");
@@ -662,8 +636,8 @@ impl Writer {
                     .map(|c| {
                         format!(
                             "{} = {};",
-                            comp_name(&cx.local_name(local.0 as usize), c, n),
-                            tname(*value, c, &ty)
+                            component_name(&cx.local_name(local.0 as usize), c, n),
+                            temp_name(*value, c, &ty)
                         )
                     })
                     .collect();
@@ -679,13 +653,13 @@ impl Writer {
                 };
                 let comps = e.flatten().len();
                 let name = cx.local_name(local.0 as usize);
-                let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
+                let i = temp_name(*index, 0, &Type::Scalar(ScalarType::U32));
                 let parts: Vec<String> = (0..comps)
                     .map(|c| {
                         format!(
                             "{}[{i}] = {};",
-                            comp_name(&name, c, comps),
-                            tname(*value, c, e)
+                            component_name(&name, c, comps),
+                            temp_name(*value, c, e)
                         )
                     })
                     .collect();
@@ -696,11 +670,11 @@ impl Writer {
                 index,
                 value,
             } => {
-                let i = tname(*index, 0, &Type::Scalar(ScalarType::U32));
+                let i = temp_name(*index, 0, &Type::Scalar(ScalarType::U32));
                 let m = self.mem(*memory)?;
                 let elem = m.elem.clone();
                 let vals: Vec<String> = (0..elem.flatten().len())
-                    .map(|c| tname(*value, c, &elem))
+                    .map(|c| temp_name(*value, c, &elem))
                     .collect();
                 let body = self.store(*memory, &i, &vals)?;
                 let m = self.mem(*memory)?;
@@ -711,7 +685,7 @@ impl Writer {
                 accept,
                 reject,
             } => {
-                let c = tname(*cond, 0, &Type::Scalar(ScalarType::Bool));
+                let c = temp_name(*cond, 0, &Type::Scalar(ScalarType::Bool));
                 let _ = writeln!(out, "{pad}if ({c}) {{");
                 self.block(cx, accept, out, depth + 1)?;
                 if !reject.0.is_empty() {
@@ -746,9 +720,10 @@ impl Writer {
                 let ty = cx.ty(*h)?;
                 let flat = ty.flatten();
                 if flat.len() == 1 {
-                    let _ = writeln!(out, "{pad}return {};", tname(*h, 0, &ty));
+                    let _ = writeln!(out, "{pad}return {};", temp_name(*h, 0, &ty));
                 } else {
-                    let parts: Vec<String> = (0..flat.len()).map(|c| tname(*h, c, &ty)).collect();
+                    let parts: Vec<String> =
+                        (0..flat.len()).map(|c| temp_name(*h, c, &ty)).collect();
                     let _ = writeln!(
                         out,
                         "{pad}return kiln_ret_{}({});",
@@ -788,7 +763,10 @@ impl Writer {
                     } else {
                         v.clone()
                     };
-                    parts.push(format!("{}[{i}] = {v};", comp_name(&name, c, flat.len())));
+                    parts.push(format!(
+                        "{}[{i}] = {v};",
+                        component_name(&name, c, flat.len())
+                    ));
                 }
                 parts.join(" ")
             }
@@ -861,7 +839,7 @@ impl Writer {
                 .iter()
                 .enumerate()
                 .map(|(c, (s, _))| {
-                    let r = format!("{}[{i}]", comp_name(&name, c, flat.len()));
+                    let r = format!("{}[{i}]", component_name(&name, c, flat.len()));
                     if *s == ScalarType::Bool {
                         format!("({i} < {len} && {r} != 0u)")
                     } else {
@@ -945,19 +923,21 @@ impl Writer {
             Expr::Param(i) => {
                 let p = &cx.params[*i as usize];
                 Ok(Vals::new(
-                    (0..n).map(|c| comp_name(&p.name, c, n)).collect(),
+                    (0..n).map(|c| component_name(&p.name, c, n)).collect(),
                 ))
             }
             Expr::LocalGet(l) => {
                 let name = cx.local_name(l.0 as usize);
-                Ok(Vals::new((0..n).map(|c| comp_name(&name, c, n)).collect()))
+                Ok(Vals::new(
+                    (0..n).map(|c| component_name(&name, c, n)).collect(),
+                ))
             }
             Expr::LocalIndex { local, index } => {
                 let Type::Array(e, len) = &cx.body.locals[local.0 as usize].ty else {
                     return err("not an array local");
                 };
                 let name = cx.local_name(local.0 as usize);
-                let i = tname(*index, 0, &u32t);
+                let i = temp_name(*index, 0, &u32t);
                 let flat = e.flatten();
                 Ok(Vals::new(
                     flat.iter()
@@ -966,14 +946,14 @@ impl Writer {
                             format!(
                                 "select({}, {}[min({i}, {}u)], {i} < {len}u)",
                                 zero(*s),
-                                comp_name(&name, c, flat.len()),
+                                component_name(&name, c, flat.len()),
                                 len.saturating_sub(1)
                             )
                         })
                         .collect(),
                 ))
             }
-            Expr::Load { memory, index } => self.load(*memory, &tname(*index, 0, &u32t), h),
+            Expr::Load { memory, index } => self.load(*memory, &temp_name(*index, 0, &u32t), h),
             Expr::Len(m) => Ok(Vals::one(self.mem(*m)?.len.clone())),
             Expr::Binary { op, lhs, rhs } => {
                 let lt = cx.ty(*lhs)?;
@@ -982,7 +962,9 @@ impl Writer {
                     .ok_or_else(|| WriteError("binary on a non-scalar".into()))?;
                 let m = lt.flatten().len();
                 let comps = (0..m)
-                    .map(|c| self.binary(*op, s, &tname(*lhs, c, &lt), &tname(*rhs, c, &lt)))
+                    .map(|c| {
+                        self.binary(*op, s, &temp_name(*lhs, c, &lt), &temp_name(*rhs, c, &lt))
+                    })
                     .collect::<W<Vec<_>>>()?;
                 Ok(Vals::new(comps))
             }
@@ -991,7 +973,7 @@ impl Writer {
                     .component()
                     .ok_or_else(|| WriteError("unary on a non-scalar".into()))?;
                 each(&mut |c| {
-                    let x = tname(*arg, c, &ty);
+                    let x = temp_name(*arg, c, &ty);
                     Ok(match (op, s) {
                         (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
                         (UnaryOp::Neg, s) if s.is_signed() => wrap(s, format!("(-{x})")),
@@ -1006,12 +988,12 @@ impl Writer {
                 accept,
                 reject,
             } => {
-                let c = tname(*cond, 0, &Type::Scalar(ScalarType::Bool));
+                let c = temp_name(*cond, 0, &Type::Scalar(ScalarType::Bool));
                 each(&mut |i| {
                     Ok(format!(
                         "select({}, {}, {c})",
-                        tname(*reject, i, &ty),
-                        tname(*accept, i, &ty)
+                        temp_name(*reject, i, &ty),
+                        temp_name(*accept, i, &ty)
                     ))
                 })
             }
@@ -1022,7 +1004,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("cast of a non-scalar".into()))?;
                 self.note(*to);
                 let comps = (0..at.flatten().len())
-                    .map(|c| self.cast(&tname(*arg, c, &at), from, *to))
+                    .map(|c| self.cast(&temp_name(*arg, c, &at), from, *to))
                     .collect();
                 Ok(Vals::new(comps))
             }
@@ -1032,7 +1014,7 @@ impl Writer {
                     .component()
                     .ok_or_else(|| WriteError("bitcast of a non-scalar".into()))?;
                 let comps = (0..at.flatten().len())
-                    .map(|c| bitcast(&tname(*arg, c, &at), from, *to))
+                    .map(|c| bitcast(&temp_name(*arg, c, &at), from, *to))
                     .collect();
                 Ok(Vals::new(comps))
             }
@@ -1043,7 +1025,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("math on a non-scalar".into()))?;
                 let comps = (0..at.flatten().len())
                     .map(|c| {
-                        let xs: Vec<String> = args.iter().map(|a| tname(*a, c, &at)).collect();
+                        let xs: Vec<String> = args.iter().map(|a| temp_name(*a, c, &at)).collect();
                         self.math(*fun, s, &xs)
                     })
                     .collect::<W<Vec<_>>>()?;
@@ -1055,7 +1037,7 @@ impl Writer {
                 for p in parts {
                     let pt = cx.ty(*p)?;
                     for c in 0..pt.flatten().len() {
-                        comps.push(tname(*p, c, &pt));
+                        comps.push(temp_name(*p, c, &pt));
                     }
                 }
                 Ok(Vals::new(comps))
@@ -1065,7 +1047,7 @@ impl Writer {
                 let range = bt
                     .component_range(*index)
                     .ok_or_else(|| WriteError(format!("{bt} has no component {index}")))?;
-                Ok(Vals::new(range.map(|c| tname(*base, c, &bt)).collect()))
+                Ok(Vals::new(range.map(|c| temp_name(*base, c, &bt)).collect()))
             }
             Expr::Atomic {
                 memory,
@@ -1077,9 +1059,9 @@ impl Writer {
                 let s = ty
                     .as_scalar()
                     .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
-                let i = tname(*index, 0, &u32t);
-                let v = tname(*value, 0, &ty);
-                let cmp = compare.map(|c| tname(c, 0, &ty));
+                let i = temp_name(*index, 0, &u32t);
+                let v = temp_name(*value, 0, &ty);
+                let cmp = compare.map(|c| temp_name(c, 0, &ty));
                 self.atomic(*memory, h, s, *op, &i, &v, cmp.as_deref())
             }
             Expr::Subgroup { op, arg, lane: _ } => {
@@ -1087,7 +1069,7 @@ impl Writer {
                     .ty(*arg)?
                     .as_scalar()
                     .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
-                let x = tname(*arg, 0, &Type::Scalar(s));
+                let x = temp_name(*arg, 0, &Type::Scalar(s));
                 Ok(Vals::one(match op {
                     SubgroupOp::Ballot => format!("select(0u, 1u, {x})"),
                     SubgroupOp::ExclusiveAdd => zero(s),
@@ -1100,7 +1082,7 @@ impl Writer {
                 for a in args {
                     let at = cx.ty(*a)?;
                     for c in 0..at.flatten().len() {
-                        flat_args.push(tname(*a, c, &at));
+                        flat_args.push(temp_name(*a, c, &at));
                     }
                 }
                 let call = format!("{}({})", f.name, flat_args.join(", "));
@@ -1501,18 +1483,6 @@ impl Vals {
 
 /// The typed body a writer walks.
 type Cx<'a> = TypedBody<'a>;
-
-fn comp_name(base: &str, c: usize, n: usize) -> String {
-    if n == 1 {
-        base.to_string()
-    } else {
-        format!("{base}_{c}")
-    }
-}
-
-fn tname(h: Handle, c: usize, ty: &Type) -> String {
-    comp_name(&format!("t{}", h.0), c, ty.flatten().len())
-}
 
 /// Words WGSL reserves or gives a meaning to (keywords, reserved words, predeclared types and
 /// builtin functions kiln's shaders call).
