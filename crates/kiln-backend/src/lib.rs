@@ -457,3 +457,39 @@ pub struct LaunchShape {
     /// Work items per group.
     pub items_per_group: u64,
 }
+
+impl LaunchShape {
+    /// Bytes of shared memory one group uses, at each element's C size: all shared arrays,
+    /// and the dynamic ones alone (what a launch allocates for them).
+    pub fn shared_bytes(&self, kernel: &Kernel) -> (u64, u64) {
+        let (mut all, mut dynamic) = (0u64, 0u64);
+        for (s, &n) in kernel.shared.iter().zip(&self.shared_lengths) {
+            let bytes = n as u64 * s.elem.size() as u64;
+            all += bytes;
+            if s.len == kiln_ir::SharedLen::Dynamic {
+                dynamic += bytes;
+            }
+        }
+        (all, dynamic)
+    }
+}
+
+/// `OutOfMemory` when a group needs `bytes` of shared memory and `info`'s device has fewer;
+/// `counted` says how the backend counted them, for the message.
+pub fn check_shared_bytes(
+    info: &DeviceInfo,
+    bytes: u64,
+    counted: &str,
+) -> Result<(), BackendError> {
+    if bytes > info.max_shared_bytes {
+        return Err(BackendError::OutOfMemory {
+            backend: info.backend,
+            bytes,
+            reason: format!(
+                "{} has {} bytes of shared memory per group ({counted})",
+                info.name, info.max_shared_bytes
+            ),
+        });
+    }
+    Ok(())
+}

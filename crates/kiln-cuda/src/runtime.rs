@@ -105,10 +105,11 @@ impl CudaBackend {
         })
     }
 
-    fn driver_err(&self, kernel: &str, what: &str, e: impl std::fmt::Display) -> BackendError {
+    /// A failed copy or wait, which belongs to no kernel.
+    fn copy_err(&self, what: &str, e: impl std::fmt::Display) -> BackendError {
         BackendError::InvalidLaunch {
             backend: BackendKind::Cuda,
-            kernel: kernel.into(),
+            kernel: String::new(),
             reason: format!("{what}: {e}"),
         }
     }
@@ -204,10 +205,9 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
-        let m = cuda_memory(mem).map_err(|e| self.driver_err("", "upload", e))?;
+        let m = cuda_memory(mem).map_err(|e| self.copy_err("upload", e))?;
         if data.len() > m.bytes {
-            return Err(self.driver_err(
-                "",
+            return Err(self.copy_err(
                 "upload",
                 format!(
                     "{} bytes into device memory of {} bytes",
@@ -224,14 +224,13 @@ impl Backend for CudaBackend {
         // `data` can go away.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, self.stream.cu_stream()) }
             .and_then(|_| self.stream.synchronize())
-            .map_err(|e| self.driver_err("", "upload", e))
+            .map_err(|e| self.copy_err("upload", e))
     }
 
     fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
-        let m = cuda_memory(mem).map_err(|e| self.driver_err("", "download", e))?;
+        let m = cuda_memory(mem).map_err(|e| self.copy_err("download", e))?;
         if out.len() > m.bytes {
-            return Err(self.driver_err(
-                "",
+            return Err(self.copy_err(
                 "download",
                 format!(
                     "{} bytes out of device memory of {} bytes",
@@ -248,13 +247,13 @@ impl Backend for CudaBackend {
         // `out` is used again.
         unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream()) }
             .and_then(|_| self.stream.synchronize())
-            .map_err(|e| self.driver_err("", "download", e))
+            .map_err(|e| self.copy_err("download", e))
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
         self.stream
             .synchronize()
-            .map_err(|e| self.driver_err("", "synchronize", e))
+            .map_err(|e| self.copy_err("synchronize", e))
     }
 }
 
@@ -355,25 +354,8 @@ impl CompiledKernel for CudaKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
-        let mut dynamic_bytes = 0u64;
-        let mut shared_bytes = 0u64;
-        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
-            let bytes = n as u64 * s.elem.size() as u64;
-            shared_bytes += bytes;
-            if s.len == SharedLen::Dynamic {
-                dynamic_bytes += bytes;
-            }
-        }
-        if shared_bytes > self.info.max_shared_bytes {
-            return Err(BackendError::OutOfMemory {
-                backend: BackendKind::Cuda,
-                bytes: shared_bytes,
-                reason: format!(
-                    "{} has {} bytes of shared memory per block",
-                    self.info.name, self.info.max_shared_bytes
-                ),
-            });
-        }
+        let (shared_bytes, dynamic_bytes) = shape.shared_bytes(k);
+        check_shared_bytes(&self.info, shared_bytes, "at C element sizes")?;
         let stream = &self.stream;
         // Host arguments get device copies for this launch.
         let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());

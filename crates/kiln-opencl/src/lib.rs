@@ -354,22 +354,7 @@ impl CompiledKernel for OpenClKernel {
         let k = &self.kernel;
         let info = &self.shared.info;
         let shape = check_launch(BackendKind::OpenCl, k, grid, args, info.max_group_size)?;
-        let shared_bytes: u64 = k
-            .shared
-            .iter()
-            .zip(&shape.shared_lengths)
-            .map(|(s, &n)| n as u64 * s.elem.size() as u64)
-            .sum();
-        if shared_bytes > info.max_shared_bytes {
-            return Err(BackendError::OutOfMemory {
-                backend: BackendKind::OpenCl,
-                bytes: shared_bytes,
-                reason: format!(
-                    "{} has {} bytes of local memory per group",
-                    info.name, info.max_shared_bytes
-                ),
-            });
-        }
+        check_shared_bytes(info, shape.shared_bytes(k).0, "at C element sizes")?;
         let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
         let queue = &self.shared.queue;
         let mut buffers: Vec<Option<Buffer<u8>>> = Vec::new();

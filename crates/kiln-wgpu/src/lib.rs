@@ -538,16 +538,11 @@ impl CompiledKernel for WgpuKernel {
                 n.max(1) as u64 * words
             })
             .sum();
-        if shared_bytes > shared.info.max_shared_bytes {
-            return Err(BackendError::OutOfMemory {
-                backend: BackendKind::Wgpu,
-                bytes: shared_bytes,
-                reason: format!(
-                    "{} has {} bytes of workgroup memory (kiln keeps one word per shared component)",
-                    shared.info.name, shared.info.max_shared_bytes
-                ),
-            });
-        }
+        check_shared_bytes(
+            &shared.info,
+            shared_bytes,
+            "kiln keeps one word per shared component",
+        )?;
         if shape.groups == 0 {
             return Ok(());
         }
