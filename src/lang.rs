@@ -162,21 +162,35 @@ impl<T: IrType> ViewMut<T> {
     }
 }
 
+/// A row-major 2D region of a buffer: `rows` rows of `cols` elements, row `r` starting at
+/// `r * stride`.
+struct Rows<T> {
+    mem: Mem<T>,
+    rows: Val<u32>,
+    cols: Val<u32>,
+    stride: Val<u32>,
+}
+impl<T> Clone for Rows<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Rows<T> {}
+impl<T: IrType> Rows<T> {
+    /// The buffer index of `(row, col)`, or `u32::MAX` (out of bounds: loads give zero,
+    /// stores are skipped) outside the region.
+    fn cell(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>) -> Val<u32> {
+        let (r, c) = (row.into_val(), col.into_val());
+        let inside = r.lt(self.rows).and(c.lt(self.cols));
+        kiln_ir::select(inside, r * self.stride + c, u32::MAX)
+    }
+}
+
 /// A read-only row-major 2D view: `rows` rows of `cols` elements, row `r` starting at
 /// `r * stride`. Indexed as `v[(row, col)]` or with an [`Index2D`].
-pub struct View2D<T> {
-    mem: Mem<T>,
-    rows: Val<u32>,
-    cols: Val<u32>,
-    stride: Val<u32>,
-}
+pub struct View2D<T>(Rows<T>);
 /// A read-write row-major 2D view (see [`View2D`]).
-pub struct View2DMut<T> {
-    mem: Mem<T>,
-    rows: Val<u32>,
-    cols: Val<u32>,
-    stride: Val<u32>,
-}
+pub struct View2DMut<T>(Rows<T>);
 macro_rules! view2d {
     ($($v:ident),*) => {$(
         impl<T> Clone for $v<T> {
@@ -188,22 +202,19 @@ macro_rules! view2d {
         impl<T: IrType> $v<T> {
             /// Number of rows.
             pub fn rows(self) -> Val<u32> {
-                self.rows
+                self.0.rows
             }
             /// Number of columns.
             pub fn cols(self) -> Val<u32> {
-                self.cols
+                self.0.cols
             }
             /// Elements from one row to the next.
             pub fn stride(self) -> Val<u32> {
-                self.stride
+                self.0.stride
             }
             /// Element `(row, col)`; zero outside the view.
             pub fn load(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>) -> Val<T> {
-                let (r, c) = (row.into_val(), col.into_val());
-                let inside = r.lt(self.rows).and(c.lt(self.cols));
-                let at = select(inside, r * self.stride + c, u32::MAX);
-                self.mem.load(at)
+                self.0.mem.load(self.0.cell(row, col))
             }
         }
     )*};
@@ -213,15 +224,8 @@ view2d!(View2D, View2DMut);
 impl<T: IrType> View2DMut<T> {
     /// Writes element `(row, col)`; skipped outside the view.
     pub fn store(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>, v: impl IntoVal<T>) {
-        let (r, c) = (row.into_val(), col.into_val());
-        let inside = r.lt(self.rows).and(c.lt(self.cols));
-        let at = select(inside, r * self.stride + c, u32::MAX);
-        self.mem.store(at, v)
+        self.0.mem.store(self.0.cell(row, col), v)
     }
-}
-
-fn select<T: IrType>(c: Val<bool>, a: impl IntoVal<T>, b: impl IntoVal<T>) -> Val<T> {
-    kiln_ir::select(c, a, b)
 }
 
 /// Kernel parameter types: how each is declared in the IR (generated code).
@@ -249,39 +253,24 @@ impl<T: IrType> KernelParam for ViewMut<T> {
         ViewMut(scope.buffer::<T>(name, Access::ReadWrite))
     }
 }
-fn declare_2d<T: IrType>(
-    scope: &KernelScope,
-    name: &str,
-    access: Access,
-) -> (Mem<T>, Val<u32>, Val<u32>, Val<u32>) {
-    let mem = scope.buffer::<T>(name, access);
-    let rows = scope.value::<u32>(&format!("{name}_rows"));
-    let cols = scope.value::<u32>(&format!("{name}_cols"));
-    let stride = scope.value::<u32>(&format!("{name}_stride"));
-    (mem, rows, cols, stride)
+fn declare_2d<T: IrType>(scope: &KernelScope, name: &str, access: Access) -> Rows<T> {
+    Rows {
+        mem: scope.buffer::<T>(name, access),
+        rows: scope.value::<u32>(&format!("{name}_rows")),
+        cols: scope.value::<u32>(&format!("{name}_cols")),
+        stride: scope.value::<u32>(&format!("{name}_stride")),
+    }
 }
 impl<T: IrType> KernelParam for View2D<T> {
     type Handle = View2D<T>;
     fn declare(scope: &KernelScope, name: &str) -> View2D<T> {
-        let (mem, rows, cols, stride) = declare_2d(scope, name, Access::Read);
-        View2D {
-            mem,
-            rows,
-            cols,
-            stride,
-        }
+        View2D(declare_2d(scope, name, Access::Read))
     }
 }
 impl<T: IrType> KernelParam for View2DMut<T> {
     type Handle = View2DMut<T>;
     fn declare(scope: &KernelScope, name: &str) -> View2DMut<T> {
-        let (mem, rows, cols, stride) = declare_2d(scope, name, Access::ReadWrite);
-        View2DMut {
-            mem,
-            rows,
-            cols,
-            stride,
-        }
+        View2DMut(declare_2d(scope, name, Access::ReadWrite))
     }
 }
 
@@ -371,40 +360,41 @@ impl<T: IrType, I: IndexValue> Indexable<I> for LocalArray<T> {
         self.set(i.to_index(), v)
     }
 }
-impl<T: IrType, R: IndexValue, C: IndexValue> Indexable<(R, C)> for View2D<T> {
-    type Elem = T;
-    fn load_at(self, (r, c): (R, C)) -> Val<T> {
-        self.load(r.to_index(), c.to_index())
+/// Indices of 2D views: `(row, col)` of any integer types, or an [`Index2D`] (row `y`,
+/// column `x`).
+pub trait CellIndex {
+    /// Row and column.
+    fn row_col(self) -> (Val<u32>, Val<u32>);
+}
+impl<R: IndexValue, C: IndexValue> CellIndex for (R, C) {
+    fn row_col(self) -> (Val<u32>, Val<u32>) {
+        (self.0.to_index(), self.1.to_index())
     }
-    fn store_at(self, _i: (R, C), _v: impl IntoVal<T>) {
+}
+impl CellIndex for Index2D {
+    fn row_col(self) -> (Val<u32>, Val<u32>) {
+        (self.y, self.x)
+    }
+}
+impl<T: IrType, I: CellIndex> Indexable<I> for View2D<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        let (r, c) = i.row_col();
+        self.load(r, c)
+    }
+    fn store_at(self, _i: I, _v: impl IntoVal<T>) {
         read_only("View2D")
     }
 }
-impl<T: IrType, R: IndexValue, C: IndexValue> Indexable<(R, C)> for View2DMut<T> {
+impl<T: IrType, I: CellIndex> Indexable<I> for View2DMut<T> {
     type Elem = T;
-    fn load_at(self, (r, c): (R, C)) -> Val<T> {
-        self.load(r.to_index(), c.to_index())
+    fn load_at(self, i: I) -> Val<T> {
+        let (r, c) = i.row_col();
+        self.load(r, c)
     }
-    fn store_at(self, (r, c): (R, C), v: impl IntoVal<T>) {
-        self.store(r.to_index(), c.to_index(), v)
-    }
-}
-impl<T: IrType> Indexable<Index2D> for View2D<T> {
-    type Elem = T;
-    fn load_at(self, i: Index2D) -> Val<T> {
-        self.load(i.y, i.x)
-    }
-    fn store_at(self, _i: Index2D, _v: impl IntoVal<T>) {
-        read_only("View2D")
-    }
-}
-impl<T: IrType> Indexable<Index2D> for View2DMut<T> {
-    type Elem = T;
-    fn load_at(self, i: Index2D) -> Val<T> {
-        self.load(i.y, i.x)
-    }
-    fn store_at(self, i: Index2D, v: impl IntoVal<T>) {
-        self.store(i.y, i.x, v)
+    fn store_at(self, i: I, v: impl IntoVal<T>) {
+        let (r, c) = i.row_col();
+        self.store(r, c, v)
     }
 }
 
@@ -816,10 +806,7 @@ impl<S> Slice2D<S> {
             (rows - 1).saturating_mul(stride).saturating_add(cols)
         };
         let fits = |n: usize| n <= u32::MAX as usize;
-        if data.as_ref().len() < need
-            || cols > stride.max(cols)
-            || ![rows, cols, stride].iter().all(|&n| fits(n))
-        {
+        if data.as_ref().len() < need || ![rows, cols, stride].iter().all(|&n| fits(n)) {
             return Err(Error::Unsupported {
                 backend: kiln_backend::BackendKind::Cpu,
                 what: format!(

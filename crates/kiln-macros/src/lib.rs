@@ -12,7 +12,7 @@ mod body;
 use body::{Body, FnKind};
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{parse_macro_input, FnArg, ItemFn, Pat, ReturnType, Type};
 
@@ -304,13 +304,12 @@ fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
         cx.bind(&id, false);
     }
     let body = cx.device_body(&f.block)?;
-    let f_ident = format_ident!("__kiln_fn");
     Ok(quote! {
         #(#attrs)*
         #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
         #vis fn #name #impl_g (#(#params),*) -> ::kiln::ir::Val<#ret> #where_clause {
             let __kiln_args = [#(#converts),*];
-            let #f_ident = ::kiln::ir::device_fn::<#ret>(
+            let __kiln_fn = ::kiln::ir::device_fn::<#ret>(
                 #name_str,
                 &[#(#decls),*],
                 #noinline,
@@ -319,7 +318,7 @@ fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
                     #body
                 },
             );
-            #f_ident.call(&__kiln_args)
+            __kiln_fn.call(&__kiln_args)
         }
     })
 }
