@@ -38,8 +38,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub use kiln_ir::{
     barrier, builtin, global_id, global_size, group_id, group_size, local_id, local_index,
     num_groups, subgroup_barrier, Axis as Dim, Float, Int, IntoVal, LocalArray, Numeric, Val, Var,
+    Vector,
 };
-pub use kiln_macros::{device, kernel};
+pub use kiln_macros::{device, kernel, Value};
 
 /// The index of a work item in a 1D launch: its global position.
 pub type Index1D = Val<u32>;
@@ -110,6 +111,107 @@ impl KernelIndex for Index3D {
             y: pos[1],
             z: pos[2],
         }
+    }
+}
+
+/// A 2-component vector value from its components (`.at(0)`, `.at(1)` read them back).
+pub fn vec2<T: Scalar>(x: impl IntoVal<T>, y: impl IntoVal<T>) -> Val<Vector<T, 2>> {
+    kiln_ir::vector([x.into_val(), y.into_val()])
+}
+/// A 3-component vector value from its components.
+pub fn vec3<T: Scalar>(
+    x: impl IntoVal<T>,
+    y: impl IntoVal<T>,
+    z: impl IntoVal<T>,
+) -> Val<Vector<T, 3>> {
+    kiln_ir::vector([x.into_val(), y.into_val(), z.into_val()])
+}
+/// A 4-component vector value from its components.
+pub fn vec4<T: Scalar>(
+    x: impl IntoVal<T>,
+    y: impl IntoVal<T>,
+    z: impl IntoVal<T>,
+    w: impl IntoVal<T>,
+) -> Val<Vector<T, 4>> {
+    kiln_ir::vector([x.into_val(), y.into_val(), z.into_val(), w.into_val()])
+}
+
+/// A plain `#[repr(C)]` struct usable as a kernel parameter, local and buffer element;
+/// implemented by `#[derive(kiln::Value)]`. In kernel code a value of the struct is a
+/// `Val<S>`: `p.x` reads a field, `S { x: .., y: .. }` builds one, `p.x = v` on a `let mut`
+/// local or a view element replaces a field.
+pub trait Value: kiln_ir::IrStruct {
+    /// A struct with the same field names holding one `Val` per field.
+    type Parts: Copy;
+    /// The fields of `v`.
+    fn parts(v: Val<Self>) -> Self::Parts;
+    /// The struct value made of `parts`.
+    fn compose(parts: Self::Parts) -> Val<Self>;
+}
+
+/// Kernel-side things with named fields: `Val`s of [`Value`] structs and the index types. The
+/// macro turns `p.x` into `Fields::fields(&p).x` (generated code).
+pub trait Fields: Sized {
+    /// The struct of fields.
+    type Parts;
+    /// The fields.
+    fn fields(&self) -> Self::Parts;
+    /// The value made of `parts`.
+    fn from_fields(parts: Self::Parts) -> Self;
+}
+impl<S: Value> Fields for Val<S> {
+    type Parts = S::Parts;
+    fn fields(&self) -> S::Parts {
+        S::parts(*self)
+    }
+    fn from_fields(parts: S::Parts) -> Val<S> {
+        S::compose(parts)
+    }
+}
+macro_rules! plain_fields {
+    ($($t:ty),*) => {$(
+        impl Fields for $t {
+            type Parts = $t;
+            fn fields(&self) -> $t {
+                *self
+            }
+            fn from_fields(parts: $t) -> $t {
+                parts
+            }
+        }
+        impl Record for $t {
+            type Parts = $t;
+            type Built = $t;
+            fn build(parts: $t) -> $t {
+                parts
+            }
+        }
+    )*};
+}
+plain_fields!(Index2D, Index3D);
+
+/// `v` with the fields `set` changes (generated code for `p.x = e`).
+pub fn with_field<T: Fields>(v: &T, set: impl FnOnce(&mut T::Parts)) -> T {
+    let mut parts = v.fields();
+    set(&mut parts);
+    T::from_fields(parts)
+}
+
+/// Types a kernel builds with a struct literal (`S { x: a, y: b }`): the macro fills
+/// `Record::Parts` and calls [`Record::build`] (generated code).
+pub trait Record {
+    /// The struct of fields the literal fills.
+    type Parts;
+    /// What the literal evaluates to.
+    type Built;
+    /// The value of the literal.
+    fn build(parts: Self::Parts) -> Self::Built;
+}
+impl<S: Value> Record for S {
+    type Parts = S::Parts;
+    type Built = Val<S>;
+    fn build(parts: S::Parts) -> Val<S> {
+        S::compose(parts)
     }
 }
 

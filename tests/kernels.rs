@@ -453,3 +453,84 @@ fn the_rust_subset_matches_plain_rust() {
         }
     });
 }
+
+/// A particle as a kiln value: a buffer element, a parameter and a local.
+#[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+#[repr(C)]
+struct Particle {
+    pos: Vector<f32, 2>,
+    vel: Vector<f32, 2>,
+    mass: f32,
+    hits: u32,
+}
+
+/// A struct nested in another, both kiln values.
+#[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+#[repr(C)]
+struct Bounds {
+    lo: f32,
+    hi: f32,
+}
+
+#[kiln::device]
+fn clamp_to(b: Bounds, x: f32) -> f32 {
+    x.max(b.lo).min(b.hi)
+}
+
+#[kiln::kernel]
+fn step_particles(i: Index1D, ps: ViewMut<Particle>, dt: f32, walls: Bounds) {
+    let mut p = ps[i];
+    let x = p.pos.at(0) + p.vel.at(0) * dt;
+    let y = p.pos.at(1) + p.vel.at(1) * dt;
+    let cx = clamp_to(walls, x);
+    let cy = clamp_to(walls, y);
+    if cx != x || cy != y {
+        p.hits += 1;
+        p.vel = vec2(-p.vel.at(0), -p.vel.at(1));
+    }
+    p.pos = vec2(cx, cy);
+    let heavier = Particle {
+        mass: p.mass * 1.5,
+        ..p
+    };
+    ps[i] = heavier;
+    ps[i].mass -= 0.25;
+}
+
+fn step_particle_ref(p: Particle, dt: f32, walls: Bounds) -> Particle {
+    let mut p = p;
+    let x = p.pos.0[0] + p.vel.0[0] * dt;
+    let y = p.pos.0[1] + p.vel.0[1] * dt;
+    let cx = x.max(walls.lo).min(walls.hi);
+    let cy = y.max(walls.lo).min(walls.hi);
+    if cx != x || cy != y {
+        p.hits += 1;
+        p.vel = Vector([-p.vel.0[0], -p.vel.0[1]]);
+    }
+    p.pos = Vector([cx, cy]);
+    p.mass = p.mass * 1.5 - 0.25;
+    p
+}
+
+#[test]
+fn derived_value_structs_are_parameters_locals_and_buffer_elements() {
+    every_backend(|| {
+        let n = 300usize;
+        let ps0: Vec<Particle> = (0..n)
+            .map(|i| Particle {
+                pos: Vector([(i % 17) as f32 - 8.0, (i % 5) as f32]),
+                vel: Vector([((i * 7) % 11) as f32 - 5.0, 1.5 - (i % 3) as f32]),
+                mass: 1.0 + i as f32 * 0.125,
+                hits: i as u32 % 4,
+            })
+            .collect();
+        let walls = Bounds { lo: -6.0, hi: 6.0 };
+        let mut ps = ps0.clone();
+        ctx()
+            .launch(step_particles, n, (&mut ps, 0.5f32, walls))
+            .unwrap();
+        for (j, (got, p0)) in ps.iter().zip(&ps0).enumerate() {
+            assert_eq!(*got, step_particle_ref(*p0, 0.5, walls), "particle {j}");
+        }
+    });
+}

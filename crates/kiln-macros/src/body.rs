@@ -379,6 +379,16 @@ impl Body {
                 Ok(quote_spanned! {left.span()=> ::kiln::lang::Indexable::store_at(#a, #i, #rhs);})
             }
             Expr::Paren(p) => self.assign(&p.expr, rhs),
+            Expr::Field(f) if matches!(f.member, syn::Member::Named(_)) => {
+                let cur = self.expr(&f.base)?;
+                let member = &f.member;
+                let updated = quote_spanned! {left.span()=>
+                    ::kiln::lang::with_field(&#cur, |__kiln_parts| {
+                        __kiln_parts.#member = ::kiln::ir::IntoVal::into_val(#rhs);
+                    })
+                };
+                self.assign(&f.base, updated)
+            }
             other => Err(error(
                 other.span(),
                 "kernels assign to `let mut` locals and to indexed views, shared memory and \
@@ -575,7 +585,12 @@ impl Body {
             Expr::Field(f) => {
                 let base = self.expr(&f.base)?;
                 let member = &f.member;
-                quote_spanned!(sp=> #base.#member)
+                match member {
+                    syn::Member::Named(_) => {
+                        quote_spanned!(sp=> ::kiln::lang::Fields::fields(&#base).#member)
+                    }
+                    syn::Member::Unnamed(_) => quote_spanned!(sp=> #base.#member),
+                }
             }
             Expr::If(i) => {
                 let Some((_, other)) = &i.else_branch else {
@@ -650,12 +665,7 @@ impl Body {
                 ))
             }
             Expr::Macro(m) => return Err(macro_error(&m.mac)),
-            Expr::Struct(_) => {
-                return Err(error(
-                    sp,
-                    "struct values are not supported in kernel bodies yet; use separate locals",
-                ))
-            }
+            Expr::Struct(st) => self.struct_literal(st)?,
             Expr::Range(_) => return Err(error(sp, "ranges appear only in `for` loops")),
             Expr::Assign(_) => return Err(error(sp, "assignment is a statement; it has no value")),
             Expr::Try(_) => {
@@ -670,6 +680,33 @@ impl Body {
             Expr::Unsafe(_) => return Err(error(sp, "unsafe blocks are not supported in kernels")),
             _ => return Err(error(sp, "this expression is not supported in kernels")),
         })
+    }
+
+    /// `S { x: a, y: b }` or `S { x: a, ..base }`: a kiln value (or index) built from its
+    /// fields, each converted to the field's type.
+    fn struct_literal(&mut self, st: &syn::ExprStruct) -> R<Tokens> {
+        let sp = st.span();
+        if st.qself.is_some() {
+            return Err(error(sp, "write the struct's name in a struct literal"));
+        }
+        let path = &st.path;
+        let mut fields = Vec::new();
+        for f in &st.fields {
+            let member = &f.member;
+            let v = self.expr(&f.expr)?;
+            fields.push(quote_spanned!(f.span()=> #member: ::kiln::ir::IntoVal::into_val(#v)));
+        }
+        let rest = match &st.rest {
+            Some(r) => {
+                let base = self.expr(r)?;
+                quote!(..::kiln::lang::Fields::fields(&#base))
+            }
+            None => quote!(),
+        };
+        Ok(quote_spanned! {sp=> {
+            type __KilnParts = <#path as ::kiln::lang::Record>::Parts;
+            <#path as ::kiln::lang::Record>::build(__KilnParts { #(#fields,)* #rest })
+        }})
     }
 
     /// A block whose value is used: statements, then its tail expression.

@@ -8,6 +8,7 @@
 //! saying what to write instead.
 
 mod body;
+mod value;
 
 use body::{Body, FnKind};
 use proc_macro::TokenStream;
@@ -60,6 +61,21 @@ pub fn device(attr: TokenStream, item: TokenStream) -> TokenStream {
     f.attrs.retain(|a| !a.path().is_ident("noinline"));
     noinline |= f.attrs.len() != before;
     match expand_device(f, noinline) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Makes a plain `#[repr(C)]` struct with named fields a kiln value: usable as a kernel or
+/// device function parameter, a local and a buffer element (`View<S>`, host `&[S]`).
+/// Kernels read fields with `p.x`, build values with `S { x: a, y: b }` and
+/// replace fields of `let mut` locals and view elements with `p.x = v`. The struct must have
+/// no padding bytes (a compile error otherwise) and fields of kiln value types (scalars,
+/// `Vector`, other kiln values).
+#[proc_macro_derive(Value)]
+pub fn derive_value(item: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(item as syn::DeriveInput);
+    match value::expand_value(input) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
