@@ -534,3 +534,55 @@ fn derived_value_structs_are_parameters_locals_and_buffer_elements() {
         }
     });
 }
+
+const LIMIT: i32 = 30;
+
+#[kiln::kernel]
+fn classify(i: Index1D, xs: View<i32>, out: ViewMut<i32>) {
+    let x = xs[i];
+    let class = match x {
+        0 => 100,
+        1 | 2 | 3 => 200 + x,
+        -5..=-1 => 300,
+        LIMIT => 400,
+        v if v > 50 => v * 2,
+        40..45 => 500,
+        _ => -1,
+    };
+    match (class + 3) % 3 {
+        0 => out[i] = class,
+        1 => {
+            out[i] = class + 1000;
+        }
+        _ => out[i] = class - 1000,
+    }
+}
+
+fn classify_ref(x: i32) -> i32 {
+    let class = match x {
+        0 => 100,
+        1..=3 => 200 + x,
+        -5..=-1 => 300,
+        LIMIT => 400,
+        v if v > 50 => v * 2,
+        40..45 => 500,
+        _ => -1,
+    };
+    match (class + 3) % 3 {
+        0 => class,
+        1 => class + 1000,
+        _ => class - 1000,
+    }
+}
+
+#[test]
+fn match_on_integers_matches_plain_rust() {
+    every_backend(|| {
+        let xs: Vec<i32> = (-10..70).collect();
+        let mut out = vec![0i32; xs.len()];
+        ctx().launch(classify, xs.len(), (&xs, &mut out)).unwrap();
+        for (x, o) in xs.iter().zip(&out) {
+            assert_eq!(*o, classify_ref(*x), "x = {x}");
+        }
+    });
+}

@@ -322,6 +322,7 @@ impl Body {
                 }
             }
             Expr::If(i) => self.if_stmt(i),
+            Expr::Match(m) => self.match_arms(m, false),
             Expr::ForLoop(f) => self.for_loop(f),
             Expr::While(w) => {
                 if let Some(l) = &w.label {
@@ -652,11 +653,13 @@ impl Body {
                     "bind local arrays with `let` (`let mut a = [0.0f32; 8];`)",
                 ))
             }
-            Expr::Match(_) => {
-                return Err(error(
-                    sp,
-                    "`match` is not supported in kernels yet; use `if`/`else if`",
-                ))
+            Expr::Match(m) => {
+                let chain = self.match_arms(m, true)?;
+                quote_spanned! {sp=> {
+                    let __kiln_slot = ::kiln::lang::Slot::new("v");
+                    #chain
+                    __kiln_slot.take()
+                }}
             }
             Expr::Closure(_) => {
                 return Err(error(
@@ -679,6 +682,150 @@ impl Body {
             }
             Expr::Unsafe(_) => return Err(error(sp, "unsafe blocks are not supported in kernels")),
             _ => return Err(error(sp, "this expression is not supported in kernels")),
+        })
+    }
+
+    /// A `match` as a chain of `if`/`else` on the scrutinee's value; arms put their value in
+    /// `__kiln_slot` when `value`. The last arm must match everything (`_` or a name).
+    fn match_arms(&mut self, m: &syn::ExprMatch, value: bool) -> R<Tokens> {
+        let Some(last) = m.arms.last() else {
+            return Err(error(m.span(), "a `match` in a kernel needs arms"));
+        };
+        let catch_all = match &last.pat {
+            Pat::Wild(_) => true,
+            Pat::Ident(p) => !is_const_name(&p.ident),
+            _ => false,
+        };
+        if last.guard.is_some() || !catch_all {
+            return Err(error(
+                last.pat.span(),
+                "end a kernel `match` with a `_ =>` arm: its patterns are checked at run time, \
+                 so the last arm must match everything",
+            ));
+        }
+        let scrut = self.expr(&m.expr)?;
+        let chain = self.arm_chain(&m.arms, value)?;
+        Ok(quote_spanned! {m.span()=> {
+            let __kiln_m = #scrut;
+            #chain
+        }})
+    }
+
+    fn arm_chain(&mut self, arms: &[syn::Arm], value: bool) -> R<Tokens> {
+        let Some((arm, rest)) = arms.split_first() else {
+            return Ok(quote!());
+        };
+        self.scoped(|cx| {
+            let (cond, bind) = cx.pattern(&arm.pat)?;
+            let body = if value {
+                let v = cx.expr(&arm.body)?;
+                quote!(__kiln_slot.put(#v);)
+            } else {
+                cx.stmt_expr(&arm.body)?
+            };
+            let cond = match &arm.guard {
+                Some((_, g)) => {
+                    let g = cx.expr(g)?;
+                    match cond {
+                        Some(c) => Some(quote!(::kiln::lang::and(#c, #g))),
+                        None => Some(g),
+                    }
+                }
+                None => cond,
+            };
+            let Some(cond) = cond else {
+                return Ok(quote!({ #bind #body }));
+            };
+            let other = cx.arm_chain(rest, value)?;
+            Ok(quote_spanned! {arm.span()=> {
+                #bind
+                ::kiln::ir::if_else(#cond, || { #body }, || { #other });
+            }})
+        })
+    }
+
+    /// The condition under which `pat` matches `__kiln_m` (`None`: always) and the binding it
+    /// makes.
+    fn pattern(&mut self, pat: &Pat) -> R<(Option<Tokens>, Tokens)> {
+        let sp = pat.span();
+        let bound = |e: &Expr, cx: &mut Body| -> R<Tokens> {
+            match e {
+                Expr::Lit(l) => lit(&l.lit),
+                other => cx.expr(other),
+            }
+        };
+        Ok(match pat {
+            Pat::Wild(_) => (None, quote!()),
+            Pat::Ident(p) if is_const_name(&p.ident) => {
+                let id = &p.ident;
+                (
+                    Some(quote_spanned!(sp=> ::kiln::lang::Compare::eq_(__kiln_m, #id))),
+                    quote!(),
+                )
+            }
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() => {
+                let id = &p.ident;
+                self.bind(id, false);
+                (None, quote!(let #id = __kiln_m;))
+            }
+            Pat::Lit(_) | Pat::Path(_) | Pat::Const(_) => {
+                let v = match pat {
+                    Pat::Lit(l) => lit(&l.lit)?,
+                    Pat::Path(p) => p.to_token_stream(),
+                    _ => return Err(error(sp, "use a named `const` instead of a const block")),
+                };
+                (
+                    Some(quote_spanned!(sp=> ::kiln::lang::Compare::eq_(__kiln_m, #v))),
+                    quote!(),
+                )
+            }
+            Pat::Range(r) => {
+                let mut parts = Vec::new();
+                if let Some(lo) = &r.start {
+                    let lo = bound(lo, self)?;
+                    parts.push(quote!(::kiln::lang::Compare::ge_(__kiln_m, #lo)));
+                }
+                if let Some(hi) = &r.end {
+                    let hi = bound(hi, self)?;
+                    parts.push(match r.limits {
+                        syn::RangeLimits::Closed(_) => {
+                            quote!(::kiln::lang::Compare::le_(__kiln_m, #hi))
+                        }
+                        syn::RangeLimits::HalfOpen(_) => {
+                            quote!(::kiln::lang::Compare::lt_(__kiln_m, #hi))
+                        }
+                    });
+                }
+                let cond = parts
+                    .into_iter()
+                    .reduce(|a, b| quote!(::kiln::lang::and(#a, #b)));
+                (cond, quote!())
+            }
+            Pat::Or(o) => {
+                let mut cond: Option<Tokens> = None;
+                for case in &o.cases {
+                    let (c, bind) = self.pattern(case)?;
+                    if !bind.is_empty() {
+                        return Err(error(case.span(), "`|` patterns cannot bind names"));
+                    }
+                    let Some(c) = c else {
+                        return Ok((None, quote!()));
+                    };
+                    cond = Some(match cond {
+                        Some(prev) => quote!(::kiln::lang::or(#prev, #c)),
+                        None => c,
+                    });
+                }
+                (cond, quote!())
+            }
+            Pat::Paren(p) => self.pattern(&p.pat)?,
+            other => {
+                return Err(error(
+                    other.span(),
+                    "kernel `match` arms take literals, ranges (`1..=4`), consts, `|`, `_` and a \
+                     final name; destructure structs and tuples with field access instead",
+                ))
+            }
         })
     }
 
@@ -729,6 +876,12 @@ impl Body {
             ))
         })
     }
+}
+
+/// Whether a pattern name is a constant (`TILE`, `Max`) rather than a new binding: Rust's own
+/// convention, constants and unit structs start with a capital.
+fn is_const_name(id: &syn::Ident) -> bool {
+    id.to_string().starts_with(|c: char| c.is_ascii_uppercase())
 }
 
 fn strip_paren(e: &Expr) -> &Expr {

@@ -385,8 +385,20 @@ mod tests {
             ),
             ("fn k(i: Index1D) { println!(\"{}\", 1); }", "cannot print"),
             (
-                "fn k(i: Index1D, y: ViewMut<f32>) { y[i] = match 1 { _ => 2.0 }; }",
-                "use `if`/`else if`",
+                "fn k(i: Index1D, y: ViewMut<f32>) { y[i] = match i { 1 => 2.0, 2 => 3.0 }; }",
+                "end a kernel `match` with a `_ =>` arm",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { match i { 1 => {}, LIMIT => {} } }",
+                "end a kernel `match` with a `_ =>` arm",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { match (i, i) { (a, b) => {}, _ => {} } }",
+                "destructure structs and tuples with field access",
+            ),
+            (
+                "fn k(i: Index1D, y: ViewMut<f32>) { match i { 1 | x => {}, _ => {} } }",
+                "`|` patterns cannot bind names",
             ),
             (
                 "fn k(i: Index1D, y: ViewMut<f32>) { let f = |x| x; }",
