@@ -40,7 +40,7 @@ pub use kiln_ir::{
     num_groups, subgroup_barrier, Axis as Dim, Float, Int, IntoVal, LocalArray, Numeric, Val, Var,
     Vector,
 };
-pub use kiln_macros::{device, kernel, Value};
+pub use kiln_macros::{device, intrinsic, kernel, Value};
 
 /// The index of a work item in a 1D launch: its global position.
 pub type Index1D = Val<u32>;

@@ -586,3 +586,127 @@ fn match_on_integers_matches_plain_rust() {
         }
     });
 }
+
+/// Γ(x) for x > 0: shifted up to 8 or more, then Stirling's series for ln Γ. CUDA and OpenCL
+/// call their own `tgamma` instead.
+#[kiln::intrinsic(cuda = "tgammaf", opencl = "tgamma")]
+fn gamma(x: f32) -> f32 {
+    let mut z = x;
+    let mut shift = 1.0f32;
+    while z < 8.0 {
+        shift *= z;
+        z += 1.0;
+    }
+    let inv = 1.0 / z;
+    let inv2 = inv * inv;
+    let series = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 / 1260.0));
+    let ln = (z - 0.5) * z.ln() - z + 0.918_938_5 + series;
+    ln.exp() / shift
+}
+
+#[kiln::kernel]
+fn gammas(i: Index1D, x: View<f32>, out: ViewMut<f32>) {
+    out[i] = gamma(x[i]);
+}
+
+/// Γ(x) in f64 from Gauss's limit Γ(x) = lim n! n^x / (x (x+1) ... (x+n)), evaluated in
+/// logs for n = 10^6; the finite product is Γ(x) (1 - x (x+1) / 2n + O(1/n²)), so it is
+/// divided by that leading factor.
+fn gamma_ref(x: f64) -> f64 {
+    let n = 1_000_000u32;
+    let mut ln = x * (n as f64).ln();
+    for k in 1..=n {
+        ln += (k as f64).ln() - (x + k as f64 - 1.0).ln();
+    }
+    ln -= (x + n as f64).ln();
+    ln.exp() / (1.0 - x * (x + 1.0) / (2.0 * n as f64))
+}
+
+#[test]
+fn intrinsics_call_the_backend_function_or_run_their_rust_body() {
+    every_backend(|| {
+        let x: Vec<f32> = (1..=24).map(|i| i as f32 * 0.25).collect();
+        let mut out = vec![0.0f32; x.len()];
+        ctx().launch(gammas, x.len(), (&x, &mut out)).unwrap();
+        for (v, g) in x.iter().zip(&out) {
+            let want = gamma_ref(*v as f64);
+            let rel = ((*g as f64 - want) / want).abs();
+            assert!(
+                rel < 2e-5,
+                "gamma({v}) = {g}, want {want} (relative error {rel:e})"
+            );
+        }
+    });
+    let k = gammas.kernel_fn().ir().unwrap();
+    let cuda = kiln::emit(&k, kiln::Target::CudaC).unwrap();
+    let opencl = kiln::emit(&k, kiln::Target::OpenClC).unwrap();
+    let wgsl = kiln::emit(&k, kiln::Target::Wgsl).unwrap();
+    assert!(cuda.contains("return tgammaf(x);"), "{cuda}");
+    assert!(opencl.contains("return tgamma(x);"), "{opencl}");
+    assert!(!wgsl.contains("tgamma") && wgsl.contains("exp("), "{wgsl}");
+}
+
+/// Binds to a function no backend has, so the OpenCL C, CUDA C and WGSL compilers reject it.
+#[kiln::intrinsic(
+    cuda = "kiln_no_such_builtin",
+    opencl = "kiln_no_such_builtin",
+    wgsl = "kiln_no_such_builtin"
+)]
+fn missing_builtin(x: f32) -> f32 {
+    x + 1.0
+}
+
+#[kiln::kernel]
+fn calls_missing_builtin(i: Index1D, x: View<f32>, y: ViewMut<f32>) {
+    y[i] = missing_builtin(x[i]);
+}
+
+#[test]
+fn rejected_source_is_a_compile_error_with_the_compiler_log_and_the_source() {
+    let x = vec![1.0f32, 2.0, 3.0];
+    for ctx in common::contexts() {
+        let backend = ctx.device().backend;
+        let mut y = vec![0.0f32; 3];
+        let result = ctx.launch(calls_missing_builtin, x.len(), (&x, &mut y));
+        if backend == BackendKind::Cpu {
+            // The CPU has no binding: it runs the Rust body.
+            result.unwrap();
+            assert_eq!(y, [2.0, 3.0, 4.0]);
+            continue;
+        }
+        match result {
+            Err(kiln::Error::Backend(kiln::BackendError::Compile {
+                backend: b,
+                kernel,
+                log,
+                source_text,
+            })) => {
+                assert_eq!(b, backend);
+                assert_eq!(kernel, "calls_missing_builtin");
+                assert!(
+                    log.contains("kiln_no_such_builtin"),
+                    "{backend}: the log names the unknown function:\n{log}"
+                );
+                assert!(
+                    source_text.contains("return kiln_no_such_builtin(x);"),
+                    "{backend}: the error carries the generated source:\n{source_text}"
+                );
+            }
+            other => panic!("{backend}: expected a compile error, got {other:?}"),
+        }
+    }
+    // CUDA without a GPU: NVRTC rejects the same kernel's CUDA C with its log.
+    if kiln_cuda::nvrtc_available().is_ok() {
+        let k = calls_missing_builtin.kernel_fn().ir().unwrap();
+        let source = kiln::emit(&k, kiln::Target::CudaC).unwrap();
+        match kiln_cuda::compile_cubin("calls_missing_builtin", &source, "sm_90") {
+            Err(kiln::BackendError::Compile { log, .. }) => {
+                assert!(log.contains("kiln_no_such_builtin"), "{log}")
+            }
+            other => panic!(
+                "NVRTC accepted a call to an unknown function: {:?}",
+                other.map(|c| c.len())
+            ),
+        }
+    }
+}

@@ -437,6 +437,20 @@ impl Writer {
             f.name,
             params.join(", ")
         );
+        let native = match self.d {
+            Dialect::Cuda => &f.native.cuda,
+            Dialect::OpenCl => &f.native.opencl,
+        };
+        if let Some(native) = native {
+            // An intrinsic (scalars only, checked by the validator): the backend's function.
+            let args: Vec<String> = f
+                .params
+                .iter()
+                .map(|p| component_name(&p.name, 0, 1))
+                .collect();
+            let _ = writeln!(out, "  return {native}({});\n}}", args.join(", "));
+            return Ok(());
+        }
         self.locals(&cx, out)?;
         self.block(&cx, &f.body.block, out, 1)?;
         let zeros: Vec<String> = flat

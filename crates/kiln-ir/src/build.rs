@@ -1333,6 +1333,27 @@ pub fn device_fn<R: IrType>(
     noinline: bool,
     body: impl FnOnce(&[AnyVal]) -> Val<R>,
 ) -> DeviceFn<R> {
+    define_fn(name, params, noinline, NativeNames::default(), body)
+}
+
+/// Defines an intrinsic: a device function that calls the backend function `native` names
+/// in those target languages and runs `body` elsewhere (the validator checks the names).
+pub fn intrinsic_fn<R: IrType>(
+    name: &str,
+    params: &[(&str, Type)],
+    native: NativeNames,
+    body: impl FnOnce(&[AnyVal]) -> Val<R>,
+) -> DeviceFn<R> {
+    define_fn(name, params, false, native, body)
+}
+
+fn define_fn<R: IrType>(
+    name: &str,
+    params: &[(&str, Type)],
+    noinline: bool,
+    native: NativeNames,
+    body: impl FnOnce(&[AnyVal]) -> Val<R>,
+) -> DeviceFn<R> {
     let params: Vec<Param> = params
         .iter()
         .map(|(n, t)| Param {
@@ -1368,7 +1389,8 @@ pub fn device_fn<R: IrType>(
                 && (g.params != f.params
                     || g.body != f.body
                     || g.result != f.result
-                    || g.noinline != noinline)
+                    || g.noinline != noinline
+                    || g.native != native)
         }) {
             n += 1;
             fname = format!("{name}_{n}");
@@ -1379,6 +1401,7 @@ pub fn device_fn<R: IrType>(
             result: f.result,
             body: f.body,
             noinline,
+            native,
         };
         match k.functions.iter().position(|g| *g == func) {
             Some(i) => FunctionId(i as u32),

@@ -14,9 +14,19 @@ pub fn print_kernel(k: &Kernel) -> String {
             .map(|t| format!(" -> {t}"))
             .unwrap_or_default();
         let inline = if f.noinline { "#[noinline] " } else { "" };
+        let native: Vec<String> = f
+            .native
+            .bindings()
+            .map(|(t, n)| format!("{t} = {n}"))
+            .collect();
+        let native = if native.is_empty() {
+            String::new()
+        } else {
+            format!("#[intrinsic({})] ", native.join(", "))
+        };
         let _ = writeln!(
             out,
-            "{inline}fn {}(#{i}) ({}){result} {{",
+            "{native}{inline}fn {}(#{i}) ({}){result} {{",
             f.name,
             params.join(", ")
         );

@@ -107,6 +107,7 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
                 ));
             }
         }
+        check_native(kernel, f).map_err(|msg| err(Some(&f.name), String::new(), msg))?;
         let cx = Checker {
             kernel,
             params: &f.params,
@@ -873,4 +874,35 @@ pub fn operands(e: &Expr) -> Vec<Handle> {
             v
         }
     }
+}
+
+/// An intrinsic's bindings: identifiers that name no device function of the kernel (the
+/// binding would call itself), on a function of scalars.
+fn check_native(kernel: &Kernel, f: &Function) -> Result<(), String> {
+    if f.native.is_empty() {
+        return Ok(());
+    }
+    let scalar = |t: &Type| t.as_scalar().is_some();
+    let params_scalar = f.params.iter().all(|p| match &p.kind {
+        ParamKind::Value(t) => scalar(t),
+        _ => false,
+    });
+    if !params_scalar || !f.result.as_ref().is_some_and(scalar) {
+        return Err("an intrinsic takes and returns scalars".into());
+    }
+    for (target, name) in f.native.bindings() {
+        if !is_identifier(name) {
+            return Err(format!(
+                "the {target} binding `{}` is not an identifier",
+                name.escape_debug()
+            ));
+        }
+        if kernel.functions.iter().any(|g| g.name == name) {
+            return Err(format!(
+                "the {target} binding `{name}` is also the name of a device function; name the \
+                 Rust function differently"
+            ));
+        }
+    }
+    Ok(())
 }

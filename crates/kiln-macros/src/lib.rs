@@ -60,10 +60,81 @@ pub fn device(attr: TokenStream, item: TokenStream) -> TokenStream {
     let before = f.attrs.len();
     f.attrs.retain(|a| !a.path().is_ident("noinline"));
     noinline |= f.attrs.len() != before;
-    match expand_device(f, noinline) {
+    match expand_device(f, noinline, None) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+/// Makes a device function an intrinsic: `#[kiln::intrinsic(cuda = "tgammaf", opencl =
+/// "tgamma")]` calls that backend function in the CUDA C or OpenCL C kiln generates, and the
+/// function's Rust body on every other backend (the CPU always). `wgsl = "..."` binds a WGSL
+/// built-in the same way. The names must be identifiers; an intrinsic takes and returns
+/// scalars. Use it alone, without `#[kiln::device]`.
+#[proc_macro_attribute]
+pub fn intrinsic(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut names: Vec<(String, syn::LitStr)> = Vec::new();
+    let parser = syn::meta::parser(|meta| {
+        let Some(target) = ["cuda", "opencl", "wgsl"]
+            .into_iter()
+            .find(|t| meta.path.is_ident(t))
+        else {
+            return Err(meta.error("#[kiln::intrinsic] takes `cuda`, `opencl` and `wgsl`"));
+        };
+        let name: syn::LitStr = meta.value()?.parse()?;
+        if !is_c_identifier(&name.value()) {
+            return Err(syn::Error::new(
+                name.span(),
+                "a backend function name is an identifier: a letter or `_`, then letters, \
+                 digits and `_` (at most 64, not starting with `__`)",
+            ));
+        }
+        if names.iter().any(|(t, _)| t == target) {
+            return Err(meta.error(format!("`{target}` is given twice")));
+        }
+        names.push((target.to_string(), name));
+        Ok(())
+    });
+    parse_macro_input!(attr with parser);
+    let f = parse_macro_input!(item as ItemFn);
+    if names.is_empty() {
+        return syn::Error::new(
+            f.sig.ident.span(),
+            "#[kiln::intrinsic] names at least one backend function (`cuda = \"tgammaf\"`)",
+        )
+        .to_compile_error()
+        .into();
+    }
+    if let Some((_, n)) = names.iter().find(|(_, n)| f.sig.ident == n.value()) {
+        return syn::Error::new(
+            n.span(),
+            "the Rust function has the backend function's name, so the binding would call \
+             itself; rename the Rust function",
+        )
+        .to_compile_error()
+        .into();
+    }
+    let field = |t: &str| match names.iter().find(|(n, _)| n == t) {
+        Some((_, lit)) => quote!(::std::option::Option::Some(#lit.to_string())),
+        None => quote!(::std::option::Option::None),
+    };
+    let (cuda, opencl, wgsl) = (field("cuda"), field("opencl"), field("wgsl"));
+    let native = quote!(::kiln::ir::NativeNames { cuda: #cuda, opencl: #opencl, wgsl: #wgsl });
+    match expand_device(f, false, Some(native)) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// The rule kiln's IR validator applies to names (`kiln::ir::is_identifier`).
+fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.len() <= 64
+        && !s.starts_with("__")
 }
 
 /// Makes a plain `#[repr(C)]` struct with named fields a kiln value: usable as a kernel or
@@ -273,7 +344,7 @@ fn expand_kernel(f: ItemFn) -> syn::Result<Tokens> {
     })
 }
 
-fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
+fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Result<Tokens> {
     check_signature(&f)?;
     let ret = match &f.sig.output {
         ReturnType::Type(_, ty) => {
@@ -320,15 +391,19 @@ fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
         cx.bind(&id, false);
     }
     let body = cx.device_body(&f.block)?;
+    let (define, how) = match native {
+        Some(n) => (quote!(::kiln::ir::intrinsic_fn::<#ret>), n),
+        None => (quote!(::kiln::ir::device_fn::<#ret>), quote!(#noinline)),
+    };
     Ok(quote! {
         #(#attrs)*
         #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
         #vis fn #name #impl_g (#(#params),*) -> ::kiln::ir::Val<#ret> #where_clause {
             let __kiln_args = [#(#converts),*];
-            let __kiln_fn = ::kiln::ir::device_fn::<#ret>(
+            let __kiln_fn = #define(
                 #name_str,
                 &[#(#decls),*],
-                #noinline,
+                #how,
                 |__kiln_params| {
                     #(#unpack)*
                     #body
@@ -358,7 +433,7 @@ mod tests {
 
     fn device_error(src: &str) -> String {
         let f: ItemFn = syn::parse_str(src).expect("test source parses");
-        match expand_device(f, false) {
+        match expand_device(f, false, None) {
             Ok(t) => panic!("expanded without an error:\n{t}"),
             Err(e) => e.to_string(),
         }

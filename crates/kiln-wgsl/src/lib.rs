@@ -568,6 +568,16 @@ impl Writer {
             f.name,
             params.join(", ")
         );
+        if let Some(native) = &f.native.wgsl {
+            // An intrinsic (scalars only, checked by the validator): the WGSL built-in.
+            let args: Vec<String> = f
+                .params
+                .iter()
+                .map(|p| component_name(&p.name, 0, 1))
+                .collect();
+            let _ = writeln!(out, "  return {native}({});\n}}", args.join(", "));
+            return Ok(());
+        }
         self.locals(&cx, out)?;
         self.block(&cx, &f.body.block, out, 1)?;
         let zeros: Vec<String> = flat.iter().map(|(s, _)| zero(*s)).collect();
