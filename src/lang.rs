@@ -40,7 +40,7 @@ pub use kiln_ir::{
     num_groups, subgroup_barrier, Axis as Dim, Float, Int, IntoVal, LocalArray, Numeric, Val, Var,
     Vector,
 };
-pub use kiln_macros::{device, intrinsic, kernel, Value};
+pub use kiln_macros::{device, intrinsic, kernel, lambda, Value};
 
 /// The index of a work item in a 1D launch: its global position.
 pub type Index1D = Val<u32>;
@@ -753,19 +753,8 @@ impl<P> KernelFn<P> {
     /// The kernel's IR, built once per process (and per generic instantiation). Returns the
     /// build or validation error, naming the kernel.
     pub fn ir(&self) -> Result<Arc<Kernel>> {
-        type Built = std::result::Result<Arc<Kernel>, kiln_ir::IrError>;
-        static BUILT: OnceLock<Mutex<HashMap<usize, Built>>> = OnceLock::new();
-        let key = self.build as usize;
-        let map = BUILT.get_or_init(Default::default);
-        if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(hit.clone()?);
-        }
         let build = self.build;
-        let built = Kernel::build(self.name, build).map(Arc::new);
-        map.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, built.clone());
-        Ok(built?)
+        cached_ir(build as usize, self.name, build)
     }
 
     /// Dimensions of the kernel's index (0 when it takes none).
@@ -774,20 +763,146 @@ impl<P> KernelFn<P> {
     }
 }
 
-/// Anything that names a kernel: the kernel function item itself (`saxpy`,
-/// `apply::<f32, Square>`) or the [`KernelFn`] it returns.
+/// The IR built by the build function at address `key`, built on first use.
+fn cached_ir(key: usize, name: &str, build: impl FnOnce(&KernelScope)) -> Result<Arc<Kernel>> {
+    type Built = std::result::Result<Arc<Kernel>, kiln_ir::IrError>;
+    static BUILT: OnceLock<Mutex<HashMap<usize, Built>>> = OnceLock::new();
+    let map = BUILT.get_or_init(Default::default);
+    if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(hit.clone()?);
+    }
+    let built = Kernel::build(name, build).map(Arc::new);
+    map.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, built.clone());
+    Ok(built?)
+}
+
+/// A kernel written as a closure with `kiln::lambda!`: the values it captured become
+/// parameters after the closure's own, passed by every launch. `P` is the tuple of the
+/// closure's parameter types (after the index), `C` the tuple of captured values.
+pub struct Lambda<P, C> {
+    name: &'static str,
+    dims: usize,
+    captured: C,
+    build: fn(&KernelScope, PhantomData<C>),
+    _p: PhantomData<fn(P)>,
+}
+
+impl<P, C: Copy> Clone for Lambda<P, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P, C: Copy> Copy for Lambda<P, C> {}
+
+impl<P, C: Captures> Lambda<P, C> {
+    /// A closure kernel (generated code): `build` declares the parameters, then the captures
+    /// in order with [`capture`], then the body.
+    pub fn new(
+        name: &'static str,
+        dims: usize,
+        captured: C,
+        build: fn(&KernelScope, PhantomData<C>),
+    ) -> Lambda<P, C> {
+        Lambda {
+            name,
+            dims,
+            captured,
+            build,
+            _p: PhantomData,
+        }
+    }
+
+    /// The kernel's IR, built once per process (per closure and instantiation); the captured
+    /// values are parameters, so it does not depend on them. Errors as [`KernelFn::ir`].
+    pub fn ir(&self) -> Result<Arc<Kernel>> {
+        let build = self.build;
+        cached_ir(build as usize, self.name, |scope| build(scope, PhantomData))
+    }
+}
+
+/// Declares the captured value that `select` picks from the tuple `C` as the parameter
+/// `name` (generated code for `kiln::lambda!`).
+pub fn capture<C, T: IrType>(
+    scope: &KernelScope,
+    name: &str,
+    _: PhantomData<C>,
+    select: impl Fn(&C) -> &T,
+) -> Val<T> {
+    let _ = select;
+    scope.value::<T>(name)
+}
+
+/// Tuples of captured values (kiln values: scalars, vectors, `#[derive(kiln::Value)]`
+/// structs), passed after a closure kernel's own arguments.
+pub trait Captures: Copy + 'static {
+    /// The launch arguments, in capture order.
+    fn captured_args(&self) -> Vec<LaunchArg<'static>>;
+}
+macro_rules! captures {
+    ($(($($c:ident $v:ident),*))*) => {$(
+        impl<$($c: IrType),*> Captures for ($($c,)*) {
+            #[allow(unused_variables)]
+            fn captured_args(&self) -> Vec<LaunchArg<'static>> {
+                let ($($v,)*) = *self;
+                vec![$(LaunchArg::value($v)),*]
+            }
+        }
+    )*};
+}
+captures! {
+    ()
+    (C0 c0)
+    (C0 c0, C1 c1)
+    (C0 c0, C1 c1, C2 c2)
+    (C0 c0, C1 c1, C2 c2, C3 c3)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5, C6 c6)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5, C6 c6, C7 c7)
+}
+
+/// What a launch takes from a kernel: its IR, the dimensions of its index and the values it
+/// captured.
+pub struct LaunchKernel {
+    ir: Arc<Kernel>,
+    dims: usize,
+    captured: Vec<LaunchArg<'static>>,
+}
+
+/// Anything that names a kernel: a `#[kiln::kernel]` function item (`saxpy`,
+/// `apply::<f32, Square>`), the [`KernelFn`] it returns, or a [`Lambda`].
 pub trait IntoKernel<P> {
-    /// The kernel definition.
-    fn kernel_fn(self) -> KernelFn<P>;
+    /// The kernel's IR and captures; fails with its build error.
+    fn into_launch(self) -> Result<LaunchKernel>;
 }
 impl<P> IntoKernel<P> for KernelFn<P> {
-    fn kernel_fn(self) -> KernelFn<P> {
-        self
+    fn into_launch(self) -> Result<LaunchKernel> {
+        Ok(LaunchKernel {
+            ir: self.ir()?,
+            dims: self.dims,
+            captured: Vec::new(),
+        })
     }
 }
 impl<P, F: FnOnce() -> KernelFn<P>> IntoKernel<P> for F {
-    fn kernel_fn(self) -> KernelFn<P> {
-        self()
+    fn into_launch(self) -> Result<LaunchKernel> {
+        self().into_launch()
+    }
+}
+impl<P, C: Captures> IntoKernel<P> for Lambda<P, C> {
+    fn into_launch(self) -> Result<LaunchKernel> {
+        Ok(LaunchKernel {
+            ir: self.ir()?,
+            dims: self.dims,
+            captured: self.captured.captured_args(),
+        })
+    }
+}
+impl<P, C: Captures> IntoKernel<P> for &Lambda<P, C> {
+    fn into_launch(self) -> Result<LaunchKernel> {
+        (*self).into_launch()
     }
 }
 
@@ -1001,7 +1116,7 @@ impl Context {
         extent: impl Into<Extent>,
         args: A,
     ) -> Result<()> {
-        let k = kernel.kernel_fn();
+        let k = kernel.into_launch()?;
         let extent = extent.into().0;
         let size = auto_group_size(k.dims, self.device().max_group_size);
         let mut groups = [1u32; 3];
@@ -1020,7 +1135,7 @@ impl Context {
             group_size: size,
             dynamic_shared: Vec::new(),
         };
-        self.launch_with_extent(&k, &grid, extent, args)
+        self.launch_with_extent(k, &grid, extent, args)
     }
 
     /// Runs `kernel` over `groups` groups of `group_size` work items (each a `u32`, `(x, y)`
@@ -1060,24 +1175,24 @@ impl Context {
         grid: &Grid,
         args: A,
     ) -> Result<()> {
-        let k = kernel.kernel_fn();
+        let k = kernel.into_launch()?;
         let extent: [u64; 3] =
             std::array::from_fn(|d| grid.groups[d] as u64 * grid.group_size[d] as u64);
-        self.launch_with_extent(&k, grid, extent, args)
+        self.launch_with_extent(k, grid, extent, args)
     }
 
     fn launch_with_extent<'a, P, A: KernelArgs<'a, P>>(
         &self,
-        k: &KernelFn<P>,
+        k: LaunchKernel,
         grid: &Grid,
         extent: [u64; 3],
         args: A,
     ) -> Result<()> {
-        let ir = k.ir()?;
         let mut args = args.launch_args(self)?;
+        args.extend(k.captured);
         for &e in extent.iter().take(k.dims) {
             args.push(LaunchArg::value(e.min(u32::MAX as u64) as u32));
         }
-        self.launch_ir(&ir, grid, &mut args)
+        self.launch_ir(&k.ir, grid, &mut args)
     }
 }

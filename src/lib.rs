@@ -48,7 +48,7 @@ pub use kiln_backend::{
 };
 pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
-pub use kiln_macros::{device, intrinsic, kernel};
+pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
 pub use query::{PlanShape, Query, MAX_LEN};
 pub use row::{IntoRow, Row};

@@ -637,7 +637,7 @@ fn intrinsics_call_the_backend_function_or_run_their_rust_body() {
             );
         }
     });
-    let k = gammas.kernel_fn().ir().unwrap();
+    let k = gammas().ir().unwrap();
     let cuda = kiln::emit(&k, kiln::Target::CudaC).unwrap();
     let opencl = kiln::emit(&k, kiln::Target::OpenClC).unwrap();
     let wgsl = kiln::emit(&k, kiln::Target::Wgsl).unwrap();
@@ -697,7 +697,7 @@ fn rejected_source_is_a_compile_error_with_the_compiler_log_and_the_source() {
     }
     // CUDA without a GPU: NVRTC rejects the same kernel's CUDA C with its log.
     if kiln_cuda::nvrtc_available().is_ok() {
-        let k = calls_missing_builtin.kernel_fn().ir().unwrap();
+        let k = calls_missing_builtin().ir().unwrap();
         let source = kiln::emit(&k, kiln::Target::CudaC).unwrap();
         match kiln_cuda::compile_cubin("calls_missing_builtin", &source, "sm_90") {
             Err(kiln::BackendError::Compile { log, .. }) => {
@@ -709,4 +709,54 @@ fn rejected_source_is_a_compile_error_with_the_compiler_log_and_the_source() {
             ),
         }
     }
+}
+
+/// A closure kernel over a 1D index, capturing a scale, an offset and a struct.
+fn ramp(k: f32, offset: u32, walls: Bounds) -> Lambda<(ViewMut<f32>,), (f32, u32, Bounds)> {
+    kiln::lambda!(move |i: Index1D, out: ViewMut<f32>| {
+        let v = i as f32 * k + offset as f32;
+        out[i] = clamp_to(walls, v);
+    })
+}
+
+#[test]
+fn closure_kernels_capture_values_as_parameters() {
+    every_backend(|| {
+        let c = ctx();
+        let n = 1000usize;
+        let built = |s: kiln::Stats| s.compilations + s.disk_hits;
+        let before = built(c.stats());
+        for (k, offset) in [(0.5f32, 7u32), (-3.0, 100)] {
+            let walls = Bounds {
+                lo: -500.0,
+                hi: 400.0 + k,
+            };
+            let mut out = vec![0.0f32; n];
+            c.launch(ramp(k, offset, walls), n, (&mut out,)).unwrap();
+            for (i, o) in out.iter().enumerate() {
+                let v = i as f32 * k + offset as f32;
+                assert_eq!(*o, v.max(walls.lo).min(walls.hi), "k = {k}, element {i}");
+            }
+        }
+        assert_eq!(
+            built(c.stats()) - before,
+            1,
+            "captured values are parameters: one kernel for both"
+        );
+        // An expression-bodied closure over a 2D index, used in place.
+        let (w, h) = (37usize, 23usize);
+        let pitch = w as u32;
+        let mut grid = vec![0u32; w * h];
+        c.launch(
+            kiln::lambda!(|p: Index2D, out: ViewMut<u32>| out[p.y * pitch + p.x] = p.x * 1000 + p.y),
+            (w, h),
+            (&mut grid,),
+        )
+        .unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                assert_eq!(grid[y * w + x], (x * 1000 + y) as u32, "({x}, {y})");
+            }
+        }
+    });
 }

@@ -15,10 +15,12 @@ pub enum FnKind {
     Device(Box<Type>),
 }
 
-/// The translator's state: which names are IR locals (`let mut`) in each scope.
+/// The translator's state: which names are IR locals (`let mut`) in each scope, and for a
+/// closure kernel the free names it captures.
 pub struct Body {
     kind: FnKind,
     scopes: Vec<HashMap<String, bool>>,
+    captures: Option<Vec<syn::Ident>>,
 }
 
 type R<T> = syn::Result<T>;
@@ -28,6 +30,31 @@ impl Body {
         Body {
             kind,
             scopes: vec![HashMap::new()],
+            captures: None,
+        }
+    }
+
+    /// A translator for a closure kernel: names used as values that nothing in the closure
+    /// binds (and that are not constants, which start with a capital) are captures.
+    pub fn closure() -> Body {
+        Body {
+            captures: Some(Vec::new()),
+            ..Body::new(FnKind::Kernel)
+        }
+    }
+
+    /// The captured names in order of first use (closure kernels).
+    pub fn captures(&self) -> &[syn::Ident] {
+        self.captures.as_deref().unwrap_or_default()
+    }
+
+    fn note_capture(&mut self, id: &syn::Ident) {
+        let name = id.to_string();
+        let bound = self.scopes.iter().any(|s| s.contains_key(&name));
+        if let Some(caps) = &mut self.captures {
+            if !bound && !caps.contains(id) && name.starts_with(|c: char| c.is_lowercase()) {
+                caps.push(id.clone());
+            }
         }
     }
 
@@ -290,8 +317,8 @@ impl Body {
         ))
     }
 
-    /// An expression in statement position.
-    fn stmt_expr(&mut self, e: &Expr) -> R<Tokens> {
+    /// An expression in statement position (also a closure kernel's expression body).
+    pub fn stmt_expr(&mut self, e: &Expr) -> R<Tokens> {
         match e {
             Expr::Assign(a) => {
                 let rhs = self.expr(&a.right)?;
@@ -470,6 +497,7 @@ impl Body {
                     if self.is_var(&id.to_string()) {
                         return Ok(quote_spanned!(sp=> #id.get()));
                     }
+                    self.note_capture(id);
                 }
                 if p.qself.is_none() && p.path.segments.len() == 1 {
                     let seg = &p.path.segments[0];

@@ -39,6 +39,22 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// A kernel written as a closure: `kiln::lambda!(move |i: Index1D, out: ViewMut<f32>| out[i]
+/// = i as f32 * k)`. Its parameters are typed like a `#[kiln::kernel]` function's; names the
+/// body uses without binding them (`k`) are captured by value and passed as parameters by
+/// every launch, so the kernel compiles once whatever their values. Captures are kiln values
+/// (scalars, vectors, `#[derive(kiln::Value)]` structs). Evaluates to a `kiln::lang::Lambda`
+/// that `Context::launch` takes. (`kiln::kernel` is the attribute; a macro cannot share its
+/// name.)
+#[proc_macro]
+pub fn lambda(input: TokenStream) -> TokenStream {
+    let c = parse_macro_input!(input as syn::ExprClosure);
+    match expand_lambda(c) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
 /// Turns a function of values into a kiln device function, callable from kernels and usable
 /// in queries (`ctx.from(&xs).map(my_fn)`). Inlined by the backends' compilers unless marked
 /// `#[kiln::device(noinline)]` (or with `#[noinline]` under it), which keeps a real function
@@ -268,6 +284,62 @@ fn generic_args(g: &syn::Generics) -> Tokens {
     }
 }
 
+/// A kernel's parameters as the build code sees them: the index (first, optional), the
+/// declarations of the others in order, and their types.
+struct KernelParams {
+    index: Option<(syn::Ident, Type)>,
+    declares: Vec<Tokens>,
+    types: Vec<Type>,
+}
+
+fn kernel_params(params: Vec<(syn::Ident, Type)>, cx: &mut Body) -> syn::Result<KernelParams> {
+    let mut out = KernelParams {
+        index: None,
+        declares: Vec::new(),
+        types: Vec::new(),
+    };
+    for (i, (id, ty)) in params.into_iter().enumerate() {
+        reject_type(&ty)?;
+        let tn = type_name(&ty).unwrap_or_default();
+        cx.bind(&id, false);
+        if matches!(tn.as_str(), "Index1D" | "Index2D" | "Index3D") {
+            if i != 0 {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    "the index (Index1D, Index2D or Index3D) must be the first parameter",
+                ));
+            }
+            out.index = Some((id, ty));
+            continue;
+        }
+        let lit = syn::LitStr::new(&id.to_string(), id.span());
+        out.declares.push(quote_spanned! {ty.span()=>
+            let #id = <#ty as ::kiln::lang::KernelParam>::declare(__kiln_scope, #lit);
+        });
+        out.types.push(ty);
+    }
+    Ok(out)
+}
+
+/// The index's dimensions and the body, run only inside the launch's extent when the kernel
+/// takes an index.
+fn index_and_body(index: &Option<(syn::Ident, Type)>, inner: Tokens) -> (Tokens, Tokens) {
+    match index {
+        Some((id, ty)) => (
+            quote!(<#ty as ::kiln::lang::KernelIndex>::DIMS),
+            quote! {
+                let (__kiln_pos, __kiln_inside) = ::kiln::lang::declare_extent(
+                    __kiln_scope,
+                    <#ty as ::kiln::lang::KernelIndex>::DIMS,
+                );
+                let #id = <#ty as ::kiln::lang::KernelIndex>::from_position(__kiln_pos);
+                ::kiln::ir::if_then(__kiln_inside, || { #inner });
+            },
+        ),
+        None => (quote!(0), inner),
+    }
+}
+
 fn expand_kernel(f: ItemFn) -> syn::Result<Tokens> {
     check_signature(&f)?;
     if let ReturnType::Type(_, ty) = &f.sig.output {
@@ -283,53 +355,20 @@ fn expand_kernel(f: ItemFn) -> syn::Result<Tokens> {
     let generics = &f.sig.generics;
     let (impl_g, _, where_clause) = generics.split_for_impl();
     let turbofish = generic_args(generics);
-    let mut index: Option<(syn::Ident, Type)> = None;
-    let mut declares = Vec::new();
-    let mut param_types = Vec::new();
-    let mut names = Vec::new();
-    for (i, arg) in f.sig.inputs.iter().enumerate() {
-        let (id, ty) = param_ident(arg)?;
-        reject_type(&ty)?;
-        let tn = type_name(&ty).unwrap_or_default();
-        if matches!(tn.as_str(), "Index1D" | "Index2D" | "Index3D") {
-            if i != 0 {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    "the index (Index1D, Index2D or Index3D) must be the first parameter",
-                ));
-            }
-            index = Some((id, ty));
-            continue;
-        }
-        let lit = syn::LitStr::new(&id.to_string(), id.span());
-        declares.push(quote_spanned! {ty.span()=>
-            let #id = <#ty as ::kiln::lang::KernelParam>::declare(__kiln_scope, #lit);
-        });
-        param_types.push(ty);
-        names.push(id);
-    }
+    let params = f
+        .sig
+        .inputs
+        .iter()
+        .map(param_ident)
+        .collect::<syn::Result<Vec<_>>>()?;
     let mut cx = Body::new(FnKind::Kernel);
-    for n in &names {
-        cx.bind(n, false);
-    }
-    let (dims, body) = match &index {
-        Some((id, ty)) => {
-            cx.bind(id, false);
-            let inner = cx.block_stmts(&f.block)?;
-            (
-                quote!(<#ty as ::kiln::lang::KernelIndex>::DIMS),
-                quote! {
-                    let (__kiln_pos, __kiln_inside) = ::kiln::lang::declare_extent(
-                        __kiln_scope,
-                        <#ty as ::kiln::lang::KernelIndex>::DIMS,
-                    );
-                    let #id = <#ty as ::kiln::lang::KernelIndex>::from_position(__kiln_pos);
-                    ::kiln::ir::if_then(__kiln_inside, || { #inner });
-                },
-            )
-        }
-        None => (quote!(0), cx.block_stmts(&f.block)?),
-    };
+    let KernelParams {
+        index,
+        declares,
+        types: param_types,
+    } = kernel_params(params, &mut cx)?;
+    let inner = cx.block_stmts(&f.block)?;
+    let (dims, body) = index_and_body(&index, inner);
     Ok(quote! {
         #(#attrs)*
         #[allow(non_snake_case, unused_variables, unused_mut, unused_parens, clippy::all)]
@@ -342,6 +381,86 @@ fn expand_kernel(f: ItemFn) -> syn::Result<Tokens> {
             ::kiln::lang::KernelFn::new(#name_str, #dims, __kiln_build #turbofish)
         }
     })
+}
+
+/// `kiln::lambda!(|i: Index1D, out: ViewMut<f32>| out[i] = i as f32 * k)`: a closure kernel
+/// whose free names (`k`) are captured by value and become parameters after its own.
+fn expand_lambda(c: syn::ExprClosure) -> syn::Result<Tokens> {
+    if let Some(a) = &c.asyncness {
+        return Err(syn::Error::new(a.span(), "kernels cannot be async"));
+    }
+    if let ReturnType::Type(_, ty) = &c.output {
+        return Err(syn::Error::new(
+            ty.span(),
+            "kernels return nothing; write results into a ViewMut<T> parameter",
+        ));
+    }
+    let mut params = Vec::new();
+    for p in &c.inputs {
+        match p {
+            Pat::Type(t) => match &*t.pat {
+                Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() => {
+                    if i.mutability.is_some() {
+                        return Err(syn::Error::new(
+                            i.span(),
+                            "parameters cannot be `mut`; copy the value into a `let mut` local",
+                        ));
+                    }
+                    params.push((i.ident.clone(), (*t.ty).clone()))
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        "parameters must be plain names (`x: f32`)",
+                    ))
+                }
+            },
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "give each closure parameter its type (`|i: Index1D, out: ViewMut<f32>|`): \
+                     the kernel's parameter types come from them",
+                ))
+            }
+        }
+    }
+    let mut cx = Body::closure();
+    let KernelParams {
+        index,
+        declares,
+        types,
+    } = kernel_params(params, &mut cx)?;
+    let inner = match &*c.body {
+        syn::Expr::Block(b) if b.label.is_none() => cx.block_stmts(&b.block)?,
+        other => cx.stmt_expr(other)?,
+    };
+    let caps = cx.captures().to_vec();
+    let fields = (0..caps.len()).map(syn::Index::from);
+    let cap_names = caps
+        .iter()
+        .map(|c| syn::LitStr::new(&c.to_string(), c.span()));
+    let (dims, body) = index_and_body(&index, inner);
+    let name = quote_spanned!(c.span()=> ::core::concat!("lambda_", ::core::line!()));
+    Ok(quote! {{
+        let __kiln_captured = (#(#caps,)*);
+        #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
+        let __kiln_lambda = ::kiln::lang::Lambda::<(#(#types,)*), _>::new(
+            #name,
+            #dims,
+            __kiln_captured,
+            |__kiln_scope: &::kiln::ir::KernelScope, __kiln_c| {
+                #(#declares)*
+                #(let #caps = ::kiln::lang::capture(
+                    __kiln_scope,
+                    #cap_names,
+                    __kiln_c,
+                    |__kiln_t| &__kiln_t.#fields,
+                );)*
+                #body
+            },
+        );
+        __kiln_lambda
+    }})
 }
 
 fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Result<Tokens> {
