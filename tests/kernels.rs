@@ -760,3 +760,34 @@ fn closure_kernels_capture_values_as_parameters() {
         }
     });
 }
+
+#[test]
+fn generated_source_points_back_to_the_rust_lines() {
+    // The line of the `gammas` kernel's statement, found in this file's text.
+    let text = include_str!("kernels.rs");
+    let line = text
+        .lines()
+        .position(|l| l.trim() == "out[i] = gamma(x[i]);")
+        .expect("the statement is in this file")
+        + 1;
+    let gamma_line = text
+        .lines()
+        .position(|l| l.trim() == "let mut shift = 1.0f32;")
+        .expect("the statement is in this file")
+        + 1;
+    let k = gammas().ir().unwrap();
+    let at = format!("// tests/kernels.rs:{line}\n");
+    for target in [
+        kiln::Target::Ir,
+        kiln::Target::CudaC,
+        kiln::Target::OpenClC,
+        kiln::Target::Wgsl,
+    ] {
+        let src = kiln::emit(&k, target).unwrap();
+        assert!(src.contains(&at), "{target:?} has no `{at}`:\n{src}");
+    }
+    // Device function bodies keep theirs too (WGSL writes the Rust body of the intrinsic).
+    let wgsl = kiln::emit(&k, kiln::Target::Wgsl).unwrap();
+    let at = format!("// tests/kernels.rs:{gamma_line}\n");
+    assert!(wgsl.contains(&at), "no `{at}`:\n{wgsl}");
+}

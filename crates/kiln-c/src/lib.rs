@@ -480,6 +480,9 @@ impl Writer {
     fn stmt(&mut self, cx: &Cx, s: &Stmt, out: &mut String, depth: usize) -> W<()> {
         let pad = "  ".repeat(depth);
         match s {
+            Stmt::Source(at) => {
+                let _ = writeln!(out, "{pad}// {at}");
+            }
             Stmt::Eval(h) => {
                 let ty = cx.ty(*h)?;
                 let vals = self.expr(cx, *h)?;

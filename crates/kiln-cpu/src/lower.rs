@@ -638,7 +638,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     self.jump_to(next, &[]);
                 }
             }
-            Stmt::Barrier(BarrierScope::Subgroup) => {}
+            Stmt::Barrier(BarrierScope::Subgroup) | Stmt::Source(_) => {}
             Stmt::Barrier(BarrierScope::Group) => {
                 return Err("group barrier inside divergent control flow".into())
             }

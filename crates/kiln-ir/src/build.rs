@@ -1432,6 +1432,18 @@ impl<R: IrType> DeviceFn<R> {
     }
 }
 
+/// Records that the statements built next come from `file` at `line` (generated code: the
+/// kernel macros call it before each statement, so generated source points back to Rust).
+pub fn source_line(file: &str, line: u32) {
+    push_stmt(
+        Stmt::Source(SourceLine {
+            file: file.to_string(),
+            line,
+        }),
+        &[],
+    );
+}
+
 /// Flattened index of the work item inside its group.
 pub fn local_index() -> Val<u32> {
     builtin(Builtin::LocalIndex)

@@ -535,10 +535,28 @@ pub enum Stmt {
     Continue,
     /// Leave the function, with a value for device functions that return one.
     Return(Option<Handle>),
+    /// Where the statements that follow come from in the user's source; generated source
+    /// keeps it as a comment. Does nothing.
+    Source(SourceLine),
     /// Wait until every work item of the group (or subgroup) reaches this point; makes
     /// shared-memory writes before it visible after it. Must be reached by all work items of
     /// the group or by none.
     Barrier(BarrierScope),
+}
+
+/// A line of the Rust source a kernel was written in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SourceLine {
+    /// The file, as `file!()` gives it; no control characters.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+}
+
+impl std::fmt::Display for SourceLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
 }
 
 /// What a barrier waits for.

@@ -158,6 +158,9 @@ fn block(out: &mut String, b: &Block, body: &Body, k: &Kernel, depth: usize) {
     let pad = "  ".repeat(depth);
     for s in &b.0 {
         match s {
+            Stmt::Source(at) => {
+                let _ = writeln!(out, "{pad}// {at}");
+            }
             Stmt::Eval(x) => {
                 let text = body
                     .exprs

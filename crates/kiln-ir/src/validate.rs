@@ -813,6 +813,13 @@ impl Checker<'_> {
                 ))
             }
             Stmt::Barrier(_) => {}
+            Stmt::Source(at) if at.file.chars().any(char::is_control) => {
+                return Err(fail(format!(
+                    "source file name {:?} has control characters",
+                    at.file
+                )))
+            }
+            Stmt::Source(_) => {}
         }
         Ok(())
     }

@@ -106,7 +106,8 @@ impl Body {
                 match s {
                     Stmt::Expr(e, None) if last => {
                         let v = cx.expr(e)?;
-                        out.extend(quote!(::kiln::ir::IntoVal::<#ret>::into_val(#v)));
+                        let at = source_note(e.span());
+                        out.extend(quote!(#at ::kiln::ir::IntoVal::<#ret>::into_val(#v)));
                         return Ok(out);
                     }
                     Stmt::Expr(Expr::Return(r), _) if last => {
@@ -134,16 +135,20 @@ impl Body {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<Tokens> {
-        match s {
-            Stmt::Local(l) => self.local(l),
-            Stmt::Expr(e, _) => self.stmt_expr(e),
-            Stmt::Item(i) => Err(error(
-                i.span(),
-                "items (fn, struct, use, const) inside a kernel are not supported; define them \
-                 outside, marking helper functions #[kiln::device]",
-            )),
-            Stmt::Macro(m) => Err(macro_error(&m.mac)),
-        }
+        let at = source_note(s.span());
+        let t = match s {
+            Stmt::Local(l) => self.local(l)?,
+            Stmt::Expr(e, _) => self.stmt_expr(e)?,
+            Stmt::Item(i) => {
+                return Err(error(
+                    i.span(),
+                    "items (fn, struct, use, const) inside a kernel are not supported; define \
+                     them outside, marking helper functions #[kiln::device]",
+                ))
+            }
+            Stmt::Macro(m) => return Err(macro_error(&m.mac)),
+        };
+        Ok(quote!(#at #t))
     }
 
     fn local(&mut self, l: &syn::Local) -> R<Tokens> {
@@ -904,6 +909,12 @@ impl Body {
             ))
         })
     }
+}
+
+/// The builder call that records the Rust file and line of `span` for the statements after
+/// it (kept as a comment in generated source).
+pub fn source_note(span: proc_macro2::Span) -> Tokens {
+    quote_spanned!(span=> ::kiln::ir::source_line(::core::file!(), ::core::line!());)
 }
 
 /// Whether a pattern name is a constant (`TILE`, `Max`) rather than a new binding: Rust's own

@@ -432,7 +432,11 @@ fn expand_lambda(c: syn::ExprClosure) -> syn::Result<Tokens> {
     } = kernel_params(params, &mut cx)?;
     let inner = match &*c.body {
         syn::Expr::Block(b) if b.label.is_none() => cx.block_stmts(&b.block)?,
-        other => cx.stmt_expr(other)?,
+        other => {
+            let at = body::source_note(other.span());
+            let t = cx.stmt_expr(other)?;
+            quote!(#at #t)
+        }
     };
     let caps = cx.captures().to_vec();
     let fields = (0..caps.len()).map(syn::Index::from);

@@ -68,7 +68,8 @@ fn block_ok(b: &Block, body: &Body) -> bool {
             memory: Memory::Buffer(_),
             ..
         }
-        | Stmt::Return(None) => true,
+        | Stmt::Return(None)
+        | Stmt::Source(_) => true,
         Stmt::If { accept, reject, .. } => block_ok(accept, body) && block_ok(reject, body),
         _ => false,
     })
@@ -147,6 +148,7 @@ impl Lowerer<'_, '_> {
         for s in stmts {
             match s {
                 Stmt::Eval(h) => self.quad_eval(fx, qs, *h)?,
+                Stmt::Source(_) => {}
                 Stmt::Store {
                     memory: Memory::Buffer(p),
                     index,
