@@ -791,3 +791,39 @@ fn generated_source_points_back_to_the_rust_lines() {
     let at = format!("// tests/kernels.rs:{gamma_line}\n");
     assert!(wgsl.contains(&at), "no `{at}`:\n{wgsl}");
 }
+
+#[kiln::device]
+fn ping(n: u32) -> u32 {
+    if n == 0 {
+        0
+    } else {
+        pong(n - 1) + 1
+    }
+}
+
+#[kiln::device]
+fn pong(n: u32) -> u32 {
+    if n == 0 {
+        0
+    } else {
+        ping(n - 1) + 2
+    }
+}
+
+#[kiln::kernel]
+fn bounce(i: Index1D, out: ViewMut<u32>) {
+    out[i] = ping(i);
+}
+
+#[test]
+fn recursion_is_a_build_error_naming_the_function() {
+    every_backend(|| {
+        let mut out = vec![0u32; 8];
+        let err = ctx().launch(bounce, out.len(), (&mut out,)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`ping` calls itself") && msg.contains("rewrite it as a loop"),
+            "{msg}"
+        );
+    });
+}

@@ -170,6 +170,8 @@ impl AnyVal {
 
 struct FnState {
     id: u32,
+    /// The device function's name (empty for the kernel body).
+    name: String,
     body: Body,
     blocks: Vec<Vec<Stmt>>,
     loops: u32,
@@ -200,9 +202,10 @@ fn record(msg: String) {
     with_kernel(|k| k.errors.push(msg));
 }
 
-fn new_fn(params: Vec<Param>, result: Option<Type>) -> FnState {
+fn new_fn(name: &str, params: Vec<Param>, result: Option<Type>) -> FnState {
     FnState {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        name: name.to_string(),
         body: Body::default(),
         blocks: vec![Vec::new()],
         loops: 0,
@@ -1075,7 +1078,7 @@ impl Kernel {
                 params: Vec::new(),
                 shared: Vec::new(),
                 functions: Vec::new(),
-                fns: vec![new_fn(Vec::new(), None)],
+                fns: vec![new_fn("", Vec::new(), None)],
                 errors: Vec::new(),
             })
         });
@@ -1361,7 +1364,26 @@ fn define_fn<R: IrType>(
             kind: ParamKind::Value(t.clone()),
         })
         .collect();
-    with_kernel(|k| k.fns.push(new_fn(params.clone(), Some(R::ir_type()))));
+    // A device function whose definition is under way (same name and signature) is being
+    // called from its own body: building it again would never end.
+    let result_ty = Some(R::ir_type());
+    let recursive = with_kernel(|k| {
+        k.fns
+            .iter()
+            .any(|f| f.name == name && f.params == params && f.result == result_ty)
+    })
+    .unwrap_or(false);
+    if recursive {
+        record(format!(
+            "device function `{name}` calls itself; kernels have no call stack for recursion, \
+             so rewrite it as a loop"
+        ));
+        return DeviceFn {
+            id: FunctionId(u32::MAX),
+            _r: PhantomData,
+        };
+    }
+    with_kernel(|k| k.fns.push(new_fn(name, params.clone(), result_ty.clone())));
     let args: Vec<AnyVal> = params
         .iter()
         .enumerate()

@@ -21,6 +21,8 @@ pub struct Body {
     kind: FnKind,
     scopes: Vec<HashMap<String, bool>>,
     captures: Option<Vec<syn::Ident>>,
+    /// The device function being translated, whose calls to itself are errors.
+    name: Option<String>,
 }
 
 type R<T> = syn::Result<T>;
@@ -31,6 +33,15 @@ impl Body {
             kind,
             scopes: vec![HashMap::new()],
             captures: None,
+            name: None,
+        }
+    }
+
+    /// A translator for the device function `name` returning `ret`.
+    pub fn device(name: &syn::Ident, ret: Type) -> Body {
+        Body {
+            name: Some(name.to_string()),
+            ..Body::new(FnKind::Device(Box::new(ret)))
         }
     }
 
@@ -587,6 +598,15 @@ impl Body {
                                  the top of the kernel",
                             ));
                         }
+                    }
+                }
+                if let (Expr::Path(p), Some(me)) = (&*c.func, &self.name) {
+                    if p.path.is_ident(me) {
+                        return Err(error(
+                            sp,
+                            "a device function cannot call itself: kernels have no call stack \
+                             for recursion; rewrite it as a loop",
+                        ));
                     }
                 }
                 let func =

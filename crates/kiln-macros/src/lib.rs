@@ -489,7 +489,7 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
     let generics = &f.sig.generics;
     let (impl_g, _, where_clause) = generics.split_for_impl();
     let mut params = Vec::new();
-    let mut cx = Body::new(FnKind::Device(Box::new(ret.clone())));
+    let mut cx = Body::device(name, ret.clone());
     let mut converts = Vec::new();
     let mut decls = Vec::new();
     let mut unpack = Vec::new();
