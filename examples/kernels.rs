@@ -1,6 +1,6 @@
 //! Kernels written as Rust functions (examples/gallery): saxpy, a byte histogram with
-//! per-group shared bins, and Mandelbrot on a 2D grid, the first two checked against plain
-//! Rust loops.
+//! per-group shared bins, a closure kernel stepping particles (a `#[derive(kiln::Value)]`
+//! struct) and Mandelbrot on a 2D grid, the first three checked against plain Rust loops.
 //!
 //! Run with `cargo run --release --example kernels` (KILN_BACKEND=cpu|opencl|wgpu|cuda picks
 //! the backend; otherwise the best device present).
@@ -8,6 +8,15 @@
 #[allow(dead_code)]
 mod gallery;
 use gallery::{histogram_shared, mandelbrot, saxpy};
+use kiln::lang::*;
+
+/// A particle on a line, as kernels and the host both see it.
+#[derive(Clone, Copy, PartialEq, Debug, kiln::Value)]
+#[repr(C)]
+struct Particle {
+    pos: f32,
+    vel: f32,
+}
 
 fn main() -> Result<(), kiln::Error> {
     let ctx = kiln::Context::new()?;
@@ -34,6 +43,45 @@ fn main() -> Result<(), kiln::Error> {
         "histogram of {} bytes: {}",
         data.len(),
         if bins == want { "ok" } else { "WRONG" }
+    );
+
+    // A closure kernel: `dt` and `floor` are captured and passed as parameters.
+    let (dt, floor) = (0.25f32, -4.0f32);
+    let mut ps: Vec<Particle> = (0..10_000)
+        .map(|i| Particle {
+            pos: (i % 100) as f32 * 0.1,
+            vel: (i % 7) as f32 - 3.0,
+        })
+        .collect();
+    let start = ps.clone();
+    let step = kiln::lambda!(move |i: Index1D, ps: ViewMut<Particle>| {
+        let mut p = ps[i];
+        p.pos += p.vel * dt;
+        if p.pos < floor {
+            p = Particle {
+                pos: floor,
+                vel: -p.vel,
+            };
+        }
+        ps[i] = p;
+    });
+    ctx.launch(step, ps.len(), (&mut ps,))?;
+    let ok = ps.iter().zip(&start).all(|(p, s)| {
+        let pos = s.pos + s.vel * dt;
+        let want = if pos < floor {
+            Particle {
+                pos: floor,
+                vel: -s.vel,
+            }
+        } else {
+            Particle { pos, vel: s.vel }
+        };
+        *p == want
+    });
+    println!(
+        "particle step over {} particles: {}",
+        ps.len(),
+        if ok { "ok" } else { "WRONG" }
     );
 
     let (w, h) = (72usize, 24usize);

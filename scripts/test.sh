@@ -47,6 +47,7 @@ for backend in cpu opencl wgpu; do
   KILN_BACKEND=$backend cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
   grep -q '^saxpy over .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^histogram of .*: ok$' /tmp/kiln-kernels-$backend.out
+  grep -q '^particle step over .*: ok$' /tmp/kiln-kernels-$backend.out
 done
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
 echo "kiln test suite passed"

@@ -25,6 +25,32 @@
 //! host memory (`View<T>` read-only, `ViewMut<T>` read-write, `View2D<T>`/`View2DMut<T>`
 //! row-major with a stride) and values (`f32`, `u32`, ... ). Inside the body, values are
 //! [`Val`]s; see the README's kernel guide for the Rust subset.
+//!
+//! Structs derive [`Value`] to be kernel values, and `kiln::lambda!` writes a kernel as a
+//! closure whose captured values become parameters:
+//!
+//! ```
+//! use kiln::lang::*;
+//!
+//! #[derive(Clone, Copy, kiln::Value)]
+//! #[repr(C)]
+//! struct Body {
+//!     pos: f32,
+//!     vel: f32,
+//! }
+//!
+//! let ctx = kiln::Context::new()?;
+//! let mut bodies = vec![Body { pos: 0.0, vel: 1.0 }; 100];
+//! let dt = 0.5f32;
+//! let step = kiln::lambda!(move |i: Index1D, b: ViewMut<Body>| {
+//!     let mut p = b[i];
+//!     p.pos += p.vel * dt;
+//!     b[i] = p;
+//! });
+//! ctx.launch(step, bodies.len(), (&mut bodies,))?;
+//! assert!(bodies.iter().all(|b| b.pos == 0.5));
+//! # Ok::<(), kiln::Error>(())
+//! ```
 
 use crate::buffer::Buffer;
 use crate::context::Context;
