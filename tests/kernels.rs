@@ -827,3 +827,47 @@ fn recursion_is_a_build_error_naming_the_function() {
         );
     });
 }
+
+/// Averages the three neighbours of `i` in `src` (clamped at the ends): a device function
+/// taking a view.
+#[kiln::device]
+fn blur3(src: View<f32>, i: u32) -> f32 {
+    let last = src.len() - 1;
+    let l = if i == 0 { 0 } else { i - 1 };
+    let r = i.min(last - 1) + 1;
+    (src[l] + src[i] + src[r]) / 3.0
+}
+
+/// Writes `v` and its square at `i` of two outputs: a device function returning nothing.
+#[kiln::device]
+fn store_pair(a: ViewMut<f32>, b: ViewMut<f32>, i: u32, v: f32) {
+    a[i] = v;
+    if v > 1.0 {
+        b[i] = v * v;
+    } else {
+        b[i] = -1.0;
+    }
+}
+
+#[kiln::kernel]
+fn blur_and_store(i: Index1D, src: View<f32>, a: ViewMut<f32>, b: ViewMut<f32>) {
+    store_pair(a, b, i, blur3(src, i));
+}
+
+#[test]
+fn device_functions_take_views_and_may_return_nothing() {
+    every_backend(|| {
+        let src: Vec<f32> = (0..301).map(|i| ((i * 37) % 23) as f32 * 0.25).collect();
+        let (mut a, mut b) = (vec![0.0f32; 301], vec![0.0f32; 301]);
+        ctx()
+            .launch(blur_and_store, src.len(), (&src, &mut a, &mut b))
+            .unwrap();
+        let n = src.len();
+        for i in 0..n {
+            let (l, r) = (i.saturating_sub(1), (i + 1).min(n - 1));
+            let v = (src[l] + src[i] + src[r]) / 3.0;
+            assert_eq!(a[i], v, "a[{i}]");
+            assert_eq!(b[i], if v > 1.0 { v * v } else { -1.0 }, "b[{i}]");
+        }
+    });
+}

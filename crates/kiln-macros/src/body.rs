@@ -13,6 +13,9 @@ pub enum FnKind {
     Kernel,
     /// A device function returning this type.
     Device(Box<Type>),
+    /// A device function built into each caller (it takes views or returns nothing), returning
+    /// this type if any: `return` only as its last statement.
+    Inline(Option<Box<Type>>),
 }
 
 /// The translator's state: which names are IR locals (`let mut`) in each scope, and for a
@@ -37,11 +40,11 @@ impl Body {
         }
     }
 
-    /// A translator for the device function `name` returning `ret`.
-    pub fn device(name: &syn::Ident, ret: Type) -> Body {
+    /// A translator for the device function `name` of kind `kind`.
+    pub fn device(name: &syn::Ident, kind: FnKind) -> Body {
         Body {
             name: Some(name.to_string()),
-            ..Body::new(FnKind::Device(Box::new(ret)))
+            ..Body::new(kind)
         }
     }
 
@@ -105,8 +108,11 @@ impl Body {
     /// A device function body: statements, then its value (the tail expression or a final
     /// `return`).
     pub fn device_body(&mut self, b: &Block) -> R<Tokens> {
-        let FnKind::Device(ret) = &self.kind else {
-            return Err(error(b.span(), "internal: not a device function"));
+        let (FnKind::Device(ret) | FnKind::Inline(Some(ret))) = &self.kind else {
+            return Err(error(
+                b.span(),
+                "internal: not a device function with a result",
+            ));
         };
         let ret = (**ret).clone();
         self.scoped(|cx| {
@@ -698,6 +704,13 @@ impl Body {
                 }
                 (FnKind::Device(_), None) => {
                     return Err(error(sp, "a device function returns a value"))
+                }
+                (FnKind::Inline(_), _) => {
+                    return Err(error(
+                        sp,
+                        "a device function that takes views or returns nothing is built into \
+                         each caller, so `return` can only be its last statement; use if/else",
+                    ))
                 }
             },
             Expr::Repeat(_) | Expr::Array(_) => {

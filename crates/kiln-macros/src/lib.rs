@@ -467,19 +467,48 @@ fn expand_lambda(c: syn::ExprClosure) -> syn::Result<Tokens> {
     }})
 }
 
+/// Whether a device function parameter of type `ty` is memory or an index (which makes the
+/// function one built into each caller).
+fn is_view_or_index(ty: &Type) -> bool {
+    type_name(ty).is_some_and(|n| {
+        n.starts_with("View") || matches!(n.as_str(), "Shared" | "Index2D" | "Index3D")
+    })
+}
+
 fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Result<Tokens> {
     check_signature(&f)?;
     let ret = match &f.sig.output {
         ReturnType::Type(_, ty) => {
             reject_type(ty)?;
-            (**ty).clone()
+            Some((**ty).clone())
         }
-        ReturnType::Default => {
-            return Err(syn::Error::new(
-                f.sig.ident.span(),
-                "device functions return a value (`-> f32`); kernels and device functions \
-                 share memory only through kernel parameters",
-            ))
+        ReturnType::Default => None,
+    };
+    let params = f
+        .sig
+        .inputs
+        .iter()
+        .map(param_ident)
+        .collect::<syn::Result<Vec<_>>>()?;
+    for (_, ty) in &params {
+        reject_type(ty)?;
+    }
+    let views = params.iter().find(|(_, ty)| is_view_or_index(ty));
+    let ret = match (views, ret) {
+        (None, Some(ret)) => ret,
+        (views, ret) => {
+            let at = match views {
+                Some((_, ty)) => ty.span(),
+                None => f.sig.ident.span(),
+            };
+            if noinline || native.is_some() {
+                return Err(syn::Error::new(
+                    at,
+                    "a device function that takes views or returns nothing is built into each \
+                     caller; `noinline` and intrinsics need one that takes and returns values",
+                ));
+            }
+            return expand_inline_device(&f, params, ret);
         }
     };
     let name = &f.sig.ident;
@@ -488,30 +517,19 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
     let attrs = &f.attrs;
     let generics = &f.sig.generics;
     let (impl_g, _, where_clause) = generics.split_for_impl();
-    let mut params = Vec::new();
-    let mut cx = Body::device(name, ret.clone());
+    let mut cx = Body::device(name, FnKind::Device(Box::new(ret.clone())));
+    let mut args = Vec::new();
     let mut converts = Vec::new();
     let mut decls = Vec::new();
     let mut unpack = Vec::new();
-    for (i, arg) in f.sig.inputs.iter().enumerate() {
-        let (id, ty) = param_ident(arg)?;
-        reject_type(&ty)?;
-        if let Some(n) = type_name(&ty) {
-            if n.starts_with("View") || n.starts_with("Index") {
-                return Err(syn::Error::new(
-                    ty.span(),
-                    "device functions take values; index the view in the kernel and pass the \
-                     element",
-                ));
-            }
-        }
+    for (i, (id, ty)) in params.iter().enumerate() {
         let lit = syn::LitStr::new(&id.to_string(), id.span());
-        params.push(quote!(#id: impl ::kiln::ir::IntoVal<#ty>));
+        args.push(quote!(#id: impl ::kiln::ir::IntoVal<#ty>));
         converts.push(quote!(::kiln::ir::IntoVal::<#ty>::into_val(#id).erase()));
         decls.push(quote!((#lit, <#ty as ::kiln::ir::IrType>::ir_type())));
         let idx = syn::Index::from(i);
         unpack.push(quote!(let #id: ::kiln::ir::Val<#ty> = __kiln_params[#idx].typed::<#ty>();));
-        cx.bind(&id, false);
+        cx.bind(id, false);
     }
     let body = cx.device_body(&f.block)?;
     let (define, how) = match native {
@@ -521,7 +539,7 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
     Ok(quote! {
         #(#attrs)*
         #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
-        #vis fn #name #impl_g (#(#params),*) -> ::kiln::ir::Val<#ret> #where_clause {
+        #vis fn #name #impl_g (#(#args),*) -> ::kiln::ir::Val<#ret> #where_clause {
             let __kiln_args = [#(#converts),*];
             let __kiln_fn = #define(
                 #name_str,
@@ -533,6 +551,46 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
                 },
             );
             __kiln_fn.call(&__kiln_args)
+        }
+    })
+}
+
+/// A device function that takes views (or indices) or returns nothing: a Rust function whose
+/// statements are built straight into the caller's body at each call.
+fn expand_inline_device(
+    f: &ItemFn,
+    params: Vec<(syn::Ident, Type)>,
+    ret: Option<Type>,
+) -> syn::Result<Tokens> {
+    let name = &f.sig.ident;
+    let vis = &f.vis;
+    let attrs = &f.attrs;
+    let generics = &f.sig.generics;
+    let (impl_g, _, where_clause) = generics.split_for_impl();
+    let mut cx = Body::device(name, FnKind::Inline(ret.clone().map(Box::new)));
+    let mut args = Vec::new();
+    let mut unpack = Vec::new();
+    for (id, ty) in &params {
+        if is_view_or_index(ty) {
+            args.push(quote!(#id: #ty));
+        } else {
+            args.push(quote!(#id: impl ::kiln::ir::IntoVal<#ty>));
+            unpack.push(
+                quote!(let #id: ::kiln::ir::Val<#ty> = ::kiln::ir::IntoVal::<#ty>::into_val(#id);),
+            );
+        }
+        cx.bind(id, false);
+    }
+    let (out, body) = match &ret {
+        Some(r) => (quote!(::kiln::ir::Val<#r>), cx.device_body(&f.block)?),
+        None => (quote!(()), cx.block_stmts(&f.block)?),
+    };
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
+        #vis fn #name #impl_g (#(#args),*) -> #out #where_clause {
+            #(#unpack)*
+            #body
         }
     })
 }
@@ -637,10 +695,9 @@ mod tests {
     #[test]
     fn device_functions_take_and_return_values() {
         let cases = [
-            ("fn f(x: f32) { }", "device functions return a value"),
             (
-                "fn f(x: View<f32>) -> f32 { 1.0 }",
-                "device functions take values",
+                "fn f(x: View<f32>, i: u32) -> f32 { if i > 3 { return 0.0; } x[i] }",
+                "`return` can only be its last statement",
             ),
             (
                 "fn f(x: f32) -> f32 { return x; x }",
