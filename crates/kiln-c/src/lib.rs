@@ -442,13 +442,7 @@ impl Writer {
             Dialect::OpenCl => &f.native.opencl,
         };
         if let Some(native) = native {
-            // An intrinsic (scalars only, checked by the validator): the backend's function.
-            let args: Vec<String> = f
-                .params
-                .iter()
-                .map(|p| component_name(&p.name, 0, 1))
-                .collect();
-            let _ = writeln!(out, "  return {native}({});\n}}", args.join(", "));
+            out.push_str(&kiln_ir::intrinsic_body(f, native));
             return Ok(());
         }
         self.locals(&cx, out)?;

@@ -66,6 +66,6 @@ pub use build::*;
 pub use hash::{kernel_hash, KernelHash};
 pub use ir::*;
 pub use print::print_kernel;
-pub use source::{component_name, temp_name, WriteError};
+pub use source::{component_name, intrinsic_body, temp_name, WriteError};
 pub use types::*;
 pub use validate::{expr_types, is_identifier, operands, validate, IrError, TypedBody};

@@ -1,7 +1,7 @@
 //! What every source writer (C-family, WGSL) shares: its error type, the renaming of user
 //! names into names safe in the target language, and the names of flattened components.
 
-use crate::{Handle, Kernel, Type};
+use crate::{Function, Handle, Kernel, Type};
 
 /// Why a kernel could not be written in a target language (or translated to another).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,4 +63,16 @@ pub fn component_name(base: &str, c: usize, components: usize) -> String {
 /// `t12_0`, ...).
 pub fn temp_name(h: Handle, c: usize, ty: &Type) -> String {
     component_name(&format!("t{}", h.0), c, ty.flatten().len())
+}
+
+/// The body of an intrinsic `f` bound to the backend function `native`: a statement that
+/// returns `native` applied to the parameters (scalars, as the validator checks), and the
+/// function's closing brace.
+pub fn intrinsic_body(f: &Function, native: &str) -> String {
+    let args: Vec<String> = f
+        .params
+        .iter()
+        .map(|p| component_name(&p.name, 0, 1))
+        .collect();
+    format!("  return {native}({});\n}}\n", args.join(", "))
 }

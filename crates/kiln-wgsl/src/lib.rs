@@ -569,13 +569,7 @@ impl Writer {
             params.join(", ")
         );
         if let Some(native) = &f.native.wgsl {
-            // An intrinsic (scalars only, checked by the validator): the WGSL built-in.
-            let args: Vec<String> = f
-                .params
-                .iter()
-                .map(|p| component_name(&p.name, 0, 1))
-                .collect();
-            let _ = writeln!(out, "  return {native}({});\n}}", args.join(", "));
+            out.push_str(&kiln_ir::intrinsic_body(f, native));
             return Ok(());
         }
         self.locals(&cx, out)?;
