@@ -169,40 +169,99 @@ pub fn vec4<T: Scalar>(
 pub trait Value: kiln_ir::IrStruct {
     /// A struct with the same field names holding one `Val` per field.
     type Parts: Copy;
+    /// A struct with the same field names holding each field's [`FieldName`].
+    type Names;
     /// The fields of `v`.
     fn parts(v: Val<Self>) -> Self::Parts;
     /// The struct value made of `parts`.
     fn compose(parts: Self::Parts) -> Val<Self>;
+    /// The names of the fields.
+    fn names() -> Self::Names;
+}
+
+/// Field `index` of a [`Value`] struct, of type `F` (generated code).
+pub struct FieldName<F> {
+    index: u32,
+    _f: PhantomData<fn() -> F>,
+}
+impl<F> FieldName<F> {
+    /// The field at position `index` in declaration order.
+    pub const fn new(index: u32) -> FieldName<F> {
+        FieldName {
+            index,
+            _f: PhantomData,
+        }
+    }
+}
+
+/// What picking a field out of a `T`'s [`Fields::Names`] gives: a [`FieldName`] to read from
+/// a struct value, or the field itself for the index types (generated code).
+pub trait Picked<T> {
+    /// The field's value.
+    type Out;
+    /// The field of `from`.
+    fn get(self, from: &T) -> Self::Out;
+}
+impl<S: Value, F: IrType> Picked<Val<S>> for FieldName<F> {
+    type Out = Val<F>;
+    fn get(self, from: &Val<S>) -> Val<F> {
+        from.field::<F>(self.index)
+    }
+}
+impl<T, X> Picked<T> for Val<X> {
+    type Out = Val<X>;
+    fn get(self, _: &T) -> Val<X> {
+        self
+    }
 }
 
 /// Kernel-side things with named fields: `Val`s of [`Value`] structs and the index types. The
-/// macro turns `p.x` into `Fields::fields(&p).x` (generated code).
+/// macro turns `p.x` into [`field`]`(&p, |n| n.x)`, and field assignments and `..p` in struct
+/// literals into uses of [`Fields::fields`] (generated code).
 pub trait Fields: Sized {
     /// The struct of fields.
     type Parts;
+    /// The struct that names each field for [`field`].
+    type Names;
     /// The fields.
     fn fields(&self) -> Self::Parts;
     /// The value made of `parts`.
     fn from_fields(parts: Self::Parts) -> Self;
+    /// The field names.
+    fn names(&self) -> Self::Names;
 }
 impl<S: Value> Fields for Val<S> {
     type Parts = S::Parts;
+    type Names = S::Names;
     fn fields(&self) -> S::Parts {
         S::parts(*self)
     }
     fn from_fields(parts: S::Parts) -> Val<S> {
         S::compose(parts)
     }
+    fn names(&self) -> S::Names {
+        S::names()
+    }
 }
+
+/// The one field of `v` that `pick` names, read alone (generated code for `p.x`).
+pub fn field<T: Fields, P: Picked<T>>(v: &T, pick: impl FnOnce(T::Names) -> P) -> P::Out {
+    pick(v.names()).get(v)
+}
+
 macro_rules! plain_fields {
     ($($t:ty),*) => {$(
         impl Fields for $t {
             type Parts = $t;
+            type Names = $t;
             fn fields(&self) -> $t {
                 *self
             }
             fn from_fields(parts: $t) -> $t {
                 parts
+            }
+            fn names(&self) -> $t {
+                *self
             }
         }
         impl Record for $t {
@@ -565,43 +624,31 @@ pub fn subgroup_lane() -> Val<u32> {
 }
 
 macro_rules! atomics {
-    ($($name:ident => $m:ident, $doc:literal;)*) => {$(
+    ($bound:ident: $($name:ident, $doc:literal;)*) => {$(
         #[doc = $doc]
         #[doc = " Returns the old value."]
-        pub fn $name<T: Numeric, V: AtomicTarget<T>>(
+        pub fn $name<T: $bound, V: AtomicTarget<T>>(
             view: &V,
             i: impl IndexValue,
             v: impl IntoVal<T>,
         ) -> Val<T> {
-            view.memory().$m(i.to_index(), v)
+            view.memory().$name(i.to_index(), v)
         }
     )*};
 }
 atomics! {
-    atomic_add => atomic_add, "Atomically adds `v` to element `i`.";
-    atomic_sub => atomic_sub, "Atomically subtracts `v` from element `i`.";
-    atomic_min => atomic_min, "Atomically keeps the smaller of element `i` and `v`.";
-    atomic_max => atomic_max, "Atomically keeps the larger of element `i` and `v`.";
-    atomic_exchange => atomic_exchange, "Atomically replaces element `i` with `v`.";
+    Numeric:
+    atomic_add, "Atomically adds `v` to element `i`.";
+    atomic_sub, "Atomically subtracts `v` from element `i`.";
+    atomic_min, "Atomically keeps the smaller of element `i` and `v`.";
+    atomic_max, "Atomically keeps the larger of element `i` and `v`.";
+    atomic_exchange, "Atomically replaces element `i` with `v`.";
 }
-
-macro_rules! bit_atomics {
-    ($($name:ident => $m:ident, $doc:literal;)*) => {$(
-        #[doc = $doc]
-        #[doc = " Returns the old value."]
-        pub fn $name<T: Int, V: AtomicTarget<T>>(
-            view: &V,
-            i: impl IndexValue,
-            v: impl IntoVal<T>,
-        ) -> Val<T> {
-            view.memory().$m(i.to_index(), v)
-        }
-    )*};
-}
-bit_atomics! {
-    atomic_and => atomic_and, "Atomically ands `v` into element `i`.";
-    atomic_or => atomic_or, "Atomically ors `v` into element `i`.";
-    atomic_xor => atomic_xor, "Atomically xors `v` into element `i`.";
+atomics! {
+    Int:
+    atomic_and, "Atomically ands `v` into element `i`.";
+    atomic_or, "Atomically ors `v` into element `i`.";
+    atomic_xor, "Atomically xors `v` into element `i`.";
 }
 
 /// Atomically sets element `i` to `v` if it equals `compare`; returns the old value.
@@ -848,8 +895,9 @@ impl<P, C: Captures> Lambda<P, C> {
     }
 }
 
-/// Declares the captured value that `select` picks from the tuple `C` as the parameter
-/// `name` (generated code for `kiln::lambda!`).
+/// Declares the parameter `name` for a captured value; `select` is never called, it only
+/// names which element of the capture tuple `C` (and so which type) the value is (generated
+/// code for `kiln::lambda!`).
 pub fn capture<C, T: IrType>(
     scope: &KernelScope,
     name: &str,

@@ -647,7 +647,7 @@ impl Body {
                 let member = &f.member;
                 match member {
                     syn::Member::Named(_) => {
-                        quote_spanned!(sp=> ::kiln::lang::Fields::fields(&#base).#member)
+                        quote_spanned!(sp=> ::kiln::lang::field(&#base, |__kiln_n| __kiln_n.#member))
                     }
                     syn::Member::Unnamed(_) => quote_spanned!(sp=> #base.#member),
                 }

@@ -693,7 +693,7 @@ mod tests {
     }
 
     #[test]
-    fn device_functions_take_and_return_values() {
+    fn device_function_bodies_keep_the_rules_of_their_kind() {
         let cases = [
             (
                 "fn f(x: View<f32>, i: u32) -> f32 { if i > 3 { return 0.0; } x[i] }",

@@ -7,7 +7,8 @@ use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields};
 
 /// Expands the derive: the struct's IR layout (`IrStruct`), a compile-time check that it has
-/// no padding, and the struct of field handles kernel code reads and builds (`Value`).
+/// no padding, the struct of field handles kernel code builds and the struct of field names
+/// it reads single fields through (`Value`).
 pub fn expand_value(input: DeriveInput) -> syn::Result<Tokens> {
     let name = &input.ident;
     if let Some(p) = input.generics.params.first() {
@@ -93,8 +94,18 @@ pub fn expand_value(input: DeriveInput) -> syn::Result<Tokens> {
                 #(#vis #idents: ::kiln::ir::Val<#types>,)*
             }
 
+            /// The fields of this type by name, for reading one alone.
+            #[allow(dead_code, private_interfaces)]
+            #vis struct Names {
+                #(#vis #idents: ::kiln::lang::FieldName<#types>,)*
+            }
+
             impl ::kiln::lang::Value for #name {
                 type Parts = Parts;
+                type Names = Names;
+                fn names() -> Names {
+                    Names { #(#idents: ::kiln::lang::FieldName::new(#indices),)* }
+                }
                 fn parts(v: ::kiln::ir::Val<Self>) -> Parts {
                     Parts { #(#idents: v.field::<#types>(#indices),)* }
                 }
