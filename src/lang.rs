@@ -974,11 +974,6 @@ impl<P, C: Captures> IntoKernel<P> for Lambda<P, C> {
         })
     }
 }
-impl<P, C: Captures> IntoKernel<P> for &Lambda<P, C> {
-    fn into_launch(self) -> Result<LaunchKernel> {
-        (*self).into_launch()
-    }
-}
 
 /// How far a launch reaches per axis: `n`, `(width, height)` or `(x, y, z)` work items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

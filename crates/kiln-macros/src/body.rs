@@ -814,12 +814,6 @@ impl Body {
     /// makes.
     fn pattern(&mut self, pat: &Pat) -> R<(Option<Tokens>, Tokens)> {
         let sp = pat.span();
-        let bound = |e: &Expr, cx: &mut Body| -> R<Tokens> {
-            match e {
-                Expr::Lit(l) => lit(&l.lit),
-                other => cx.expr(other),
-            }
-        };
         Ok(match pat {
             Pat::Wild(_) => (None, quote!()),
             Pat::Ident(p) if is_const_name(&p.ident) => {
@@ -848,11 +842,11 @@ impl Body {
             Pat::Range(r) => {
                 let mut parts = Vec::new();
                 if let Some(lo) = &r.start {
-                    let lo = bound(lo, self)?;
+                    let lo = self.expr(lo)?;
                     parts.push(quote!(::kiln::lang::Compare::ge_(__kiln_m, #lo)));
                 }
                 if let Some(hi) = &r.end {
-                    let hi = bound(hi, self)?;
+                    let hi = self.expr(hi)?;
                     parts.push(match r.limits {
                         syn::RangeLimits::Closed(_) => {
                             quote!(::kiln::lang::Compare::le_(__kiln_m, #hi))
