@@ -27,6 +27,12 @@ if ! python3 -c "import nvidia.cuda_nvrtc, nvidia.cuda_nvcc" 2>/dev/null; then
     python3 -m pip install -q nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12
 fi
 NVIDIA_DIR="$(python3 -c 'import nvidia.cuda_nvrtc as m, os; print(os.path.dirname(m.__path__[0]))')"
+# CUDA 13's NVRTC (nvidia/cu13/lib) is loaded by path in one test; the suite compiles with 12's,
+# whose PTX the CUDA 12 ptxas assembles.
+if [ ! -e "$NVIDIA_DIR/cu13/lib/libnvrtc.so.13" ]; then
+    python3 -m pip install -q "nvidia-cuda-nvrtc>=13,<14"
+fi
+export KILN_TEST_NVRTC_LIBS="$NVIDIA_DIR/cuda_nvrtc/lib/libnvrtc.so.12:$NVIDIA_DIR/cu13/lib/libnvrtc.so.13"
 export LD_LIBRARY_PATH="$NVIDIA_DIR/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PATH:$NVIDIA_DIR/cuda_nvcc/bin"
 if ! cargo nextest --version >/dev/null 2>&1; then

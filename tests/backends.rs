@@ -287,6 +287,101 @@ fn nvrtc_compiles_kernels_to_cubins_and_returns_the_log_of_rejected_source() {
     }
 }
 
+/// The NVRTC libraries `KILN_TEST_NVRTC_LIBS` lists (paths separated by `:`); `scripts/test.sh`
+/// names CUDA 12's and CUDA 13's, and with `nvrtc` in `KILN_REQUIRE` both majors must be there.
+fn nvrtc_libraries() -> Vec<kiln_cuda::Nvrtc> {
+    let listed = std::env::var("KILN_TEST_NVRTC_LIBS").unwrap_or_default();
+    let libs: Vec<kiln_cuda::Nvrtc> = listed
+        .split(':')
+        .filter(|p| !p.is_empty())
+        .map(|p| kiln_cuda::Nvrtc::open(p).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
+    if required.split(',').any(|r| r.trim() == "nvrtc") {
+        for major in [12, 13] {
+            assert!(
+                libs.iter().any(|n| n.version().0 == major),
+                "KILN_REQUIRE names nvrtc, but KILN_TEST_NVRTC_LIBS ({listed:?}) has no NVRTC {major}"
+            );
+        }
+    }
+    libs
+}
+
+#[test]
+fn nvrtc_12_and_13_both_compile_kernels_to_cubins_and_ptx() {
+    let source = kiln_cuda::write_cuda(&scale_kernel()).unwrap();
+    for nvrtc in nvrtc_libraries() {
+        let (major, minor) = nvrtc.version();
+        let file = nvrtc.path().display().to_string();
+        assert!(
+            file.ends_with(&format!(".so.{major}")),
+            "{file} is NVRTC {major}.{minor}"
+        );
+        assert!(nvrtc.supported_archs().contains(&90), "{file}");
+        let options = &kiln_cuda::NVRTC_OPTIONS;
+        let cubin = nvrtc
+            .compile(
+                "scale",
+                &source.text,
+                "sm_90",
+                options,
+                kiln_cuda::Output::Cubin,
+            )
+            .unwrap();
+        assert_eq!(
+            &cubin[..4],
+            b"\x7fELF",
+            "NVRTC {major}: a cubin is an ELF image"
+        );
+        let ptx = nvrtc
+            .compile(
+                "scale",
+                &source.text,
+                "compute_90",
+                options,
+                kiln_cuda::Output::Ptx,
+            )
+            .unwrap();
+        let ptx = String::from_utf8(ptx).unwrap();
+        assert!(
+            ptx.contains(".target sm_90") && ptx.contains(".entry scale("),
+            "{ptx}"
+        );
+        let broken = source.text.replace("x[", "x_missing[");
+        match nvrtc.compile("scale", &broken, "sm_90", options, kiln_cuda::Output::Cubin) {
+            Err(kiln::BackendError::Compile { log, .. }) => {
+                assert!(log.contains("x_missing"), "NVRTC {major}'s log: {log}")
+            }
+            other => panic!(
+                "NVRTC {major} accepted {broken}: {:?}",
+                other.map(|b| b.len())
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_device_newer_than_nvrtc_gets_ptx_for_the_newest_architecture_nvrtc_knows() {
+    for nvrtc in nvrtc_libraries() {
+        let archs = nvrtc.supported_archs().to_vec();
+        let newest = *archs.iter().max().unwrap();
+        let target = |cc| nvrtc.target_for(cc).unwrap();
+        assert_eq!(target(90), ("sm_90".to_string(), kiln_cuda::Output::Cubin));
+        assert_eq!(
+            target(newest + 1),
+            (format!("compute_{newest}"), kiln_cuda::Output::Ptx)
+        );
+        let oldest = *archs.iter().min().unwrap();
+        match nvrtc.target_for(oldest - 1) {
+            Err(kiln::BackendError::Unavailable { reason, .. }) => {
+                assert!(reason.contains(&format!("sm_{}", oldest - 1)), "{reason}")
+            }
+            other => panic!("NVRTC compiles for a device older than it knows: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn the_cuda_backend_opens_on_a_gpu_or_names_the_missing_library() {
     match Context::with_backend(BackendKind::Cuda) {

@@ -1,18 +1,22 @@
 //! # kiln-cuda: the CUDA compile stage
 //!
-//! Writes CUDA C with [`kiln_c`] and compiles it with NVRTC, loaded at run time through
-//! cudarc. The library is `libnvrtc.so.12`; it is found by name on `LD_LIBRARY_PATH`. On a
-//! machine without it, [`nvrtc_available`] returns `BackendError::Unavailable` naming the
-//! library; nothing panics. [`assemble`] runs `ptxas` on the PTX for a given architecture, so
-//! every generated kernel can be checked down to machine code without a GPU.
+//! Writes CUDA C with [`kiln_c`] and compiles it with NVRTC, which [`Nvrtc`] loads at run
+//! time: CUDA 13's `libnvrtc.so.13` or CUDA 12's `libnvrtc.so.12`, found on the loader path,
+//! in the CUDA toolkit folders, or where `KILN_NVRTC` says. On a machine without it,
+//! [`nvrtc_available`] returns `BackendError::Unavailable` listing where it looked; nothing
+//! panics. [`assemble`] runs `ptxas` on the PTX for a given architecture, so every generated
+//! kernel can be checked down to machine code without a GPU.
 //!
 //! [`CudaBackend`] is the runtime: on a machine with an NVIDIA driver (`libcuda.so.1`) it
-//! compiles each kernel with NVRTC to a cubin for the device's compute capability (cached on
-//! disk by the kiln runtime), loads it as a module and launches on one stream. Without the
-//! driver, [`CudaBackend::new`] returns `BackendError::Unavailable` naming `libcuda.so.1`.
+//! compiles each kernel with NVRTC to a cubin for the device's compute capability (or to PTX
+//! the driver finishes, when that NVRTC predates the device), cached on disk by the kiln
+//! runtime, loads it as a module and launches on one stream. Without the driver,
+//! [`CudaBackend::new`] returns `BackendError::Unavailable` naming `libcuda.so.1`.
 
+mod nvrtc;
 mod runtime;
-pub use runtime::{compile_cubin, CudaBackend, DRIVER_LIBRARY};
+pub use nvrtc::{Nvrtc, Output, NVRTC_LIBRARY};
+pub use runtime::{CudaBackend, DRIVER_LIBRARY};
 
 use kiln_backend::{BackendError, BackendKind};
 use kiln_c::{write_kernel, Dialect, Source};
@@ -20,22 +24,13 @@ use kiln_ir::Kernel;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The NVRTC library cudarc loads.
-pub const NVRTC_LIBRARY: &str = "libnvrtc.so.12";
+/// NVRTC options of every compile besides the architecture: no fused multiply-add, so results
+/// match the other backends.
+pub const NVRTC_OPTIONS: [&str; 1] = ["--fmad=false"];
 
-/// Ok if NVRTC can be loaded; `Unavailable` naming the library otherwise.
+/// Ok if NVRTC can be loaded; `Unavailable` listing where kiln looked otherwise.
 pub fn nvrtc_available() -> Result<(), BackendError> {
-    // SAFETY: only probes whether the shared library can be opened.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        Ok(())
-    } else {
-        Err(BackendError::Unavailable {
-            backend: BackendKind::Cuda,
-            library: NVRTC_LIBRARY.into(),
-            reason: "not found on LD_LIBRARY_PATH (pip install nvidia-cuda-nvrtc-cu12 provides it)"
-                .into(),
-        })
-    }
+    Nvrtc::shared().map(|_| ())
 }
 
 /// The CUDA C for `kernel`; `Unsupported` naming what the writer cannot express.
@@ -54,35 +49,31 @@ pub struct Compiled {
     pub ptx: String,
 }
 
-/// Writes `kernel` as CUDA C and compiles it to PTX for `arch` (e.g. `"sm_90"`), with
+/// Writes `kernel` as CUDA C and compiles it to PTX for `arch` (e.g. `"sm_90"`) with the
+/// shared NVRTC, with
 /// floating-point contraction off so results match the other backends. Fails with
 /// `Unavailable` (no NVRTC), `Unsupported` (IR the writer cannot express) or `Compile` (the
 /// NVRTC log and the source).
-pub fn compile_ptx(kernel: &Kernel, arch: &'static str) -> Result<Compiled, BackendError> {
-    nvrtc_available()?;
+pub fn compile_ptx(kernel: &Kernel, arch: &str) -> Result<Compiled, BackendError> {
+    let nvrtc = Nvrtc::shared()?;
     let source = write_cuda(kernel)?;
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        fmad: Some(false),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&source.text, opts).map_err(|e| {
-        BackendError::Compile {
-            backend: BackendKind::Cuda,
-            kernel: kernel.name.clone(),
-            log: match e {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().into_owned()
-                }
-                other => format!("{other:?}"),
-            },
-            source_text: source.text.clone(),
-        }
-    })?;
+    let ptx = nvrtc.compile(
+        &kernel.name,
+        &source.text,
+        arch,
+        &NVRTC_OPTIONS,
+        Output::Ptx,
+    )?;
     Ok(Compiled {
-        ptx: ptx.to_src(),
+        ptx: String::from_utf8_lossy(&ptx).into_owned(),
         source,
     })
+}
+
+/// Compiles CUDA C `source` (of kernel `kernel`) to a cubin for `arch` (`sm_90`) with the
+/// shared NVRTC. Fails with `Unavailable` (no NVRTC) or `Compile` (NVRTC's log and the source).
+pub fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Vec<u8>, BackendError> {
+    Nvrtc::shared()?.compile(kernel, source, arch, &NVRTC_OPTIONS, Output::Cubin)
 }
 
 /// `ptxas` from `KILN_PTXAS`, else the first on `PATH`.

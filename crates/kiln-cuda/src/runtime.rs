@@ -1,8 +1,9 @@
 //! The CUDA runtime: [`CudaBackend`] opens the first NVIDIA GPU through the driver API
 //! (`libcuda.so.1`, loaded at run time), compiles kernels with NVRTC straight to a cubin for
-//! the device's compute capability, loads the module and launches on one stream.
+//! the device's compute capability (PTX for the driver to finish when that NVRTC does not know
+//! the device), loads the module and launches on one stream.
 
-use crate::{nvrtc_available, write_cuda, NVRTC_LIBRARY};
+use crate::{write_cuda, Nvrtc, Output, NVRTC_OPTIONS};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
@@ -10,15 +11,10 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use kiln_backend::*;
 use kiln_ir::{Kernel, ParamKind, SharedLen};
-use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
 
 /// The driver library cudarc loads.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
-
-/// NVRTC options of every runtime compile besides the architecture: no fused multiply-add, so
-/// results match the other backends.
-const NVRTC_OPTIONS: [&str; 1] = ["--fmad=false"];
 
 fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
     BackendError::Unavailable {
@@ -32,13 +28,18 @@ fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
+    nvrtc: Nvrtc,
+    /// What NVRTC compiles for: `sm_XX` with a cubin, or `compute_XX` with PTX.
     arch: String,
+    output: Output,
     version: String,
 }
 
 impl CudaBackend {
-    /// Opens CUDA device 0. Fails with `Unavailable` naming `libcuda.so.1` when the driver is
-    /// missing or has no device, or naming NVRTC when the compiler library is missing.
+    /// Opens CUDA device 0 with the newest NVRTC that is not newer than the driver. Fails with
+    /// `Unavailable` naming `libcuda.so.1` when the driver is missing or has no device, or
+    /// naming NVRTC when no usable compiler library is found or it cannot compile for the
+    /// device.
     pub fn new() -> Result<CudaBackend, BackendError> {
         // SAFETY: only probes whether the shared library can be opened.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
@@ -48,7 +49,6 @@ impl CudaBackend {
                  kiln::emit(Target::CudaC) still writes CUDA C)",
             ));
         }
-        nvrtc_available()?;
         let count = CudaContext::device_count()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("cuInit failed: {e}")))?;
         if count < 1 {
@@ -72,13 +72,15 @@ impl CudaBackend {
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("compute capability: {e}")))?;
         let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
         let memory = ctx.total_mem().unwrap_or(0) as u64;
-        let arch = format!("sm_{major}{minor}");
         let mut driver = 0i32;
         // SAFETY: writes one int.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+        let nvrtc = Nvrtc::load((driver > 0).then_some(driver as u32 / 1000))?;
+        let (arch, output) = nvrtc.target_for((major * 10 + minor).max(0) as u32)?;
         let version = format!(
-            "driver {driver} / nvrtc {} / {arch} / {} / {name}",
-            nvrtc_version(),
+            "driver {driver} / nvrtc {}.{} / {arch} / {} / {name}",
+            nvrtc.version().0,
+            nvrtc.version().1,
             NVRTC_OPTIONS.join(" ")
         );
         let info = DeviceInfo {
@@ -100,7 +102,9 @@ impl CudaBackend {
         Ok(CudaBackend {
             stream,
             info,
+            nvrtc,
             arch,
+            output,
             version,
         })
     }
@@ -131,12 +135,13 @@ impl CudaBackend {
         unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| oom(e.to_string()))
     }
 
-    /// Loads a cubin as a module and returns the kernel's function.
+    /// Loads a cubin or PTX (as `self.output` says) as a module and returns the kernel's
+    /// function.
     fn load(
         &self,
         kernel: &Kernel,
         source: &kiln_c::Source,
-        cubin: Vec<u8>,
+        binary: Vec<u8>,
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let fail = |e: String| BackendError::Compile {
             backend: BackendKind::Cuda,
@@ -147,8 +152,16 @@ impl CudaBackend {
         let module = self
             .stream
             .context()
-            .load_module(Ptx::from_binary(cubin))
-            .map_err(|e| fail(format!("loading the cubin: {e}")))?;
+            .load_module(match self.output {
+                Output::Cubin => Ptx::from_binary(binary),
+                Output::Ptx => Ptx::from_src(String::from_utf8_lossy(&binary).into_owned()),
+            })
+            .map_err(|e| {
+                fail(format!(
+                    "loading the {:?} for {}: {e}",
+                    self.output, self.arch
+                ))
+            })?;
         let function = module
             .load_function(&source.entry)
             .map_err(|e| fail(format!("finding `{}` in the module: {e}", source.entry)))?;
@@ -179,8 +192,14 @@ impl Backend for CudaBackend {
         kernel: &Kernel,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
         let source = write_cuda(kernel)?;
-        let cubin = compile_cubin(&kernel.name, &source.text, &self.arch)?;
-        Ok((self.load(kernel, &source, cubin.clone())?, Some(cubin)))
+        let binary = self.nvrtc.compile(
+            &kernel.name,
+            &source.text,
+            &self.arch,
+            &NVRTC_OPTIONS,
+            self.output,
+        )?;
+        Ok((self.load(kernel, &source, binary.clone())?, Some(binary)))
     }
 
     fn load_binary(
@@ -255,73 +274,6 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| self.copy_err("synchronize", e))
     }
-}
-
-/// NVRTC's version as `major.minor` (`?` when it cannot be read).
-fn nvrtc_version() -> String {
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: writes two ints.
-    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        format!("{major}.{minor}")
-    } else {
-        "?".into()
-    }
-}
-
-/// Compiles CUDA C with NVRTC to a cubin for `arch` (`sm_90`). Fails with `Compile` carrying
-/// NVRTC's log and the source.
-pub fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Vec<u8>, BackendError> {
-    use cudarc::nvrtc::{result, sys};
-    let fail = |log: String| BackendError::Compile {
-        backend: BackendKind::Cuda,
-        kernel: kernel.into(),
-        log,
-        source_text: source.into(),
-    };
-    let src = CString::new(source).map_err(|_| fail("the source contains a NUL byte".into()))?;
-    let prog =
-        result::create_program(&src, None).map_err(|e| fail(format!("{NVRTC_LIBRARY}: {e:?}")))?;
-    let mut options = vec![format!("--gpu-architecture={arch}")];
-    options.extend(NVRTC_OPTIONS.iter().map(|o| o.to_string()));
-    // SAFETY: `prog` is a live program; it is destroyed once below.
-    let compiled = unsafe { result::compile_program(prog, &options) };
-    let out = match compiled {
-        Err(e) => {
-            // SAFETY: as above.
-            let log = unsafe { result::get_program_log(prog) }
-                .map(|l| c_chars_to_string(&l))
-                .unwrap_or_default();
-            Err(fail(format!("NVRTC {e:?} ({}):\n{log}", options.join(" "))))
-        }
-        Ok(()) => {
-            let mut size = 0usize;
-            // SAFETY: as above; the buffer has the size NVRTC reported.
-            unsafe {
-                let r = sys::nvrtcGetCUBINSize(prog, &mut size);
-                let mut cubin = vec![0u8; size];
-                if r == sys::nvrtcResult::NVRTC_SUCCESS
-                    && sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut c_char)
-                        == sys::nvrtcResult::NVRTC_SUCCESS
-                    && size > 0
-                {
-                    Ok(cubin)
-                } else {
-                    Err(fail(format!("NVRTC produced no cubin for {arch}")))
-                }
-            }
-        }
-    };
-    // SAFETY: `prog` is not used after this.
-    let _ = unsafe { result::destroy_program(prog) };
-    out
-}
-
-fn c_chars_to_string(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
-    CStr::from_bytes_until_nul(&bytes)
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// A loaded kernel.
