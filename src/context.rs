@@ -265,7 +265,7 @@ impl Context {
         let hash = kernel_hash(kernel).to_string();
         let version = backend.compiler_version();
         // The generated source is part of the key, so a change to a writer is a new entry.
-        let source = crate::emit(kernel, crate::Target::of(kind)).unwrap_or_default();
+        let source = backend.generated_source(kernel).unwrap_or_default();
         let key = [
             hash.as_str(),
             source.as_str(),

@@ -673,41 +673,150 @@ fn atomics_on_buffers_and_shared_memory() {
     });
 }
 
+/// kiln's float `min` rule: NaN gives the other operand.
+fn nan_min(a: f32, b: f32, max: bool) -> f32 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() || (if max { a > b } else { a < b }) {
+        a
+    } else {
+        b
+    }
+}
+
 #[test]
-fn subgroups_have_one_lane_on_the_cpu() {
+fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
     every_backend(|| {
-        let xs: Vec<i32> = (0..40).map(|i| i * 3 - 7).collect();
-        let k = Kernel::build("subgroup", |k| {
+        let (n, group) = (256usize, 64usize);
+        let xs: Vec<i32> = (0..n).map(|i| ((i * 37) % 23) as i32 - 11).collect();
+        let fs: Vec<f32> = (0..n)
+            .map(|i| match i % 13 {
+                0 => f32::NAN,
+                _ => xs[i] as f32 * 0.5,
+            })
+            .collect();
+        let k = Kernel::build("subgroup_ops", |k| {
             let x = k.buffer::<i32>("x", Access::Read);
-            let out = k.buffer::<i32>("out", Access::Write);
+            let f = k.buffer::<f32>("f", Access::Read);
+            let shuffles = k.buffer::<i32>("shuffles", Access::Write);
+            let sums = k.buffer::<i32>("sums", Access::Write);
+            let votes = k.buffer::<u32>("votes", Access::Write);
+            let extremes = k.buffer::<f32>("extremes", Access::Write);
             let i = global_id(Axis::X);
             let v = x.load(i);
-            let size = builtin(Builtin::SubgroupSize).cast::<i32>();
-            let lane = builtin(Builtin::SubgroupLane).cast::<i32>();
-            let s = v.shuffle_down(1u32)
-                + v.shuffle_xor(1u32)
-                + v.subgroup_add()
-                + v.subgroup_exclusive_add()
-                + v.subgroup_inclusive_add()
-                + v.broadcast(0u32);
-            let b = v.gt(0).ballot().cast::<i32>()
-                + v.gt(0).subgroup_all().cast::<i32>() * 10
-                + v.subgroup_max()
-                - v.subgroup_min();
-            out.store(i, s * 100 + b + size * 1000 + lane);
+            let at = |row: u32, j: u32| i * row + j;
+            for (j, s) in [
+                v.shuffle(3u32),
+                v.shuffle(1000u32),
+                v.shuffle_up(1u32),
+                v.shuffle_down(2u32),
+                v.shuffle_xor(5u32),
+                v.broadcast(0u32),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                shuffles.store(at(6, j as u32), s);
+            }
+            for (j, s) in [
+                v.subgroup_add(),
+                v.subgroup_min(),
+                v.subgroup_max(),
+                v.subgroup_inclusive_add(),
+                v.subgroup_exclusive_add(),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                sums.store(at(5, j as u32), s);
+            }
+            for (j, s) in [
+                v.gt(0).ballot(),
+                v.gt(-12).subgroup_all().cast::<u32>(),
+                v.gt(0).subgroup_all().cast::<u32>(),
+                v.eq(7).subgroup_any().cast::<u32>(),
+                builtin(Builtin::SubgroupSize),
+                builtin(Builtin::SubgroupLane),
+                builtin(Builtin::SubgroupId),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                votes.store(at(7, j as u32), s);
+            }
+            let fv = f.load(i);
+            extremes.store(at(2, 0), fv.subgroup_min());
+            extremes.store(at(2, 1), fv.subgroup_max());
         })
         .unwrap();
-        let mut out = vec![0i32; 40];
+        let (mut shuffles, mut sums) = (vec![0i32; n * 6], vec![0i32; n * 5]);
+        let (mut votes, mut extremes) = (vec![0u32; n * 7], vec![0f32; n * 2]);
         ctx()
             .launch_ir(
                 &k,
-                &Grid::linear(5, 8),
-                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+                &Grid::linear((n / group) as u32, group as u32),
+                &mut [
+                    LaunchArg::read(&xs),
+                    LaunchArg::read(&fs),
+                    LaunchArg::read_write(&mut shuffles),
+                    LaunchArg::read_write(&mut sums),
+                    LaunchArg::read_write(&mut votes),
+                    LaunchArg::read_write(&mut extremes),
+                ],
             )
             .unwrap();
-        for (x, o) in xs.iter().zip(&out) {
-            let pos = (*x > 0) as i32;
-            assert_eq!(*o, x * 5 * 100 + pos + pos * 10 + 1000);
+        let size = votes[4] as usize;
+        assert_eq!(
+            size as u32,
+            ctx().device().subgroup_size,
+            "the device's size"
+        );
+        assert!(size.is_power_of_two() && group % size == 0, "size {size}");
+        for i in 0..n {
+            let lane = (i % group) % size;
+            let base = i - lane;
+            let lanes = &xs[base..base + size];
+            let from = |l: usize| if l < size { xs[base + l] } else { xs[i] };
+            let want = [
+                from(3),
+                xs[i],
+                if lane >= 1 { from(lane - 1) } else { xs[i] },
+                from(lane + 2),
+                from(lane ^ 5),
+                xs[base],
+            ];
+            assert_eq!(&shuffles[i * 6..i * 6 + 6], &want, "shuffles of item {i}");
+            let want = [
+                lanes.iter().fold(0i32, |a, &b| a.wrapping_add(b)),
+                *lanes.iter().min().unwrap(),
+                *lanes.iter().max().unwrap(),
+                lanes[..=lane].iter().sum(),
+                lanes[..lane].iter().sum(),
+            ];
+            assert_eq!(&sums[i * 5..i * 5 + 5], &want, "sums of item {i}");
+            let ballot = (0..size.min(32))
+                .filter(|&l| lanes[l] > 0)
+                .fold(0u32, |m, l| m | 1 << l);
+            let want = [
+                ballot,
+                lanes.iter().all(|&x| x > -12) as u32,
+                lanes.iter().all(|&x| x > 0) as u32,
+                lanes.contains(&7) as u32,
+                size as u32,
+                lane as u32,
+                ((i % group) / size) as u32,
+            ];
+            assert_eq!(&votes[i * 7..i * 7 + 7], &want, "votes of item {i}");
+            let f_lanes = &fs[base..base + size];
+            for (j, max) in [(0, false), (1, true)] {
+                let want = f_lanes.iter().fold(f32::NAN, |a, &b| nan_min(a, b, max));
+                let got = extremes[i * 2 + j];
+                assert!(
+                    got == want || (got.is_nan() && want.is_nan()),
+                    "item {i}: {} {got} != {want}",
+                    if max { "max" } else { "min" }
+                );
+            }
         }
     });
 }

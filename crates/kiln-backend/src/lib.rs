@@ -86,7 +86,8 @@ pub struct DeviceInfo {
     pub compute_units: u32,
     /// Largest work-group size.
     pub max_group_size: u32,
-    /// Lanes per subgroup.
+    /// Lanes per subgroup: the warp size on CUDA, the adapter's largest on wgpu, 1 where
+    /// subgroups have one lane (CPU, OpenCL, adapters without subgroups).
     pub subgroup_size: u32,
     /// Largest shared memory per group in bytes.
     pub max_shared_bytes: u64,
@@ -283,6 +284,10 @@ pub trait Backend: Send + Sync {
     /// A string that changes when the compiler, driver or build options change (part of cache
     /// keys).
     fn compiler_version(&self) -> String;
+
+    /// The source this backend compiles for `kernel` on this device (the IR listing for the
+    /// CPU backend). Fails with `Unsupported` when the writer cannot express the kernel.
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError>;
 
     /// Allocates `bytes` of zeroed device memory. Fails with `OutOfMemory`.
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError>;

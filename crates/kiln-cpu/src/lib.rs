@@ -120,6 +120,10 @@ impl Backend for CpuBackend {
         "cranelift-0.135".into()
     }
 
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        Ok(kiln_ir::print_kernel(kernel))
+    }
+
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let words = bytes.div_ceil(8);
         let mut v: Vec<std::cell::UnsafeCell<u64>> = Vec::new();

@@ -183,6 +183,10 @@ impl Backend for CudaBackend {
         self.version.clone()
     }
 
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        write_cuda(kernel).map(|s| s.text)
+    }
+
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         Ok(self.compile_with_binary(kernel)?.0)
     }

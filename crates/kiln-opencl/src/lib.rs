@@ -152,6 +152,15 @@ impl Backend for OpenClBackend {
         self.version.clone()
     }
 
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        write_kernel(kernel, Dialect::OpenCl)
+            .map(|s| s.text)
+            .map_err(|e| BackendError::Unsupported {
+                backend: BackendKind::OpenCl,
+                feature: e.to_string(),
+            })
+    }
+
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let mut buf = self.shared.create_buffer(bytes)?;
         let oom = |reason: String| BackendError::OutOfMemory {

@@ -5,7 +5,9 @@
 //! Mesa's lavapipe). Drivers are loaded at run time: on a machine without Vulkan, Metal, DX12
 //! or GL, [`WgpuBackend::new`] returns `BackendError::Unavailable`. SHADER_F64 and
 //! SHADER_INT64 are requested when the adapter has them; a kernel needing one the adapter
-//! lacks is `BackendError::Unsupported` before anything is compiled.
+//! lacks is `BackendError::Unsupported` before anything is compiled. When the adapter has
+//! SUBGROUP and SUBGROUP_BARRIER both are requested and kernels use real subgroups (the
+//! adapter's size, e.g. 32 on NVIDIA, 8 on lavapipe); otherwise subgroups have one lane.
 //!
 //! Pipelines are created per group size and dynamic shared sizes (they are override
 //! constants) and kept with the compiled kernel. wgpu validation errors are caught in error
@@ -61,6 +63,9 @@ pub struct WgpuOptions {
     pub f64: bool,
     /// Request SHADER_INT64 when the adapter has it.
     pub int64: bool,
+    /// Request SUBGROUP and SUBGROUP_BARRIER when the adapter has both, and write subgroup
+    /// operations with them; otherwise subgroups have one lane.
+    pub subgroups: bool,
 }
 
 impl Default for WgpuOptions {
@@ -69,6 +74,7 @@ impl Default for WgpuOptions {
         WgpuOptions {
             f64: true,
             int64: true,
+            subgroups: true,
         }
     }
 }
@@ -80,6 +86,7 @@ impl WgpuOptions {
         WgpuOptions {
             f64: false,
             int64: false,
+            subgroups: false,
         }
     }
 }
@@ -111,7 +118,12 @@ impl WgpuBackend {
         if options.int64 {
             wanted |= wgpu::Features::SHADER_INT64;
         }
+        let subgroup_features = wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER;
+        if options.subgroups && adapter.features().contains(subgroup_features) {
+            wanted |= subgroup_features;
+        }
         let features = adapter.features() & wanted;
+        let subgroups = features.contains(subgroup_features);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("kiln"),
@@ -134,20 +146,28 @@ impl WgpuBackend {
             memory_bytes: 0,
             compute_units: 0,
             max_group_size: limits.max_compute_invocations_per_workgroup,
-            subgroup_size: 1,
+            subgroup_size: if subgroups {
+                a.subgroup_max_size.max(1)
+            } else {
+                1
+            },
             max_shared_bytes: limits.max_compute_workgroup_storage_size as u64,
             max_buffer_bytes: limits
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),
-                subgroups: false,
+                subgroups,
                 atomics64: false,
             },
         };
         let version = format!(
-            "wgpu 30 / {:?} / {} {} / {}",
-            a.backend, a.driver, a.driver_info, a.name
+            "wgpu 30 / {:?} / {} {} / {} / subgroups {}",
+            a.backend,
+            a.driver,
+            a.driver_info,
+            a.name,
+            if subgroups { "on" } else { "off" }
         );
         Ok(WgpuBackend {
             shared: Arc::new(Shared {
@@ -158,6 +178,20 @@ impl WgpuBackend {
                 features,
             }),
             version,
+        })
+    }
+}
+
+impl WgpuBackend {
+    /// The WGSL for `kernel` on this adapter (with its subgroups when it has them). Fails with
+    /// `Unsupported` when the writer cannot express the kernel.
+    fn write(&self, kernel: &Kernel) -> Result<kiln_wgsl::Shader, BackendError> {
+        let options = kiln_wgsl::WgslOptions {
+            subgroups: self.shared.info.features.subgroups,
+        };
+        kiln_wgsl::write_kernel_with(kernel, options).map_err(|e| BackendError::Unsupported {
+            backend: BackendKind::Wgpu,
+            feature: e.to_string(),
         })
     }
 }
@@ -289,6 +323,10 @@ impl Backend for WgpuBackend {
         self.version.clone()
     }
 
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        self.write(kernel).map(|s| s.text)
+    }
+
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
         Ok(Arc::new(WgpuMemory { buf, bytes }))
@@ -332,10 +370,7 @@ impl Backend for WgpuBackend {
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let shader = kiln_wgsl::write_kernel(kernel).map_err(|e| BackendError::Unsupported {
-            backend: BackendKind::Wgpu,
-            feature: e.to_string(),
-        })?;
+        let shader = self.write(kernel)?;
         let missing = [
             (
                 shader.needs.f64,

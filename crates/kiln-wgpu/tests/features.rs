@@ -80,3 +80,59 @@ fn f64_runs_when_the_adapter_has_it() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// Each work item's `subgroup_size` and lane, launched as one group of 64.
+fn subgroup_shape(backend: &WgpuBackend) -> Vec<u32> {
+    let kernel = Kernel::build("subgroup_shape", |k| {
+        let out = k.buffer::<u32>("out", Access::Write);
+        let i = global_id(Axis::X);
+        out.store(i * 2u32, builtin(Builtin::SubgroupSize));
+        out.store(i * 2u32 + 1u32, builtin(Builtin::SubgroupLane));
+    })
+    .unwrap();
+    let mut out = vec![0u32; 128];
+    backend
+        .compile(&kernel)
+        .unwrap()
+        .launch(
+            &kiln_backend::Grid::linear(1, 64),
+            &mut [LaunchArg::read_write(&mut out)],
+        )
+        .unwrap();
+    out
+}
+
+#[test]
+fn kernels_use_the_adapters_subgroups_when_it_has_them_and_one_lane_otherwise() {
+    let (Some(full), Some(portable)) =
+        (open(WgpuOptions::default()), open(WgpuOptions::portable()))
+    else {
+        return;
+    };
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let adapter = adapters
+        .iter()
+        .find(|a| a.get_info().name == full.info().name)
+        .expect("the backend's adapter is among wgpu's");
+    let has = adapter
+        .features()
+        .contains(wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER);
+    let size = if has {
+        adapter.get_info().subgroup_max_size
+    } else {
+        1
+    };
+    assert_eq!(full.info().features.subgroups, has);
+    assert_eq!(full.info().subgroup_size, size);
+    assert!(!portable.info().features.subgroups);
+    assert_eq!(portable.info().subgroup_size, 1);
+    for (backend, size) in [(&full, size), (&portable, 1)] {
+        let out = subgroup_shape(backend);
+        for i in 0..64u32 {
+            let got = (out[i as usize * 2], out[i as usize * 2 + 1]);
+            assert_eq!(got, (size, i % size), "work item {i}");
+        }
+    }
+}

@@ -18,8 +18,12 @@
 //!   min/max, exact `%` on floats, rounding half away from zero, out-of-bounds memory) is
 //!   written explicitly, mostly as helper functions emitted when used.
 //!
-//! Subgroups have one lane, as on the OpenCL writer. `f64` needs the adapter's SHADER_F64 and
-//! 64-bit integers SHADER_INT64 ([`Needs`]); 64-bit atomics are not written.
+//! Subgroups have one lane, as on the OpenCL writer, unless [`WgslOptions::subgroups`] is set:
+//! then subgroup operations are WGSL's subgroup built-ins (the adapter needs SUBGROUP and
+//! SUBGROUP_BARRIER), with kiln's rules kept: a source lane outside the subgroup gives the
+//! caller's own value, and float minimum and maximum follow kiln's NaN rule. `f64` needs the
+//! adapter's SHADER_F64 and 64-bit integers SHADER_INT64 ([`Needs`]); 64-bit atomics are not
+//! written.
 //!
 //! [`translate`] parses and validates the WGSL with naga and writes it as MSL, GLSL (compute),
 //! HLSL or SPIR-V.
@@ -39,6 +43,17 @@ pub struct Needs {
     pub f64: bool,
     /// Uses `i64`/`u64` (SHADER_INT64).
     pub int64: bool,
+    /// Uses subgroup built-ins (SUBGROUP and SUBGROUP_BARRIER); only with
+    /// [`WgslOptions::subgroups`].
+    pub subgroups: bool,
+}
+
+/// How [`write_kernel_with`] writes a shader.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WgslOptions {
+    /// Write subgroup operations with WGSL's subgroup built-ins, for an adapter that has
+    /// them; without, subgroups have one lane and the shader runs on any adapter.
+    pub subgroups: bool,
 }
 
 /// Where a kernel parameter travels.
@@ -110,9 +125,14 @@ struct MemInfo {
     len: String,
 }
 
-/// Writes `kernel` as a WGSL compute shader. Fails for IR WGSL cannot express (64-bit
-/// atomics), with what.
+/// Writes `kernel` as a WGSL compute shader that runs on any adapter (subgroups of one lane).
+/// Fails for IR WGSL cannot express (64-bit atomics), with what.
 pub fn write_kernel(kernel: &Kernel) -> W<Shader> {
+    write_kernel_with(kernel, WgslOptions::default())
+}
+
+/// Writes `kernel` as a WGSL compute shader as `options` say. Fails like [`write_kernel`].
+pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
     let k = kernel.with_names(safe);
     Writer {
@@ -120,6 +140,7 @@ pub fn write_kernel(kernel: &Kernel) -> W<Shader> {
         needs: Needs::default(),
         mems: Vec::new(),
         shared_base: 0,
+        options,
     }
     .kernel(&k)
 }
@@ -252,6 +273,7 @@ struct Writer {
     /// Buffer parameters (indexed by parameter) then shared arrays.
     mems: Vec<Option<MemInfo>>,
     shared_base: usize,
+    options: WgslOptions,
 }
 
 impl Writer {
@@ -462,6 +484,12 @@ impl Writer {
         out += "@group(0) @binding(0) var<storage, read> kiln_args: array<u32>;\n";
         out += &decls;
         out += "var<private> kiln_lid: vec3<u32>;\nvar<private> kiln_gid: vec3<u32>;\nvar<private> kiln_groups: vec3<u32>;\nvar<private> kiln_lindex: u32;\n";
+        let subgroup_params = if self.needs.subgroups {
+            out += "var<private> kiln_sg_size: u32;\nvar<private> kiln_sg_lane: u32;\nvar<private> kiln_sg_id: u32;\n";
+            ", @builtin(subgroup_size) kiln_subgroup_size: u32, @builtin(subgroup_invocation_id) kiln_subgroup_lane: u32, @builtin(subgroup_id) kiln_subgroup_id: u32"
+        } else {
+            ""
+        };
         for h in &self.helpers {
             out += h;
             out.push('\n');
@@ -472,12 +500,15 @@ impl Writer {
             "@compute @workgroup_size({}, {}, {})",
             GROUP_SIZE_OVERRIDES[0], GROUP_SIZE_OVERRIDES[1], GROUP_SIZE_OVERRIDES[2]
         );
-        let _ = writeln!(out, "fn {}(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(local_invocation_index) kiln_local_index: u32, @builtin(workgroup_id) kiln_workgroup: vec3<u32>, @builtin(num_workgroups) kiln_workgroups: vec3<u32>) {{", k.name);
+        let _ = writeln!(out, "fn {}(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(local_invocation_index) kiln_local_index: u32, @builtin(workgroup_id) kiln_workgroup: vec3<u32>, @builtin(num_workgroups) kiln_workgroups: vec3<u32>{subgroup_params}) {{", k.name);
         out += "  kiln_groups = vec3<u32>(kiln_args[0], kiln_args[1], kiln_args[2]);\n";
         out += "  let kiln_linear = kiln_workgroup.x + kiln_workgroups.x * (kiln_workgroup.y + kiln_workgroups.y * kiln_workgroup.z);\n";
         out += "  if (kiln_linear >= kiln_groups.x * kiln_groups.y * kiln_groups.z) { return; }\n";
         out += "  kiln_gid = vec3<u32>(kiln_linear % kiln_groups.x, (kiln_linear / kiln_groups.x) % kiln_groups.y, kiln_linear / (kiln_groups.x * kiln_groups.y));\n";
         out += "  kiln_lid = kiln_local_id;\n  kiln_lindex = kiln_local_index;\n";
+        if self.needs.subgroups {
+            out += "  kiln_sg_size = kiln_subgroup_size;\n  kiln_sg_lane = kiln_subgroup_lane;\n  kiln_sg_id = kiln_subgroup_id;\n";
+        }
         out += &prologue;
         out += &inner;
         out += "}\n";
@@ -741,6 +772,10 @@ impl Writer {
             }
             Stmt::Barrier(BarrierScope::Group) => {
                 let _ = writeln!(out, "{pad}storageBarrier(); workgroupBarrier();");
+            }
+            Stmt::Barrier(BarrierScope::Subgroup) if self.options.subgroups => {
+                self.needs.subgroups = true;
+                let _ = writeln!(out, "{pad}subgroupBarrier();");
             }
             Stmt::Barrier(BarrierScope::Subgroup) => {
                 let _ = writeln!(out, "{pad}// subgroup barrier: subgroups have one lane");
@@ -1038,6 +1073,19 @@ impl Writer {
                     .collect::<W<Vec<_>>>()?;
                 Ok(Vals::new(comps))
             }
+            Expr::Builtin(
+                b @ (Builtin::SubgroupId | Builtin::SubgroupSize | Builtin::SubgroupLane),
+            ) if self.options.subgroups => {
+                self.needs.subgroups = true;
+                Ok(Vals::one(
+                    match b {
+                        Builtin::SubgroupId => "kiln_sg_id",
+                        Builtin::SubgroupSize => "kiln_sg_size",
+                        _ => "kiln_sg_lane",
+                    }
+                    .into(),
+                ))
+            }
             Expr::Builtin(b) => Ok(Vals::one(builtin(*b))),
             Expr::Compose { parts, .. } => {
                 let mut comps = Vec::new();
@@ -1071,12 +1119,16 @@ impl Writer {
                 let cmp = compare.map(|c| temp_name(c, 0, &ty));
                 self.atomic(*memory, h, s, *op, &i, &v, cmp.as_deref())
             }
-            Expr::Subgroup { op, arg, lane: _ } => {
+            Expr::Subgroup { op, arg, lane } => {
                 let s = cx
                     .ty(*arg)?
                     .as_scalar()
                     .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
                 let x = temp_name(*arg, 0, &Type::Scalar(s));
+                if self.options.subgroups {
+                    let lane = lane.map(|l| temp_name(l, 0, &u32t));
+                    return Ok(Vals::one(self.subgroup(*op, s, &x, lane.as_deref())?));
+                }
                 Ok(Vals::one(match op {
                     SubgroupOp::Ballot => format!("select(0u, 1u, {x})"),
                     SubgroupOp::ExclusiveAdd => zero(s),
@@ -1332,6 +1384,65 @@ impl Writer {
             ),
             MathFn::IsNan => format!("((bitcast<{u}>({}) & {abs_mask}) > {inf})", x[0]),
             MathFn::IsInf => format!("((bitcast<{u}>({}) & {abs_mask}) == {inf})", x[0]),
+        })
+    }
+
+    /// A subgroup operation with WGSL's subgroup built-ins. Every lane-taking operation is a
+    /// `subgroupShuffle` from a source lane that is the caller's own when the asked-for lane
+    /// is outside the subgroup; float minimum and maximum are a butterfly of shuffles through
+    /// kiln's NaN-aware `min`/`max`, so every backend gives the same answer.
+    fn subgroup(
+        &mut self,
+        op: SubgroupOp,
+        s: ScalarType,
+        x: &str,
+        lane: Option<&str>,
+    ) -> W<String> {
+        self.needs.subgroups = true;
+        let lane = lane.unwrap_or("0u");
+        let (me, size) = ("kiln_sg_lane", "kiln_sg_size");
+        let source = match op {
+            SubgroupOp::Shuffle | SubgroupOp::Broadcast => {
+                Some(format!("select({me}, {lane}, {lane} < {size})"))
+            }
+            SubgroupOp::ShuffleUp => Some(format!("select({me}, {me} - {lane}, {lane} <= {me})")),
+            SubgroupOp::ShuffleDown => Some(format!(
+                "select({me}, {me} + {lane}, {lane} < {size} - {me})"
+            )),
+            SubgroupOp::ShuffleXor => Some(format!(
+                "select({me}, {me} ^ {lane}, ({me} ^ {lane}) < {size})"
+            )),
+            _ => None,
+        };
+        if let Some(source) = source {
+            return Ok(if s == ScalarType::Bool {
+                format!("(subgroupShuffle(select(0u, 1u, {x}), {source}) != 0u)")
+            } else {
+                format!("subgroupShuffle({x}, {source})")
+            });
+        }
+        Ok(match op {
+            SubgroupOp::Ballot => format!("subgroupBallot({x}).x"),
+            SubgroupOp::All => format!("subgroupAll({x})"),
+            SubgroupOp::Any => format!("subgroupAny({x})"),
+            SubgroupOp::ReduceAdd => wrap(s, format!("subgroupAdd({x})")),
+            SubgroupOp::InclusiveAdd => wrap(s, format!("subgroupInclusiveAdd({x})")),
+            SubgroupOp::ExclusiveAdd => wrap(s, format!("subgroupExclusiveAdd({x})")),
+            SubgroupOp::ReduceMin | SubgroupOp::ReduceMax if s.is_float() => {
+                let (fun, name) = if op == SubgroupOp::ReduceMin {
+                    (MathFn::Min, "min")
+                } else {
+                    (MathFn::Max, "max")
+                };
+                let combine =
+                    self.math(fun, s, &["v".into(), "subgroupShuffleXor(v, d)".into()])?;
+                let t = rt(s);
+                let h = format!("kiln_subgroup_{name}_{t}");
+                self.helper(format!("// subgroup sizes are powers of two\nfn {h}(x: {t}) -> {t} {{ var v = x; for (var d = kiln_sg_size / 2u; d > 0u; d = d / 2u) {{ v = {combine}; }} return v; }}"));
+                format!("{h}({x})")
+            }
+            SubgroupOp::ReduceMin => format!("subgroupMin({x})"),
+            _ => format!("subgroupMax({x})"),
         })
     }
 
