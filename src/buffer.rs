@@ -55,6 +55,38 @@ impl<T: Scalar> Buffer<T> {
         Ok(out)
     }
 
+    /// Overwrites this buffer with the elements of `src`, copied on the device (after earlier
+    /// launches; the data never goes through the host). Fails with `LengthMismatch` when the
+    /// lengths differ, `Unsupported` when `src` lives on another context's device, or the
+    /// backend's copy error.
+    pub fn copy_from(&mut self, src: &Buffer<T>) -> Result<()> {
+        if !Arc::ptr_eq(&self.backend, &src.backend) {
+            return Err(Error::Unsupported {
+                backend: self.backend.info().backend,
+                what: "a device copy from a buffer of another context; download it, or upload \
+                       it to this one"
+                    .into(),
+            });
+        }
+        if self.len != src.len {
+            return Err(Error::LengthMismatch {
+                left: self.len,
+                right: src.len,
+            });
+        }
+        let bytes = self.len * std::mem::size_of::<T>();
+        Ok(self.backend.copy(&*src.memory, &*self.memory, bytes)?)
+    }
+
+    /// A new buffer on the same device with the same elements, copied on the device. Fails
+    /// with `OutOfMemory` or the backend's copy error.
+    pub fn try_clone(&self) -> Result<Buffer<T>> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        let memory = self.backend.alloc(bytes)?;
+        self.backend.copy(&*self.memory, &*memory, bytes)?;
+        Ok(Buffer::new(memory, self.backend.clone(), self.len))
+    }
+
     pub(crate) fn memory(&self) -> &dyn DeviceMemory {
         &*self.memory
     }

@@ -7,12 +7,12 @@ use kiln_ir::IrError;
 /// of these.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
-    /// Columns zipped together have different lengths.
-    #[error("zip of columns with different lengths: {left} and {right} elements")]
+    /// Columns zipped together, or the two buffers of a device copy, have different lengths.
+    #[error("different lengths: {left} and {right} elements (zipped columns, and the two buffers of a copy, must match)")]
     LengthMismatch {
-        /// length of the query so far
+        /// length of the query so far, or of the destination buffer
         left: usize,
-        /// length of the zipped column
+        /// length of the zipped column, or of the source buffer
         right: usize,
     },
     /// An input longer than kiln's 32-bit indexing allows.

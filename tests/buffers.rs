@@ -100,3 +100,41 @@ fn empty_buffers_and_buffers_of_other_contexts() {
         );
     });
 }
+
+#[test]
+fn device_copies_follow_earlier_launches_and_keep_every_byte() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<f32> = (0..70_001).map(|i| (i % 977) as f32 * 0.25).collect();
+        let bx = c.upload(&xs).unwrap();
+        let doubled = c.from_buffer(&bx).map(|x| x * 2.0).to_buffer().unwrap();
+        let mut dst = c.upload(&vec![-1.0f32; xs.len()]).unwrap();
+        dst.copy_from(&doubled).unwrap();
+        let want: Vec<f32> = xs.iter().map(|x| x * 2.0).collect();
+        assert_eq!(dst.download().unwrap(), want, "copy after the map");
+        assert_eq!(bx.try_clone().unwrap().download().unwrap(), xs);
+        // Byte elements whose length is not a whole number of 32-bit words.
+        let bytes: Vec<u8> = (0..13u8).map(|b| b * 19).collect();
+        let bb = c.upload(&bytes).unwrap();
+        let mut db = c.upload(&[7u8; 13]).unwrap();
+        db.copy_from(&bb).unwrap();
+        assert_eq!(db.download().unwrap(), bytes);
+        assert_eq!(bb.try_clone().unwrap().download().unwrap(), bytes);
+        let mut short = c.upload(&[0u8; 12]).unwrap();
+        match short.copy_from(&bb) {
+            Err(Error::LengthMismatch { left, right }) => assert_eq!((left, right), (12, 13)),
+            r => panic!("expected LengthMismatch, got {r:?}"),
+        }
+        let other = Context::with_backend(c.device().backend).unwrap();
+        let theirs = other.upload(&bytes).unwrap();
+        match db.copy_from(&theirs) {
+            Err(Error::Unsupported { what, .. }) => {
+                assert!(what.contains("another context"), "{what}")
+            }
+            r => panic!("expected Unsupported, got {r:?}"),
+        }
+        let mut empty = c.upload::<u16>(&[]).unwrap();
+        empty.copy_from(&c.upload::<u16>(&[]).unwrap()).unwrap();
+        assert_eq!(db.download().unwrap(), bytes, "the context keeps working");
+    });
+}

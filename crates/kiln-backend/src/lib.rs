@@ -303,6 +303,16 @@ pub trait Backend: Send + Sync {
     /// Waits until every launch so far has finished.
     fn synchronize(&self) -> Result<(), BackendError>;
 
+    /// Copies the first `bytes` of `src` into `dst` on the device, after earlier launches and
+    /// before later ones (it may return before the copy is done). Fails when either memory is
+    /// not this backend's or holds fewer than `bytes` ([`check_copy`]).
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> Result<(), BackendError>;
+
     /// Compiles like [`Backend::compile`] and also returns a binary that
     /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one
     /// (the default has none).
@@ -326,6 +336,30 @@ pub trait Backend: Send + Sync {
             backend: self.info().backend,
             feature: format!("loading compiled binaries (kernel `{}`)", kernel.name),
         })
+    }
+}
+
+/// Ok when `src` and `dst` both hold at least `bytes`; `InvalidLaunch` naming `backend`
+/// otherwise. Every backend's [`Backend::copy`] checks this first.
+pub fn check_copy(
+    backend: BackendKind,
+    src: &dyn DeviceMemory,
+    dst: &dyn DeviceMemory,
+    bytes: usize,
+) -> Result<(), BackendError> {
+    let short = [("source", src), ("destination", dst)]
+        .into_iter()
+        .find(|(_, m)| m.byte_len() < bytes);
+    match short {
+        None => Ok(()),
+        Some((which, m)) => Err(BackendError::InvalidLaunch {
+            backend,
+            kernel: String::new(),
+            reason: format!(
+                "device copy of {bytes} bytes: the {which} holds {} bytes",
+                m.byte_len()
+            ),
+        }),
     }
 }
 

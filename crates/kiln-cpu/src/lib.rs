@@ -165,6 +165,32 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> Result<(), BackendError> {
+        check_copy(BackendKind::Cpu, src, dst, bytes)?;
+        let (from, to) = (host_memory(src)?, host_memory(dst)?);
+        if from == to {
+            return Ok(());
+        }
+        // SAFETY: two distinct memories holding at least `bytes` each (checked above); no
+        // launch runs concurrently (CPU launches finish before they return).
+        let (from, to) = unsafe {
+            (
+                std::slice::from_raw_parts(from as *const u8, bytes),
+                std::slice::from_raw_parts_mut(to as *mut u8, bytes),
+            )
+        };
+        use rayon::prelude::*;
+        to.par_chunks_mut(1 << 20)
+            .zip(from.par_chunks(1 << 20))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(())
+    }
+
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let compile_err = |log: String| BackendError::Compile {
             backend: BackendKind::Cpu,

@@ -273,6 +273,30 @@ impl Backend for CudaBackend {
             .map_err(|e| self.copy_err("download", e))
     }
 
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> Result<(), BackendError> {
+        check_copy(BackendKind::Cuda, src, dst, bytes)?;
+        let s = cuda_memory(src).map_err(|e| self.copy_err("device copy", e))?;
+        let d = cuda_memory(dst).map_err(|e| self.copy_err("device copy", e))?;
+        let (from, to) = (
+            device_ptr(&s.slice, &self.stream),
+            device_ptr(&d.slice, &self.stream),
+        );
+        if bytes == 0 || from == to {
+            return Ok(());
+        }
+        // SAFETY: both allocations hold at least `bytes` (checked above) and are distinct; the
+        // copy is ordered on the one stream every command uses.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
+        }
+        .map_err(|e| self.copy_err("device copy", e))
+    }
+
     fn synchronize(&self) -> Result<(), BackendError> {
         self.stream
             .synchronize()

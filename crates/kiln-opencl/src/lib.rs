@@ -232,6 +232,39 @@ impl Backend for OpenClBackend {
         .map_err(|e| self.copy_err(e.to_string()))
     }
 
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> Result<(), BackendError> {
+        check_copy(BackendKind::OpenCl, src, dst, bytes)?;
+        let (s, d) = (
+            cl_memory(src).map_err(|e| self.copy_err(e.to_string()))?,
+            cl_memory(dst).map_err(|e| self.copy_err(e.to_string()))?,
+        );
+        if bytes == 0 || s.buf.get() == d.buf.get() {
+            return Ok(());
+        }
+        // SAFETY: both buffers hold at least `bytes` (checked above) and are distinct; the
+        // in-order queue orders the copy after earlier launches; the event is released at once.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_copy_buffer(
+                self.shared.queue.get(),
+                s.buf.get(),
+                d.buf.get(),
+                0,
+                0,
+                bytes,
+                0,
+                std::ptr::null(),
+            )
+        }
+        .map_err(|e| self.copy_err(format!("copying device memory: OpenCL error {e}")))?;
+        drop(opencl3::event::Event::new(event));
+        Ok(())
+    }
+
     fn synchronize(&self) -> Result<(), BackendError> {
         self.shared
             .queue

@@ -365,6 +365,38 @@ impl Backend for WgpuBackend {
         self.shared.read_back(vec![(&m.buf, out)])
     }
 
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> Result<(), BackendError> {
+        check_copy(BackendKind::Wgpu, src, dst, bytes)?;
+        let (s, d) = (
+            wgpu_memory(src).map_err(copy_err)?,
+            wgpu_memory(dst).map_err(copy_err)?,
+        );
+        if bytes == 0 || s.buf == d.buf {
+            return Ok(());
+        }
+        if !bytes.is_multiple_of(4) && d.bytes > bytes {
+            // wgpu copies whole words, and the bytes after `bytes` in the last word of `dst`
+            // must stay: go through the host, as `upload` keeps them.
+            let mut data = vec![0u8; bytes];
+            self.shared.read_back(vec![(&s.buf, &mut data[..])])?;
+            return self.upload(dst, &data);
+        }
+        // Every buffer is allocated in whole 8-byte units, so the copy rounded up to whole
+        // words stays inside both.
+        let mut encoder = self
+            .shared
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(&s.buf, 0, &d.buf, 0, word_len(bytes));
+        self.shared.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
     fn synchronize(&self) -> Result<(), BackendError> {
         self.shared.wait()
     }

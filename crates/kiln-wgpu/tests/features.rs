@@ -136,3 +136,29 @@ fn kernels_use_the_adapters_subgroups_when_it_has_them_and_one_lane_otherwise() 
         }
     }
 }
+
+#[test]
+fn a_device_copy_into_a_larger_buffer_keeps_the_bytes_after_it() {
+    let Some(backend) = open(WgpuOptions::default()) else {
+        return;
+    };
+    let src = backend.alloc(7).unwrap();
+    let dst = backend.alloc(10).unwrap();
+    backend.upload(&*src, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
+    backend.upload(&*dst, &[90; 10]).unwrap();
+    backend.copy(&*src, &*dst, 7).unwrap();
+    let mut out = [0u8; 10];
+    backend.download(&*dst, &mut out).unwrap();
+    assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 90, 90, 90]);
+    backend.copy(&*src, &*dst, 4).unwrap();
+    backend.upload(&*src, &[0; 7]).unwrap();
+    backend.copy(&*src, &*dst, 2).unwrap();
+    backend.download(&*dst, &mut out).unwrap();
+    assert_eq!(out, [0, 0, 3, 4, 5, 6, 7, 90, 90, 90]);
+    match backend.copy(&*src, &*dst, 8) {
+        Err(BackendError::InvalidLaunch { reason, .. }) => {
+            assert!(reason.contains("source holds 7 bytes"), "{reason}")
+        }
+        r => panic!("expected InvalidLaunch, got {r:?}"),
+    }
+}
