@@ -77,12 +77,18 @@ impl OpenClBackend {
     /// Opens the first OpenCL GPU, or else the first OpenCL device of any type. Fails with
     /// `Unavailable` when the OpenCL library, a platform or a device is missing.
     pub fn new() -> Result<OpenClBackend, BackendError> {
-        let gpus = get_all_devices(CL_DEVICE_TYPE_GPU).unwrap_or_default();
-        let ids = if gpus.is_empty() {
-            get_all_devices(CL_DEVICE_TYPE_ALL)
-                .map_err(|e| cl_error(format!("no OpenCL platform or device ({e})")))?
-        } else {
-            gpus
+        // The ICD loader reads its platform list on first use; threads asking while another
+        // does so were seen to get no platforms. One discovery at a time.
+        static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let ids = {
+            let _one = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+            let gpus = get_all_devices(CL_DEVICE_TYPE_GPU).unwrap_or_default();
+            if gpus.is_empty() {
+                get_all_devices(CL_DEVICE_TYPE_ALL)
+                    .map_err(|e| cl_error(format!("no OpenCL platform or device ({e})")))?
+            } else {
+                gpus
+            }
         };
         let id = *ids
             .first()

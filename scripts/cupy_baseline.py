@@ -1,0 +1,83 @@
+"""The operations of kiln-bench's query cases, in CuPy on the same GPU, as its baseline.
+
+    python3 scripts/cupy_baseline.py [--log2 N] [--json PATH]
+
+Same input as kiln-bench (x[i] = (i * 2654435761 mod 2^64 mod 1000000) * 1e-3 as f32), same
+cases, best of up to 7 runs after a warm-up, timed with CUDA events. Each answer is checked
+against NumPy in float64 before it is timed, so a wrong baseline cannot pass.
+"""
+
+import argparse
+import json
+
+import cupy as cp
+import numpy as np
+
+
+def best_ms(f, reps=7):
+    f()
+    cp.cuda.Device().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    best = float("inf")
+    for _ in range(reps):
+        start.record()
+        f()
+        stop.record()
+        stop.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(start, stop))
+    return best
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--log2", type=int, default=26)
+    p.add_argument("--json")
+    a = p.parse_args()
+    n = 1 << a.log2
+    i = np.arange(n, dtype=np.uint64)
+    host = (((i * np.uint64(2654435761)) % np.uint64(1000000)).astype(np.float32) * np.float32(1e-3))
+    x = cp.asarray(host)
+    ref = host.astype(np.float64)
+
+    def check(name, got, want, rel=1e-5):
+        got = np.asarray(got, dtype=np.float64)
+        err = np.abs(got - want).max() / max(np.abs(want).max(), 1.0)
+        if not err <= rel:
+            raise SystemExit(f"{name}: CuPy's answer is off by {err:.2e} (relative)")
+
+    check("map", cp.asnumpy(x * 2 + 1), ref * 2 + 1)
+    check("sum", float(x.sum()), ref.sum())
+    check("filter", cp.asnumpy(x[x < 500]), ref[ref < 500])
+    y = x * 2
+    check("map-filter-map-sum", float((y[y > 1000] + 100).sum()), (ref * 2)[ref * 2 > 1000].sum() + 100 * (ref * 2 > 1000).sum(), 1e-4)
+
+    dst = cp.empty_like(x)
+    half = x[: n // 2].copy()
+    half_dst = cp.empty_like(half)
+    cases = [
+        ("device copy", lambda: cp.copyto(dst, x)),
+        ("device copy of n/2", lambda: cp.copyto(half_dst, half)),
+        ("map Buffer→Buffer", lambda: x * 2 + 1),
+        ("sum Buffer", lambda: x.sum()),
+        ("filter (50%)", lambda: x[x < 500]),
+        ("map-filter-map-sum", lambda: ((x * 2)[(x * 2) > 1000] + 100).sum()),
+        ("map to host", lambda: cp.asnumpy(x * 2 + 1)),
+    ]
+    rows = []
+    for name, f in cases:
+        ms = best_ms(f)
+        rows.append({"case": name, "backend": "cupy", "n": n, "ms": round(ms, 4)})
+    copy_ms = rows[0]["ms"]
+    print(f"n = 2^{a.log2}; CuPy {cp.__version__} on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
+    print(f"device copy: {8 * n / copy_ms / 1e6:.1f} GB/s (read + write)")
+    print("| case | CuPy ms |")
+    print("|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['ms']:.4f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
