@@ -673,11 +673,21 @@ fn atomics_on_buffers_and_shared_memory() {
     });
 }
 
-/// kiln's float `min` rule: NaN gives the other operand.
+/// kiln's float `min` (or `max`) rule: NaN gives the other operand; of -0 and +0, `min`
+/// gives -0 and `max` +0.
 fn nan_min(a: f32, b: f32, max: bool) -> f32 {
     if a.is_nan() {
         b
-    } else if b.is_nan() || (if max { a > b } else { a < b }) {
+    } else if b.is_nan() {
+        a
+    } else if a == b {
+        let bits = if max {
+            a.to_bits() & b.to_bits()
+        } else {
+            a.to_bits() | b.to_bits()
+        };
+        f32::from_bits(bits)
+    } else if max == (a > b) {
         a
     } else {
         b
@@ -692,6 +702,7 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
         let fs: Vec<f32> = (0..n)
             .map(|i| match i % 13 {
                 0 => f32::NAN,
+                6 => -0.0,
                 _ => xs[i] as f32 * 0.5,
             })
             .collect();
@@ -812,7 +823,7 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
                 let want = f_lanes.iter().fold(f32::NAN, |a, &b| nan_min(a, b, max));
                 let got = extremes[i * 2 + j];
                 assert!(
-                    got == want || (got.is_nan() && want.is_nan()),
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                     "item {i}: {} {got} != {want}",
                     if max { "max" } else { "min" }
                 );

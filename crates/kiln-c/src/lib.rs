@@ -1382,12 +1382,17 @@ impl Writer {
             SubgroupOp::All => format!("(__all_sync({full}, {x}) != 0)"),
             SubgroupOp::Any => format!("(__any_sync({full}, {x}) != 0)"),
             SubgroupOp::ReduceAdd | SubgroupOp::ReduceMin | SubgroupOp::ReduceMax => {
+                // Float minimum and maximum follow kiln's NaN and signed-zero rule.
                 let (name, combine) = match op {
-                    SubgroupOp::ReduceAdd => ("add", "v + o"),
-                    SubgroupOp::ReduceMin if s.is_float() => ("min", "fmin(v, o)"),
-                    SubgroupOp::ReduceMax if s.is_float() => ("max", "fmax(v, o)"),
-                    SubgroupOp::ReduceMin => ("min", "(o < v ? o : v)"),
-                    _ => ("max", "(o > v ? o : v)"),
+                    SubgroupOp::ReduceAdd => ("add", "v + o".to_string()),
+                    SubgroupOp::ReduceMin if s.is_float() => {
+                        ("min", format!("{}(v, o)", self.min_max(false, s)))
+                    }
+                    SubgroupOp::ReduceMax if s.is_float() => {
+                        ("max", format!("{}(v, o)", self.min_max(true, s)))
+                    }
+                    SubgroupOp::ReduceMin => ("min", "(o < v ? o : v)".to_string()),
+                    _ => ("max", "(o > v ? o : v)".to_string()),
                 };
                 let h = format!("kiln_subgroup_{name}_{}", s.name());
                 self.helper(format!("static __device__ __forceinline__ {t} {h}({t} v) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync({full}, v, d); v = {combine}; }} return v; }}"));
