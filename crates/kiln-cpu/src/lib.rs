@@ -125,19 +125,30 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        use std::cell::UnsafeCell;
         let words = bytes.div_ceil(8);
-        let mut v: Vec<std::cell::UnsafeCell<u64>> = Vec::new();
-        v.try_reserve_exact(words)
-            .map_err(|e| BackendError::OutOfMemory {
-                backend: BackendKind::Cpu,
-                bytes: bytes as u64,
-                reason: e.to_string(),
-            })?;
-        v.resize_with(words, || std::cell::UnsafeCell::new(0));
-        Ok(Arc::new(HostMemory {
-            words: v.into_boxed_slice(),
-            bytes,
-        }))
+        let oom = |reason: String| BackendError::OutOfMemory {
+            backend: BackendKind::Cpu,
+            bytes: bytes as u64,
+            reason,
+        };
+        let words: Box<[UnsafeCell<u64>]> = if words == 0 {
+            Box::new([])
+        } else {
+            let layout = std::alloc::Layout::array::<u64>(words).map_err(|e| oom(e.to_string()))?;
+            // Zeroed pages from the allocator (fresh ones are mapped lazily), so the zeroing
+            // is not a single-threaded pass over the memory: the first kernel touching it
+            // faults pages in on every thread.
+            // SAFETY: the layout has a non-zero size.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut UnsafeCell<u64>;
+            if ptr.is_null() {
+                return Err(oom("the allocator refused".into()));
+            }
+            // SAFETY: `ptr` holds `words` zeroed u64s (UnsafeCell<u64> has u64's layout) from
+            // the global allocator with this layout, which is what Box frees with.
+            unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) }
+        };
+        Ok(Arc::new(HostMemory { words, bytes }))
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
