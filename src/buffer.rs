@@ -81,10 +81,10 @@ impl<T: Scalar> Buffer<T> {
     /// A new buffer on the same device with the same elements, copied on the device. Fails
     /// with `OutOfMemory` or the backend's copy error.
     pub fn try_clone(&self) -> Result<Buffer<T>> {
-        let bytes = self.len * std::mem::size_of::<T>();
-        let memory = self.backend.alloc(bytes)?;
-        self.backend.copy(&*self.memory, &*memory, bytes)?;
-        Ok(Buffer::new(memory, self.backend.clone(), self.len))
+        let memory = self.backend.alloc(self.len * std::mem::size_of::<T>())?;
+        let mut out = Buffer::new(memory, self.backend.clone(), self.len);
+        out.copy_from(self)?;
+        Ok(out)
     }
 
     pub(crate) fn memory(&self) -> &dyn DeviceMemory {

@@ -120,31 +120,28 @@ pub fn translation_check(k: &kiln::ir::Kernel) {
         );
     };
     if tool_present("spirv-val") {
-        let words = kiln::emit_spirv(k).unwrap_or_else(|e| panic!("SPIR-V of `{}`: {e}", k.name));
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let path = base.with_extension("spv");
-        std::fs::write(&path, bytes).expect("writing a temporary file");
-        let wgsl = kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default();
-        run("spirv-val", &["--target-env", "vulkan1.1"], &path, &wgsl);
+        let validate = |words: &[u32], source: &str| {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            std::fs::write(&path, bytes).expect("writing a temporary file");
+            run("spirv-val", &["--target-env", "vulkan1.1"], &path, source);
+        };
+        let words = kiln::emit_spirv(k).unwrap_or_else(|e| panic!("SPIR-V of `{}`: {e}", k.name));
+        validate(
+            &words,
+            &kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default(),
+        );
         // The variant for adapters with subgroups, when the kernel uses them.
         let options = kiln_wgsl::WgslOptions { subgroups: true };
         let shader = kiln_wgsl::write_kernel_with(k, options)
             .unwrap_or_else(|e| panic!("WGSL with subgroups of `{}`: {e}", k.name));
         if shader.needs.subgroups {
             let target = kiln_wgsl::TranslateTarget::SpirV;
-            let words = match kiln_wgsl::translate(&shader.text, &shader.entry, [64, 1, 1], target)
-            {
-                Ok(kiln_wgsl::Translated::SpirV(words)) => words,
+            let size = kiln::TRANSLATION_GROUP_SIZE;
+            match kiln_wgsl::translate(&shader.text, &shader.entry, size, target) {
+                Ok(kiln_wgsl::Translated::SpirV(words)) => validate(&words, &shader.text),
                 other => panic!("SPIR-V with subgroups of `{}`: {other:?}", k.name),
-            };
-            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            std::fs::write(&path, bytes).expect("writing a temporary file");
-            run(
-                "spirv-val",
-                &["--target-env", "vulkan1.1"],
-                &path,
-                &shader.text,
-            );
+            }
         }
         let _ = std::fs::remove_file(&path);
     }

@@ -213,14 +213,13 @@ impl Nvrtc {
         }
         match self.archs.iter().filter(|&&a| a <= cc).max() {
             Some(a) => Ok((format!("compute_{a}"), Output::Ptx)),
-            None => Err(BackendError::Unavailable {
-                backend: BackendKind::Cuda,
-                library: self.path.display().to_string(),
-                reason: format!(
-                    "NVRTC {}.{} compiles for sm_{:?}, none of which runs on this sm_{cc} device",
-                    self.version.0, self.version.1, self.archs
-                ),
-            }),
+            None => Err(unavailable(format!(
+                "{}: NVRTC {}.{} compiles for sm_{:?}, none of which runs on this sm_{cc} device",
+                self.path.display(),
+                self.version.0,
+                self.version.1,
+                self.archs
+            ))),
         }
     }
 

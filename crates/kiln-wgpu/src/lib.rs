@@ -180,9 +180,7 @@ impl WgpuBackend {
             version,
         })
     }
-}
 
-impl WgpuBackend {
     /// The WGSL for `kernel` on this adapter (with its subgroups when it has them). Fails with
     /// `Unsupported` when the writer cannot express the kernel.
     fn write(&self, kernel: &Kernel) -> Result<kiln_wgsl::Shader, BackendError> {
