@@ -20,7 +20,7 @@ use crate::row::{IntoRow, Row};
 use kiln_backend::{DeviceMemory, Grid, LaunchArg};
 use kiln_ir::*;
 use std::marker::PhantomData;
-use std::mem::MaybeUninit;
+use std::sync::Arc;
 
 /// Elements per work item in the chunked plan.
 const CHUNK: u32 = 16384;
@@ -161,11 +161,6 @@ fn as_bytes(w: &[u64]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) }
 }
 
-fn as_uninit(w: &mut [u64]) -> &mut [MaybeUninit<u8>] {
-    // SAFETY: initialized u64 storage viewed as possibly-uninitialized bytes.
-    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut MaybeUninit<u8>, w.len() * 8) }
-}
-
 fn read_value(w: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
     let size = ty.size() as usize;
     let bytes = &as_bytes(w)[i * size..(i + 1) * size];
@@ -299,7 +294,8 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The two kernels of a reduction with `identity` and the associative `op`.
+    /// The two kernels of the chunked plan's reduction with `identity` and the associative
+    /// `op`: one partial result per chunk, then one work item folding the partials in order.
     fn reduce_kernels(&self, identity: &[ScalarValue], op: CombineFn<'_>) -> Result<[Kernel; 2]> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let partials = Kernel::build("query_reduce_partials", |k| {
@@ -373,11 +369,9 @@ impl<'a, T> Query<'a, T> {
         Ok([partials, finish])
     }
 
-    /// The partials kernel of the grouped plan: each of a group's `g` work items folds its own
-    /// contiguous `chunk` of elements, then the group combines its items' results through
-    /// shared memory, neighbours first (strides 1, 2, 4, ...), so the order of `op` is kept.
-    /// `project` turns each kept element into the values folded (the element itself for
-    /// reductions, a 1 for counting).
+    /// The partials kernel of the grouped plan over this query's rows: see
+    /// [`grouped_fold_kernel`]. `project` turns each kept element into the values folded (the
+    /// element itself for reductions, a 1 for counting).
     fn grouped_reduce_kernel(
         &self,
         name: &str,
@@ -386,69 +380,14 @@ impl<'a, T> Query<'a, T> {
         project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         g: u32,
     ) -> Result<Kernel> {
-        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        Ok(Kernel::build(name, |k| {
-            let cols = self.declare_inputs(k);
-            let outs: Vec<Memory> = types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
-            let tiles: Vec<Memory> = types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| {
-                    k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g))
-                })
-                .collect();
-            let n = k.value::<u32>("n");
-            let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
-            let acc: Vec<AnyVar> = identity
-                .iter()
-                .enumerate()
-                .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
-                .collect();
-            for_range(start, end, |i| {
-                self.element(&cols, i, &mut |vals| fold_into(&acc, project(vals), op))
-            });
-            let l = local_id(Axis::X);
-            for (t, a) in tiles.iter().zip(&acc) {
-                store_dyn(*t, l, &a.get());
-            }
-            barrier();
-            let stride = Var::new("stride", 1u32);
-            loop_(|| {
-                if_then(stride.get().ge(g), break_);
-                let s = stride.get();
-                if_then((l & (s * 2u32 - 1u32)).eq(0u32), || {
-                    let mine = tiles
-                        .iter()
-                        .zip(&types)
-                        .map(|(t, ty)| load_dyn(*t, l, Type::Scalar(*ty)))
-                        .collect();
-                    let next = tiles
-                        .iter()
-                        .zip(&types)
-                        .map(|(t, ty)| load_dyn(*t, l + s, Type::Scalar(*ty)))
-                        .collect();
-                    for (t, v) in tiles.iter().zip(op(mine, next)) {
-                        store_dyn(*t, l, &v);
-                    }
-                });
-                barrier();
-                stride.set(s * 2u32);
-            });
-            if_then(l.eq(0u32), || {
-                for ((o, t), ty) in outs.iter().zip(&tiles).zip(&types) {
-                    store_dyn(
-                        *o,
-                        group_id(Axis::X),
-                        &load_dyn(*t, lit(0u32), Type::Scalar(*ty)),
-                    );
-                }
-            });
-        })?)
+        grouped_fold_kernel(
+            name,
+            identity,
+            op,
+            g,
+            &|k| self.declare_inputs(k),
+            &|cols, i, sink| self.element(cols, i, &mut |vals| sink(project(vals))),
+        )
     }
 
     /// Runs a reduction of the current rows; returns the result's column constants.
@@ -466,52 +405,105 @@ impl<'a, T> Query<'a, T> {
         .entered();
         self.check()?;
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let [chunked, finish] = self.reduce_kernels(&identity, op)?;
-        let (partials, groups, grid, per_item) = match self.ctx.effective_plan_shape() {
+        let backend = self.ctx.backend().clone();
+        let alloc = |groups: u32| -> Result<Vec<Arc<dyn DeviceMemory>>> {
+            types
+                .iter()
+                .map(|t| Ok(backend.alloc(groups as usize * t.size() as usize)?))
+                .collect()
+        };
+        let n = self.len as u32;
+        let result = match self.ctx.effective_plan_shape() {
             PlanShape::Grouped => {
                 let g = grouped_size(self.ctx.device().max_group_size);
-                let groups = grouped_groups(self.len, g);
-                (
-                    self.grouped_reduce_kernel("query_reduce_grouped", &identity, op, &|v| v, g)?,
-                    groups,
-                    Grid::linear(groups, g),
-                    ITEM_CHUNK,
-                )
+                let kernel =
+                    self.grouped_reduce_kernel("query_reduce_grouped", &identity, op, &|v| v, g)?;
+                let mut groups = grouped_groups(self.len, g);
+                let mut partials = alloc(groups)?;
+                let mut args = self.input_args();
+                args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+                args.extend([value_bytes(n), value_bytes(ITEM_CHUNK)]);
+                self.ctx
+                    .launch_ir(&kernel, &Grid::linear(groups, g), &mut args)?;
+                drop(args);
+                if groups > 1 {
+                    let combine = grouped_fold_kernel(
+                        "query_reduce_combine",
+                        &identity,
+                        op,
+                        g,
+                        &|k| {
+                            types
+                                .iter()
+                                .enumerate()
+                                .map(|(j, t)| {
+                                    k.buffer_dyn(
+                                        &format!("folded{j}"),
+                                        Type::Scalar(*t),
+                                        Access::Read,
+                                    )
+                                })
+                                .collect()
+                        },
+                        &|cols, i, sink| {
+                            sink(
+                                cols.iter()
+                                    .zip(&types)
+                                    .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
+                                    .collect(),
+                            )
+                        },
+                    )?;
+                    while groups > 1 {
+                        let folded = groups;
+                        groups = grouped_groups(folded as usize, g);
+                        let next = alloc(groups)?;
+                        let mut args: Vec<LaunchArg> = partials
+                            .iter()
+                            .chain(&next)
+                            .map(|m| LaunchArg::Device(&**m))
+                            .collect();
+                        args.extend([value_bytes(folded), value_bytes(ITEM_CHUNK)]);
+                        self.ctx
+                            .launch_ir(&combine, &Grid::linear(groups, g), &mut args)?;
+                        drop(args);
+                        partials = next;
+                    }
+                }
+                partials
             }
             _ => {
+                let [chunked, finish] = self.reduce_kernels(&identity, op)?;
                 let groups = groups_for(self.len);
-                (chunked, groups, Grid::linear(groups, 1), CHUNK)
+                let partials = alloc(groups)?;
+                let mut args = self.input_args();
+                args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+                args.extend([value_bytes(n), value_bytes(CHUNK)]);
+                self.ctx
+                    .launch_ir(&chunked, &Grid::linear(groups, 1), &mut args)?;
+                drop(args);
+                let result = alloc(1)?;
+                let mut args: Vec<LaunchArg> = partials
+                    .iter()
+                    .chain(&result)
+                    .map(|m| LaunchArg::Device(&**m))
+                    .collect();
+                args.push(value_bytes(groups));
+                self.ctx
+                    .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
+                drop(args);
+                result
             }
         };
-        let mut partial_bufs: Vec<Vec<u64>> =
-            types.iter().map(|t| words(groups as usize, *t)).collect();
-        let mut args = self.input_args();
-        for (b, t) in partial_bufs.iter_mut().zip(&types) {
-            args.push(LaunchArg::ReadWrite(
-                &mut as_bytes_mut(b)[..groups as usize * t.size() as usize],
-            ));
-        }
-        args.push(value_bytes(self.len as u32));
-        args.push(value_bytes(per_item));
-        self.ctx.launch_ir(&partials, &grid, &mut args)?;
-        drop(args);
-        let mut result_bufs: Vec<Vec<u64>> = types.iter().map(|t| words(1, *t)).collect();
-        let mut args: Vec<LaunchArg> = partial_bufs
+        result
             .iter()
             .zip(&types)
-            .map(|(b, t)| LaunchArg::Read(&as_bytes(b)[..groups as usize * t.size() as usize]))
-            .collect();
-        for (b, t) in result_bufs.iter_mut().zip(&types) {
-            args.push(LaunchArg::Write(&mut as_uninit(b)[..t.size() as usize]));
-        }
-        args.push(value_bytes(groups));
-        self.ctx
-            .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
-        Ok(result_bufs
-            .iter()
-            .zip(&types)
-            .map(|(b, t)| read_value(b, 0, *t))
-            .collect())
+            .map(|(m, t)| {
+                let mut w = words(1, *t);
+                backend.download(&**m, &mut as_bytes_mut(&mut w)[..t.size() as usize])?;
+                Ok(read_value(&w, 0, *t))
+            })
+            .collect()
     }
 
     fn map_erased<F: Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>(mut self, f: F) -> Query<'a, ErasedRow> {
@@ -970,6 +962,83 @@ fn u32_bytes(v: &[u32]) -> &[u8] {
 fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
     // SAFETY: u32 storage viewed as bytes.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// A fold kernel of the grouped plan: each of a group's `g` work items folds its own
+/// contiguous `chunk` of the `n` elements, then the group combines its items' results through
+/// shared memory, neighbours first (strides 1, 2, 4, ...), so the order of `op` is kept; work
+/// item 0 stores the group's result at the group's index of each `partial` buffer. `inputs`
+/// declares the input buffers and `element` hands the values of element `i` to its sink (or
+/// nothing, for an element filtered out).
+fn grouped_fold_kernel(
+    name: &str,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+    g: u32,
+    inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
+    element: &dyn Fn(&[Memory], Val<u32>, &mut dyn FnMut(Vec<AnyVal>)),
+) -> Result<Kernel> {
+    let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+    Ok(Kernel::build(name, |k| {
+        let cols = inputs(k);
+        let outs: Vec<Memory> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
+            .collect();
+        let tiles: Vec<Memory> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g)))
+            .collect();
+        let n = k.value::<u32>("n");
+        let chunk = k.value::<u32>("chunk");
+        let (start, end) = chunk_range(n, chunk);
+        let acc: Vec<AnyVar> = identity
+            .iter()
+            .enumerate()
+            .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
+            .collect();
+        for_range(start, end, |i| {
+            element(&cols, i, &mut |vals| fold_into(&acc, vals, op))
+        });
+        let l = local_id(Axis::X);
+        for (t, a) in tiles.iter().zip(&acc) {
+            store_dyn(*t, l, &a.get());
+        }
+        barrier();
+        let stride = Var::new("stride", 1u32);
+        loop_(|| {
+            if_then(stride.get().ge(g), break_);
+            let s = stride.get();
+            if_then((l & (s * 2u32 - 1u32)).eq(0u32), || {
+                let mine = tiles
+                    .iter()
+                    .zip(&types)
+                    .map(|(t, ty)| load_dyn(*t, l, Type::Scalar(*ty)))
+                    .collect();
+                let next = tiles
+                    .iter()
+                    .zip(&types)
+                    .map(|(t, ty)| load_dyn(*t, l + s, Type::Scalar(*ty)))
+                    .collect();
+                for (t, v) in tiles.iter().zip(op(mine, next)) {
+                    store_dyn(*t, l, &v);
+                }
+            });
+            barrier();
+            stride.set(s * 2u32);
+        });
+        if_then(l.eq(0u32), || {
+            for ((o, t), ty) in outs.iter().zip(&tiles).zip(&types) {
+                store_dyn(
+                    *o,
+                    group_id(Axis::X),
+                    &load_dyn(*t, lit(0u32), Type::Scalar(*ty)),
+                );
+            }
+        });
+    })?)
 }
 
 /// What [`Query::prepare`] found: how many elements a materialization writes, and the

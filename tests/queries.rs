@@ -556,3 +556,40 @@ fn grouped_plan_reductions_match_plain_loops() {
         );
     });
 }
+
+/// A grouped reduction over more elements than two levels of groups cover (each group folds
+/// 16 elements per work item), so partial results are folded on the device level by level,
+/// in input order.
+#[test]
+fn grouped_reductions_fold_partials_level_by_level_in_order() {
+    every_backend(|| {
+        let c = ctx();
+        c.set_plan_shape(kiln::PlanShape::Grouped);
+        let most = c.device().max_group_size.clamp(1, 256);
+        let per_group = 16usize << (31 - most.leading_zeros());
+        let n = per_group * per_group + 3 * per_group + 5;
+        let us: Vec<u32> = (0..n as u32).map(|i| i % 251).collect();
+        let launches = c.stats().launches;
+        let hash = c
+            .from(&us)
+            .map(|x| (x.cast::<u64>(), kiln::ir::lit(1_000_003u64)))
+            .fold((0u64, 1u64), |(ah, ap), (bh, bp)| (ah * bp + bh, ap * bp))
+            .unwrap();
+        let want = us.iter().fold((0u64, 1u64), |(h, p), &x| {
+            (
+                h.wrapping_mul(1_000_003).wrapping_add(x as u64),
+                p.wrapping_mul(1_000_003),
+            )
+        });
+        assert_eq!(hash, want, "n={n}");
+        assert_eq!(
+            c.stats().launches - launches,
+            3,
+            "the elements, their {} partials, and those partials' 2",
+            n.div_ceil(per_group)
+        );
+        let b = c.upload(&us).unwrap();
+        let sum = c.from_buffer(&b).map(|x| x.cast::<u64>()).sum().unwrap();
+        assert_eq!(sum, us.iter().map(|&x| x as u64).sum::<u64>());
+    });
+}

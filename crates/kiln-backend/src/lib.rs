@@ -289,7 +289,9 @@ pub trait Backend: Send + Sync {
     /// CPU backend). Fails with `Unsupported` when the writer cannot express the kernel.
     fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError>;
 
-    /// Allocates `bytes` of zeroed device memory. Fails with `OutOfMemory`.
+    /// Allocates `bytes` of device memory. Its contents are unspecified until written (kiln
+    /// fills every allocation whole, by an upload, a copy or a kernel, before anything reads
+    /// it), so no backend spends a pass zeroing it. Fails with `OutOfMemory`.
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError>;
 
     /// Copies `data` into the start of `mem` (waiting for earlier launches). Fails when `mem`

@@ -118,23 +118,6 @@ impl CudaBackend {
         }
     }
 
-    /// `bytes` of device memory (contents undefined); `OutOfMemory` when the device refuses.
-    fn raw_alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, BackendError> {
-        let oom = |reason: String| BackendError::OutOfMemory {
-            backend: BackendKind::Cuda,
-            bytes: bytes as u64,
-            reason,
-        };
-        if bytes as u64 > self.info.max_buffer_bytes {
-            return Err(oom(format!(
-                "{} has {} bytes of memory",
-                self.info.name, self.info.max_buffer_bytes
-            )));
-        }
-        // SAFETY: u8 has no invalid bit patterns; callers fill or zero the memory.
-        unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| oom(e.to_string()))
-    }
-
     /// Loads a cubin or PTX (as `self.output` says) as a module and returns the kernel's
     /// function.
     fn load(
@@ -216,14 +199,21 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        let mut slice = self.raw_alloc(bytes)?;
-        self.stream
-            .memset_zeros(&mut slice)
-            .map_err(|e| BackendError::OutOfMemory {
-                backend: BackendKind::Cuda,
-                bytes: bytes as u64,
-                reason: format!("zeroing: {e}"),
-            })?;
+        let oom = |reason: String| BackendError::OutOfMemory {
+            backend: BackendKind::Cuda,
+            bytes: bytes as u64,
+            reason,
+        };
+        if bytes as u64 > self.info.max_buffer_bytes {
+            return Err(oom(format!(
+                "{} has {} bytes of memory",
+                self.info.name, self.info.max_buffer_bytes
+            )));
+        }
+        // SAFETY: u8 has no invalid bit patterns, and the memory is read only through driver
+        // copies and kernels, after kiln has filled it.
+        let slice =
+            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| oom(e.to_string()))?;
         Ok(Arc::new(CudaMemory { slice, bytes }))
     }
 

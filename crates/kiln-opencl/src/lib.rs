@@ -168,20 +168,7 @@ impl Backend for OpenClBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        let mut buf = self.shared.create_buffer(bytes)?;
-        let oom = |reason: String| BackendError::OutOfMemory {
-            backend: BackendKind::OpenCl,
-            bytes: bytes as u64,
-            reason,
-        };
-        let zeros = vec![0u8; bytes.max(1)];
-        // SAFETY: blocking write of a live host slice into a buffer of the same size.
-        unsafe {
-            self.shared
-                .queue
-                .enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, &zeros, &[])
-        }
-        .map_err(|e| oom(e.to_string()))?;
+        let buf = self.shared.create_buffer(bytes)?;
         Ok(Arc::new(ClMemory { buf, bytes }))
     }
 
