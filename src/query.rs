@@ -2,11 +2,12 @@
 //! into one element function; the terminal decides the kernels around it:
 //!
 //! * `to_vec` without a filter: one kernel writes every element.
-//! * `to_vec` with a filter: count per group, scan of the counts, ordered scatter (the output
-//!   keeps the input order).
+//! * `to_vec` with a filter: a count per group, an exclusive scan of the counts on the host,
+//!   then an ordered scatter (the output keeps the input order).
 //! * reductions (`sum`, `fold`, `min`, ...): each group folds its chunk into one partial (four
 //!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
-//!   one work item folds the partials. Extra memory is one value per group.
+//!   one work item folds the partials; the grouped plan instead folds the partials with groups
+//!   again, level by level, until one is left. Extra memory is one value per group.
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
 //! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
@@ -34,6 +35,8 @@ pub const MAX_LEN: usize = i32::MAX as usize;
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+/// Hands the values of element `i` of the input buffers to the sink (nothing when filtered out).
+type ElementFn<'b> = &'b dyn Fn(&[Memory], Val<u32>, &mut dyn FnMut(Vec<AnyVal>));
 
 enum Stage<'a> {
     Map(MapFn<'a>),
@@ -615,8 +618,9 @@ impl<'a, T: Row> Query<'a, T> {
         })?)
     }
 
-    /// The three kernels of an ordered filter: count per chunk, scan of counts, scatter.
-    fn filter_kernels(&self) -> Result<[Kernel; 3]> {
+    /// The two kernels of an ordered filter: count per chunk, then (after the host scans the
+    /// counts into offsets) scatter.
+    fn filter_kernels(&self) -> Result<[Kernel; 2]> {
         let count = Kernel::build("query_filter_count", |k| {
             let cols = self.declare_inputs(k);
             let counts = k.buffer::<u32>("counts", Access::Write);
@@ -628,17 +632,6 @@ impl<'a, T: Row> Query<'a, T> {
                 self.element(&cols, i, &mut |_| c.set(c.get() + 1u32))
             });
             counts.store(global_id(Axis::X), c.get());
-        })?;
-        let scan = Kernel::build("query_filter_scan", |k| {
-            let counts = k.buffer::<u32>("counts", Access::Read);
-            let offsets = k.buffer::<u32>("offsets", Access::Write);
-            let total = k.buffer::<u32>("total", Access::Write);
-            let acc = Var::new("acc", 0u32);
-            for_range(0u32, counts.len(), |g| {
-                offsets.store(g, acc.get());
-                acc.set(acc.get() + counts.load(g));
-            });
-            total.store(0u32, acc.get());
         })?;
         let scatter = Kernel::build("query_filter_scatter", |k| {
             let cols = self.declare_inputs(k);
@@ -662,7 +655,7 @@ impl<'a, T: Row> Query<'a, T> {
                 })
             });
         })?;
-        Ok([count, scan, scatter])
+        Ok([count, scatter])
     }
 
     /// Folds all elements with the associative `op`, starting from `identity` (which must be
@@ -709,8 +702,8 @@ impl<'a, T: Row> Query<'a, T> {
         })
     }
 
-    /// Runs the element function and counts what it keeps: with a filter, the count and scan
-    /// kernels; without one, nothing.
+    /// Runs the element function and counts what it keeps: with a filter, the count kernel and
+    /// the scan of its counts into each group's offset; without one, nothing.
     fn prepare(&self) -> Result<Materialize> {
         let n = self.len;
         if !self.has_filter() {
@@ -720,7 +713,7 @@ impl<'a, T: Row> Query<'a, T> {
                 group: None,
             });
         }
-        let [chunked_count, scan, _] = self.filter_kernels()?;
+        let [chunked_count, _] = self.filter_kernels()?;
         let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
             .then(|| grouped_size(self.ctx.device().max_group_size));
         let (count, groups, grid, per_item) = match group {
@@ -755,17 +748,19 @@ impl<'a, T: Row> Query<'a, T> {
         args.push(value_bytes(per_item));
         self.ctx.launch_ir(&count, &grid, &mut args)?;
         drop(args);
-        let mut offsets = vec![0u32; groups as usize];
-        let mut total = [0u32; 1];
-        let mut args = vec![
-            LaunchArg::Read(u32_bytes(&counts)),
-            LaunchArg::ReadWrite(u32_bytes_mut(&mut offsets)),
-            LaunchArg::ReadWrite(u32_bytes_mut(&mut total)),
-        ];
-        self.ctx.launch_ir(&scan, &Grid::linear(1, 1), &mut args)?;
-        drop(args);
+        // One count per group, and the total sizes the output on the host anyway: the
+        // exclusive scan is a host loop, not a kernel one work item would run serially.
+        let mut total = 0u32;
+        let offsets = counts
+            .iter()
+            .map(|&c| {
+                let offset = total;
+                total += c;
+                offset
+            })
+            .collect();
         Ok(Materialize {
-            selected: total[0] as usize,
+            selected: total as usize,
             offsets: Some(offsets),
             group,
         })
@@ -839,7 +834,7 @@ impl<'a, T: Row> Query<'a, T> {
                         ITEM_CHUNK,
                     ),
                     None => {
-                        let [_, _, scatter] = self.filter_kernels()?;
+                        let [_, scatter] = self.filter_kernels()?;
                         (scatter, Grid::linear(groups_for(n), 1), CHUNK)
                     }
                 };
@@ -976,7 +971,7 @@ fn grouped_fold_kernel(
     op: CombineFn<'_>,
     g: u32,
     inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
-    element: &dyn Fn(&[Memory], Val<u32>, &mut dyn FnMut(Vec<AnyVal>)),
+    element: ElementFn<'_>,
 ) -> Result<Kernel> {
     let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
     Ok(Kernel::build(name, |k| {
