@@ -35,6 +35,16 @@ pub const MAX_LEN: usize = i32::MAX as usize;
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+/// Whether a reduction must combine its elements in input order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// `op` may not be commutative (a user's `fold`): every partial covers a contiguous run.
+    Kept,
+    /// `op` is commutative (every built-in reduction), so work items may take interleaved
+    /// elements; the result is still the same on every run of the same plan.
+    Any,
+}
+
 /// Hands the values of element `i` of the input buffers to the sink (nothing when filtered out).
 type ElementFn<'b> = &'b dyn Fn(&[Memory], Val<u32>, &mut dyn FnMut(Vec<AnyVal>));
 
@@ -381,12 +391,14 @@ impl<'a, T> Query<'a, T> {
         identity: &[ScalarValue],
         op: CombineFn<'_>,
         project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
         g: u32,
     ) -> Result<Kernel> {
         grouped_fold_kernel(
             name,
             identity,
             op,
+            order,
             g,
             &|k| self.declare_inputs(k),
             &|cols, i, sink| self.element(cols, i, &mut |vals| sink(project(vals))),
@@ -398,6 +410,7 @@ impl<'a, T> Query<'a, T> {
         mut self,
         identity: Vec<ScalarValue>,
         op: CombineFn<'_>,
+        order: Order,
     ) -> Result<Vec<ScalarValue>> {
         let _span = tracing::debug_span!(
             "plan",
@@ -419,8 +432,14 @@ impl<'a, T> Query<'a, T> {
         let result = match self.ctx.effective_plan_shape() {
             PlanShape::Grouped => {
                 let g = grouped_size(self.ctx.device().max_group_size);
-                let kernel =
-                    self.grouped_reduce_kernel("query_reduce_grouped", &identity, op, &|v| v, g)?;
+                let kernel = self.grouped_reduce_kernel(
+                    "query_reduce_grouped",
+                    &identity,
+                    op,
+                    &|v| v,
+                    order,
+                    g,
+                )?;
                 let mut groups = grouped_groups(self.len, g);
                 let mut partials = alloc(groups)?;
                 let mut args = self.input_args();
@@ -434,6 +453,7 @@ impl<'a, T> Query<'a, T> {
                         "query_reduce_combine",
                         &identity,
                         op,
+                        order,
                         g,
                         &|k| {
                             types
@@ -675,7 +695,7 @@ impl<'a, T: Row> Query<'a, T> {
             op(a, b).into_handles(&mut out);
             out
         };
-        let vals = self.reduce_values(id, &combine)?;
+        let vals = self.reduce_values(id, &combine, Order::Kept)?;
         Ok(T::from_values(&mut vals.into_iter()))
     }
 
@@ -727,6 +747,7 @@ impl<'a, T: Row> Query<'a, T> {
                         &[ScalarValue::U32(0)],
                         add,
                         &ones,
+                        Order::Any,
                         g,
                     )?,
                     groups,
@@ -767,8 +788,8 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// The grouped plan's ordered scatter: each work item counts what it keeps of its range,
-    /// the group turns the counts into offsets in shared memory, and each item writes its
-    /// kept elements from its offset on.
+    /// the group scans the counts into offsets in shared memory (log2(g) steps), and each item
+    /// writes its kept elements from its offset on.
     fn grouped_scatter_kernel(&self, g: u32) -> Result<Kernel> {
         Ok(Kernel::build("query_filter_scatter_grouped", |k| {
             let cols = self.declare_inputs(k);
@@ -789,16 +810,23 @@ impl<'a, T: Row> Query<'a, T> {
             });
             item_counts.store(l, kept.get());
             barrier();
-            if_then(l.eq(0u32), || {
-                let run = Var::new("run", 0u32);
-                for_range(0u32, g, |j| {
-                    let c = item_counts.load(j);
-                    item_counts.store(j, run.get());
-                    run.set(run.get() + c);
-                });
+            // Inclusive scan of the items' counts in log2(g) steps: at each stride every item
+            // adds the running count `stride` places before it.
+            let stride = Var::new("stride", 1u32);
+            loop_(|| {
+                if_then(stride.get().ge(g), break_);
+                let s = stride.get();
+                let before = Var::new("before", 0u32);
+                if_then(l.ge(s), || before.set(item_counts.load(l - s)));
+                barrier();
+                item_counts.store(l, item_counts.load(l) + before.get());
+                barrier();
+                stride.set(s * 2u32);
             });
-            barrier();
-            let pos = Var::new("pos", offsets.load(group_id(Axis::X)) + item_counts.load(l));
+            let pos = Var::new(
+                "pos",
+                offsets.load(group_id(Axis::X)) + item_counts.load(l) - kept.get(),
+            );
             for_range(start, end, |i| {
                 self.element(&cols, i, &mut |vals| {
                     let p = pos.get();
@@ -850,27 +878,33 @@ impl<'a, T: Row> Query<'a, T> {
     /// Number of elements (after filters).
     pub fn count(self) -> Result<usize> {
         let q = self.map_erased(|_| vec![lit_value(ScalarValue::U32(1))]);
-        let v = q.reduce_values(vec![ScalarValue::U32(0)], &|a, b| {
-            vec![bin(BinaryOp::Add, &a[0], &b[0])]
-        })?;
+        let v = q.reduce_values(
+            vec![ScalarValue::U32(0)],
+            &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])],
+            Order::Any,
+        )?;
         Ok(v[0].to_bits() as usize)
     }
 
     /// True if `pred` holds for some element (false when empty).
     pub fn any<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
         let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
-        let v = q.reduce_values(vec![ScalarValue::Bool(false)], &|a, b| {
-            vec![bin(BinaryOp::Or, &a[0], &b[0])]
-        })?;
+        let v = q.reduce_values(
+            vec![ScalarValue::Bool(false)],
+            &|a, b| vec![bin(BinaryOp::Or, &a[0], &b[0])],
+            Order::Any,
+        )?;
         Ok(v[0] == ScalarValue::Bool(true))
     }
 
     /// True if `pred` holds for every element (true when empty).
     pub fn all<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
         let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
-        let v = q.reduce_values(vec![ScalarValue::Bool(true)], &|a, b| {
-            vec![bin(BinaryOp::And, &a[0], &b[0])]
-        })?;
+        let v = q.reduce_values(
+            vec![ScalarValue::Bool(true)],
+            &|a, b| vec![bin(BinaryOp::And, &a[0], &b[0])],
+            Order::Any,
+        )?;
         Ok(v[0] == ScalarValue::Bool(true))
     }
 
@@ -959,16 +993,20 @@ fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
 }
 
-/// A fold kernel of the grouped plan: each of a group's `g` work items folds its own
-/// contiguous `chunk` of the `n` elements, then the group combines its items' results through
-/// shared memory, neighbours first (strides 1, 2, 4, ...), so the order of `op` is kept; work
-/// item 0 stores the group's result at the group's index of each `partial` buffer. `inputs`
-/// declares the input buffers and `element` hands the values of element `i` to its sink (or
-/// nothing, for an element filtered out).
+/// A fold kernel of the grouped plan: each group folds `g * chunk` consecutive elements of the
+/// `n`. Each of its `g` work items folds `chunk` of them: with [`Order::Kept`] a contiguous
+/// run, so the order of `op` is kept; with [`Order::Any`] every `g`-th element from its own
+/// position in the group's range, so neighbouring work items read neighbouring elements, the
+/// access a GPU coalesces into whole memory transactions. The group then combines its items'
+/// results through shared memory, neighbours first (strides 1, 2, 4, ...), and work item 0
+/// stores the group's result at the group's index of each `partial` buffer. `inputs` declares
+/// the input buffers and `element` hands the values of element `i` to its sink (or nothing,
+/// for an element filtered out).
 fn grouped_fold_kernel(
     name: &str,
     identity: &[ScalarValue],
     op: CombineFn<'_>,
+    order: Order,
     g: u32,
     inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
     element: ElementFn<'_>,
@@ -988,16 +1026,24 @@ fn grouped_fold_kernel(
             .collect();
         let n = k.value::<u32>("n");
         let chunk = k.value::<u32>("chunk");
-        let (start, end) = chunk_range(n, chunk);
         let acc: Vec<AnyVar> = identity
             .iter()
             .enumerate()
             .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
             .collect();
-        for_range(start, end, |i| {
-            element(&cols, i, &mut |vals| fold_into(&acc, vals, op))
-        });
         let l = local_id(Axis::X);
+        let fold = |i| element(&cols, i, &mut |vals| fold_into(&acc, vals, op));
+        match order {
+            Order::Kept => {
+                let (start, end) = chunk_range(n, chunk);
+                for_range(start, end, fold);
+            }
+            Order::Any => {
+                let base = group_id(Axis::X) * (chunk * g);
+                let end = (base + chunk * g).min(n);
+                for_range_step(base + l, end, lit(g), fold);
+            }
+        }
         for (t, a) in tiles.iter().zip(&acc) {
             store_dyn(*t, l, &a.get());
         }
@@ -1072,9 +1118,11 @@ struct ErasedRow;
 impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// Sum of the elements (wrapping for integers; 0 when empty).
     pub fn sum(self) -> Result<T> {
-        let v = self.reduce_values(vec![ScalarValue::zero(T::TYPE)], &|a, b| {
-            vec![bin(BinaryOp::Add, &a[0], &b[0])]
-        })?;
+        let v = self.reduce_values(
+            vec![ScalarValue::zero(T::TYPE)],
+            &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])],
+            Order::Any,
+        )?;
         Ok(T::from_bits(v[0].to_bits()))
     }
 
@@ -1088,7 +1136,11 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
                 _ => 1,
             },
         );
-        let v = self.reduce_values(vec![one], &|a, b| vec![bin(BinaryOp::Mul, &a[0], &b[0])])?;
+        let v = self.reduce_values(
+            vec![one],
+            &|a, b| vec![bin(BinaryOp::Mul, &a[0], &b[0])],
+            Order::Any,
+        )?;
         Ok(T::from_bits(v[0].to_bits()))
     }
 
@@ -1115,9 +1167,11 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         };
         let fun = if max { MathFn::Max } else { MathFn::Min };
         let q = self.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
-        let v = q.reduce_values(vec![identity, ScalarValue::U32(0)], &|a, b| {
-            vec![math2(fun, &a[0], &b[0]), bin(BinaryOp::Add, &a[1], &b[1])]
-        })?;
+        let v = q.reduce_values(
+            vec![identity, ScalarValue::U32(0)],
+            &|a, b| vec![math2(fun, &a[0], &b[0]), bin(BinaryOp::Add, &a[1], &b[1])],
+            Order::Any,
+        )?;
         Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
     }
 
@@ -1144,12 +1198,16 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             );
             vec![x, lit_value(ScalarValue::U32(1))]
         });
-        let v = q.reduce_values(vec![ScalarValue::F64(0.0), ScalarValue::U32(0)], &|a, b| {
-            vec![
-                bin(BinaryOp::Add, &a[0], &b[0]),
-                bin(BinaryOp::Add, &a[1], &b[1]),
-            ]
-        })?;
+        let v = q.reduce_values(
+            vec![ScalarValue::F64(0.0), ScalarValue::U32(0)],
+            &|a, b| {
+                vec![
+                    bin(BinaryOp::Add, &a[0], &b[0]),
+                    bin(BinaryOp::Add, &a[1], &b[1]),
+                ]
+            },
+            Order::Any,
+        )?;
         let n = v[1].to_bits();
         Ok((n != 0).then(|| f64::from_bits(v[0].to_bits()) / n as f64))
     }
@@ -1179,7 +1237,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             let c = take_b.erase();
             vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
         };
-        let v = q.reduce_values(vec![none, ScalarValue::zero(T::TYPE)], &better)?;
+        let v = q.reduce_values(vec![none, ScalarValue::zero(T::TYPE)], &better, Order::Any)?;
         let i = v[0].to_bits() as u32;
         Ok((i != u32::MAX).then_some(i as usize))
     }
