@@ -4,6 +4,10 @@
 //! over a [`Grid`] with [`LaunchArg`]s. The query layer and the runtime talk to backends only
 //! through [`Backend`], so adding a backend touches nothing else.
 
+mod pool;
+
+pub use pool::{pool_capacity, MemoryPool};
+
 use kiln_ir::{IrType, Kernel};
 use std::mem::MaybeUninit;
 use std::sync::Arc;

@@ -18,7 +18,7 @@ use kiln_ir::{print_kernel, Kernel};
 use lower::*;
 use mathlib::MathImports;
 use rayon::prelude::*;
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::sync::{Arc, Mutex};
 
 /// Largest number of work items per group the CPU backend launches.
@@ -33,6 +33,7 @@ struct Jit {
 /// The CPU device: a Cranelift JIT module and rayon's global thread pool.
 pub struct CpuBackend {
     info: DeviceInfo,
+    pool: Arc<MemoryPool<Words>>,
     jit: Mutex<Jit>,
 }
 
@@ -90,6 +91,7 @@ impl CpuBackend {
             },
         };
         Ok(CpuBackend {
+            pool: Arc::new(MemoryPool::new(pool_capacity(info.memory_bytes))),
             info,
             jit: Mutex::new(Jit {
                 module,
@@ -125,30 +127,20 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        use std::cell::UnsafeCell;
         let words = bytes.div_ceil(8);
-        let oom = |reason: String| BackendError::OutOfMemory {
-            backend: BackendKind::Cpu,
-            bytes: bytes as u64,
-            reason,
+        let words = match self.pool.take(words * 8) {
+            Some(kept) => kept,
+            None => new_words(words).ok_or_else(|| BackendError::OutOfMemory {
+                backend: BackendKind::Cpu,
+                bytes: bytes as u64,
+                reason: "the allocator refused".into(),
+            })?,
         };
-        let words: Box<[UnsafeCell<u64>]> = if words == 0 {
-            Box::new([])
-        } else {
-            let layout = std::alloc::Layout::array::<u64>(words).map_err(|e| oom(e.to_string()))?;
-            // Zeroed pages from the allocator (fresh ones are mapped lazily), so the zeroing
-            // is not a single-threaded pass over the memory: the first kernel touching it
-            // faults pages in on every thread.
-            // SAFETY: the layout has a non-zero size.
-            let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut UnsafeCell<u64>;
-            if ptr.is_null() {
-                return Err(oom("the allocator refused".into()));
-            }
-            // SAFETY: `ptr` holds `words` zeroed u64s (UnsafeCell<u64> has u64's layout) from
-            // the global allocator with this layout, which is what Box frees with.
-            unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) }
-        };
-        Ok(Arc::new(HostMemory { words, bytes }))
+        Ok(Arc::new(HostMemory {
+            words,
+            bytes,
+            pool: self.pool.clone(),
+        }))
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -257,10 +249,43 @@ impl Backend for CpuBackend {
 
 type KernelFn = unsafe extern "C" fn(*const u64);
 
-/// CPU "device" memory: a zeroed host allocation that kernels read and write in place.
+/// The storage of CPU device memory: whole 8-byte words, so every element is aligned.
+type Words = Box<[UnsafeCell<u64>]>;
+
+/// `words` zeroed words, or `None` when the allocator refuses. The zeroed pages come from the
+/// allocator (fresh ones are mapped lazily), so there is no single-threaded zeroing pass: the
+/// first kernel touching them faults pages in on every thread.
+fn new_words(words: usize) -> Option<Words> {
+    if words == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<u64>(words).ok()?;
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut UnsafeCell<u64>;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` holds `words` zeroed u64s (UnsafeCell<u64> has u64's layout) from the
+    // global allocator with this layout, which is what Box frees with.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
+}
+
+/// CPU "device" memory: a host allocation that kernels read and write in place. New memory is
+/// zeroed; reused memory holds what was last written to it. Dropped, its words go back to the
+/// backend's pool.
 struct HostMemory {
-    words: Box<[std::cell::UnsafeCell<u64>]>,
+    words: Words,
     bytes: usize,
+    pool: Arc<MemoryPool<Words>>,
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        let words = std::mem::take(&mut self.words);
+        if !words.is_empty() {
+            self.pool.keep(words.len() * 8, words);
+        }
+    }
 }
 
 // SAFETY: the memory is only written by kernels (whose work items write disjoint elements or

@@ -16,6 +16,7 @@ use opencl3::kernel::Kernel as ClKernel;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 /// Build options: correctly rounded single-precision divide and square root, so results match
@@ -29,11 +30,14 @@ struct Shared {
     context: Context,
     queue: CommandQueue,
     info: DeviceInfo,
+    /// Freed buffers, for reuse by later allocations and launches.
+    pool: MemoryPool<Buffer<u8>>,
 }
 
 impl Shared {
-    /// A new device buffer of `bytes` (at least one byte; contents undefined). Fails with
-    /// `OutOfMemory` above the device's largest buffer or when the driver refuses.
+    /// A device buffer of `bytes` (at least one byte; contents undefined): a pooled one of that
+    /// size, or a new one. Fails with `OutOfMemory` above the device's largest buffer or when
+    /// the driver refuses.
     fn create_buffer(&self, bytes: usize) -> Result<Buffer<u8>, BackendError> {
         let oom = |reason: String| BackendError::OutOfMemory {
             backend: BackendKind::OpenCl,
@@ -45,6 +49,9 @@ impl Shared {
                 "{} allows {} bytes per buffer",
                 self.info.name, self.info.max_buffer_bytes
             )));
+        }
+        if let Some(kept) = self.pool.take(bytes.max(1)) {
+            return Ok(kept);
         }
         // SAFETY: a fresh device buffer of at least one byte, no host pointer.
         unsafe {
@@ -142,6 +149,7 @@ impl OpenClBackend {
             shared: Arc::new(Shared {
                 context,
                 queue,
+                pool: MemoryPool::new(pool_capacity(info.memory_bytes)),
                 info,
             }),
             version,
@@ -169,7 +177,11 @@ impl Backend for OpenClBackend {
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
-        Ok(Arc::new(ClMemory { buf, bytes }))
+        Ok(Arc::new(ClMemory {
+            buf: ManuallyDrop::new(buf),
+            bytes,
+            shared: self.shared.clone(),
+        }))
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -392,7 +404,8 @@ impl CompiledKernel for OpenClKernel {
         check_shared_bytes(info, shape.shared_bytes(k).0, "at C element sizes")?;
         let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
         let queue = &self.shared.queue;
-        let mut buffers: Vec<Option<Buffer<u8>>> = Vec::new();
+        // Host arguments' device copies, with their sizes, for the pool after the launch.
+        let mut buffers: Vec<Option<(usize, Buffer<u8>)>> = Vec::new();
         let mut arg = 0u32;
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
@@ -431,7 +444,7 @@ impl CompiledKernel for OpenClKernel {
                             .map_err(|e| self.launch_err("setting a length argument", e))?;
                     }
                     arg += 2;
-                    buffers.push(Some(buf));
+                    buffers.push(Some((a.byte_len().max(1), buf)));
                 }
                 (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
                     for (s, off) in t.flatten() {
@@ -490,7 +503,7 @@ impl CompiledKernel for OpenClKernel {
             .map_err(|e| self.launch_err("enqueueing the kernel", e))?;
         }
         for (a, buf) in args.iter_mut().zip(&buffers) {
-            let Some(buf) = buf else { continue };
+            let Some((_, buf)) = buf else { continue };
             let Some(host) = a.host_output() else {
                 continue;
             };
@@ -506,20 +519,30 @@ impl CompiledKernel for OpenClKernel {
         if host_outputs {
             queue.finish().map_err(|e| self.launch_err("running", e))?;
         }
+        // The queue is in order, so a later command reusing one of these runs after this
+        // launch.
+        for (bytes, buf) in buffers.into_iter().flatten() {
+            self.shared.pool.keep(bytes, buf);
+        }
         Ok(())
     }
 }
 
-/// OpenCL device memory.
+/// OpenCL device memory; dropped, its buffer goes back to the backend's pool.
 struct ClMemory {
-    buf: Buffer<u8>,
+    buf: ManuallyDrop<Buffer<u8>>,
     bytes: usize,
+    shared: Arc<Shared>,
 }
 
-// SAFETY: a cl_mem handle may be used from any thread; kiln serializes commands on one queue.
-unsafe impl Send for ClMemory {}
-// SAFETY: as above.
-unsafe impl Sync for ClMemory {}
+impl Drop for ClMemory {
+    fn drop(&mut self) {
+        // SAFETY: `buf` is not used again after this.
+        let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
+        // The queue is in order: a command reusing the buffer runs after every earlier one.
+        self.shared.pool.keep(self.bytes.max(1), buf);
+    }
+}
 
 impl DeviceMemory for ClMemory {
     fn byte_len(&self) -> usize {
