@@ -1300,3 +1300,51 @@ fn reading_a_struct_field_as_the_wrong_type_is_a_build_error() {
     .unwrap_err();
     assert!(e.to_string().contains("`Particle` has no field 7"), "{e}");
 }
+
+/// Two dynamic shared arrays of different element sizes (u8 then f64) around a static one:
+/// each gets its own storage, aligned for its type, on every backend (CUDA places them in one
+/// extern array at 16-byte boundaries).
+#[test]
+fn several_dynamic_shared_arrays_keep_their_own_storage() {
+    every_backend(|| {
+        let k = Kernel::build("two_dynamic_tiles", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<f64>("out", Access::Write);
+            let bytes = k.shared::<u8>("bytes", SharedLen::Dynamic);
+            let fixed = k.shared::<u32>("fixed", SharedLen::Static(64));
+            let halves = k.shared::<f64>("halves", SharedLen::Dynamic);
+            let lid = local_id(Axis::X);
+            let v = x.load(global_id(Axis::X));
+            bytes.store(lid, v.cast::<u8>());
+            fixed.store(lid, v * 3u32);
+            halves.store(lid, v.cast::<f64>() * 0.5);
+            barrier();
+            let j = (lid + 1u32) % group_size(Axis::X);
+            out.store(
+                global_id(Axis::X),
+                bytes.load(j).cast::<f64>() + halves.load(j) + fixed.load(j).cast::<f64>() * 1000.0,
+            );
+        })
+        .unwrap();
+        let group = 61u32;
+        let groups = 5u32;
+        let xs: Vec<u32> = (0..group * groups).map(|i| i * 37 + 200).collect();
+        let mut out = vec![0f64; xs.len()];
+        let mut grid = Grid::linear(groups, group);
+        grid.dynamic_shared = vec![group, group];
+        ctx()
+            .launch_ir(
+                &k,
+                &grid,
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        for (i, got) in out.iter().enumerate() {
+            let g = i / group as usize;
+            let j = g * group as usize + (i % group as usize + 1) % group as usize;
+            let v = xs[j];
+            let want = (v as u8) as f64 + v as f64 * 0.5 + (v * 3) as f64 * 1000.0;
+            assert_eq!(*got, want, "item {i}");
+        }
+    });
+}

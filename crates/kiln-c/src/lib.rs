@@ -78,6 +78,19 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     .kernel(&k)
 }
 
+/// Bytes of dynamic shared memory a CUDA launch of `kernel` needs when its shared arrays have
+/// `lengths` elements (in declaration order; static ones are skipped): each dynamic array
+/// starts at a 16-byte boundary of the one extern array the writer declares.
+pub fn dynamic_shared_bytes(kernel: &Kernel, lengths: &[u32]) -> u64 {
+    kernel
+        .shared
+        .iter()
+        .zip(lengths)
+        .filter(|(s, _)| s.len == SharedLen::Dynamic)
+        .map(|(s, &n)| (n as u64 * s.elem.size() as u64).div_ceil(16) * 16)
+        .sum()
+}
+
 /// The C name of a scalar type in a dialect (register form; `bool` is `bool`).
 pub fn c_type(d: Dialect, s: ScalarType) -> &'static str {
     match (d, s) {
@@ -250,10 +263,8 @@ impl Writer {
                 }
             }
         }
-        let mut dynamic = Vec::new();
         for s in &k.shared {
             if s.len == SharedLen::Dynamic {
-                dynamic.push(s.name.clone());
                 params.push(format!("{} {}_len", self.t(ScalarType::U32), s.name));
                 if self.d == Dialect::OpenCl {
                     params.push(format!("__local uchar* {}_mem", s.name));
@@ -293,11 +304,7 @@ impl Writer {
                     out += "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n";
                 }
             }
-            Dialect::Cuda => {
-                if dynamic.len() > 1 {
-                    return err("CUDA kernels support one dynamic shared array");
-                }
-            }
+            Dialect::Cuda => {}
         }
         for h in &self.helpers {
             out += h;
@@ -313,6 +320,12 @@ impl Writer {
     }
 
     fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
+        let dynamic = k
+            .shared
+            .iter()
+            .filter(|s| s.len == SharedLen::Dynamic)
+            .count();
+        let mut placed = 0;
         for s in &k.shared {
             for (sc, _) in s.elem.flatten() {
                 self.note_type(sc);
@@ -347,12 +360,37 @@ impl Writer {
                         s.name, s.name
                     );
                 }
-                (SharedLen::Dynamic, Dialect::Cuda) => {
+                (SharedLen::Dynamic, Dialect::Cuda) if dynamic == 1 => {
                     let _ = writeln!(
                         out,
                         "  extern __shared__ unsigned long long kiln_dynamic_shared[];"
                     );
                     let _ = writeln!(out, "  {ty}* {} = ({ty}*)kiln_dynamic_shared;", s.name);
+                }
+                (SharedLen::Dynamic, Dialect::Cuda) => {
+                    // One extern array holds them all, each at the next 16-byte boundary
+                    // (the layout `dynamic_shared_bytes` counts).
+                    if placed == 0 {
+                        let _ = writeln!(
+                            out,
+                            "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  \
+                             unsigned long long kiln_shared_at = 0ull;"
+                        );
+                    }
+                    let _ = writeln!(
+                        out,
+                        "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
+                        s.name
+                    );
+                    placed += 1;
+                    if placed < dynamic {
+                        let _ = writeln!(
+                            out,
+                            "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
+                            s.name,
+                            s.elem.size()
+                        );
+                    }
                 }
             }
         }
@@ -1651,5 +1689,23 @@ fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {
             .get(i as usize)
             .map(|s| (s.name.clone(), s.elem.clone()))
             .ok_or_else(|| WriteError(format!("no shared array {i}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_shared_arrays_are_counted_at_16_byte_boundaries() {
+        let k = Kernel::build("tiles", |k| {
+            let _ = k.shared::<u8>("bytes", SharedLen::Dynamic);
+            let _ = k.shared::<u32>("fixed", SharedLen::Static(100));
+            let _ = k.shared::<f64>("halves", SharedLen::Dynamic);
+        })
+        .unwrap();
+        // 61 bytes take 64; 61 doubles (488 bytes) take 496; the static array is not counted.
+        assert_eq!(dynamic_shared_bytes(&k, &[61, 100, 61]), 64 + 496);
+        assert_eq!(dynamic_shared_bytes(&k, &[0, 100, 2]), 16);
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::{write_cuda, Nvrtc, Output, NVRTC_OPTIONS};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
@@ -28,6 +29,8 @@ fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
+    /// Shared bytes per group without opting in (48 KiB); `info` gives the opt-in limit.
+    default_shared_bytes: u64,
     nvrtc: Nvrtc,
     /// What NVRTC compiles for: `sm_XX` with a cubin, or `compute_XX` with PTX.
     arch: String,
@@ -83,6 +86,8 @@ impl CudaBackend {
             nvrtc.version().1,
             NVRTC_OPTIONS.join(" ")
         );
+        let default_shared_bytes =
+            attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK) as u64;
         let info = DeviceInfo {
             backend: BackendKind::Cuda,
             name,
@@ -91,7 +96,8 @@ impl CudaBackend {
             compute_units: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
             max_group_size: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK).max(1),
             subgroup_size: attr(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE).max(1),
-            max_shared_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK) as u64,
+            max_shared_bytes: default_shared_bytes
+                .max(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as u64),
             max_buffer_bytes: memory,
             features: Features {
                 f64: true,
@@ -102,6 +108,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             stream,
             info,
+            default_shared_bytes,
             nvrtc,
             arch,
             output,
@@ -153,6 +160,7 @@ impl CudaBackend {
             function,
             stream: self.stream.clone(),
             info: self.info.clone(),
+            default_shared_bytes: self.default_shared_bytes,
         }))
     }
 }
@@ -300,6 +308,8 @@ struct CudaKernel {
     function: CudaFunction,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
+    /// Shared bytes per group a kernel may use without opting in to `info.max_shared_bytes`.
+    default_shared_bytes: u64,
 }
 
 /// One kernel argument in the C type the generated signature gives it.
@@ -324,8 +334,23 @@ impl CompiledKernel for CudaKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
-        let (shared_bytes, dynamic_bytes) = shape.shared_bytes(k);
-        check_shared_bytes(&self.info, shared_bytes, "at C element sizes")?;
+        let (all, dynamic) = shape.shared_bytes(k);
+        let dynamic_bytes = kiln_c::dynamic_shared_bytes(k, &shape.shared_lengths);
+        let shared_bytes = all - dynamic + dynamic_bytes;
+        check_shared_bytes(
+            &self.info,
+            shared_bytes,
+            "at C element sizes, each dynamic array at a 16-byte boundary",
+        )?;
+        if shared_bytes > self.default_shared_bytes {
+            // Beyond the default a kernel must opt in to the device's larger limit.
+            self.function
+                .set_attribute(
+                    FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic_bytes as i32,
+                )
+                .map_err(|e| self.err("allowing more than the default shared memory", e))?;
+        }
         let stream = &self.stream;
         // Host arguments get device copies for this launch.
         let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());
