@@ -169,3 +169,31 @@ fn reused_device_memory_never_shows_old_contents() {
         }
     });
 }
+
+/// A context used from threads that did not open it: a download as a thread's first call,
+/// device copies and queries all work there (CUDA must make its context current on each).
+#[test]
+fn a_context_works_from_threads_that_did_not_open_it() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<u32> = (0..10_000).map(|i| i * 3 + 1).collect();
+        let b = c.upload(&xs).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let (c, b, xs) = (&c, &b, &xs);
+                s.spawn(move || {
+                    assert_eq!(&b.download().unwrap(), xs, "thread {t}");
+                    let mut copy = c.upload(&vec![0u32; xs.len()]).unwrap();
+                    copy.copy_from(b).unwrap();
+                    let sum = c
+                        .from_buffer(&copy)
+                        .map(move |x| (x + t).cast::<u64>())
+                        .sum()
+                        .unwrap();
+                    assert_eq!(sum, xs.iter().map(|&x| (x + t) as u64).sum::<u64>());
+                    c.synchronize().unwrap();
+                });
+            }
+        });
+    });
+}

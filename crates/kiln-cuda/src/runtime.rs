@@ -116,6 +116,12 @@ impl CudaBackend {
         })
     }
 
+    /// Makes this device's context current on the calling thread, which the driver calls kiln
+    /// makes directly (copies) need; cudarc's own calls do it themselves.
+    fn bind(&self) -> Result<(), cudarc::driver::DriverError> {
+        self.stream.context().bind_to_thread()
+    }
+
     /// A failed copy or wait, which belongs to no kernel.
     fn copy_err(&self, what: &str, e: impl std::fmt::Display) -> BackendError {
         BackendError::InvalidLaunch {
@@ -241,9 +247,12 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let dst = device_ptr(&m.slice, &self.stream);
-        // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized before
-        // `data` can go away.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst, data, self.stream.cu_stream()) }
+        self.bind()
+            // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized
+            // before `data` can go away.
+            .and_then(|_| unsafe {
+                cudarc::driver::result::memcpy_htod_async(dst, data, self.stream.cu_stream())
+            })
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| self.copy_err("upload", e))
     }
@@ -264,9 +273,12 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let src = device_ptr(&m.slice, &self.stream);
-        // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
-        // `out` is used again.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream()) }
+        self.bind()
+            // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
+            // `out` is used again.
+            .and_then(|_| unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream())
+            })
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| self.copy_err("download", e))
     }
@@ -287,12 +299,13 @@ impl Backend for CudaBackend {
         if bytes == 0 || from == to {
             return Ok(());
         }
-        // SAFETY: both allocations hold at least `bytes` (checked above) and are distinct; the
-        // copy is ordered on the one stream every command uses.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
-        }
-        .map_err(|e| self.copy_err("device copy", e))
+        self.bind()
+            // SAFETY: both allocations hold at least `bytes` (checked above) and are distinct;
+            // the copy is ordered on the one stream every command uses.
+            .and_then(|_| unsafe {
+                cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
+            })
+            .map_err(|e| self.copy_err("device copy", e))
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
@@ -342,6 +355,11 @@ impl CompiledKernel for CudaKernel {
             shared_bytes,
             "at C element sizes, each dynamic array at a 16-byte boundary",
         )?;
+        // The copies below are direct driver calls, which need the context current here.
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| self.err("making the context current", e))?;
         if shared_bytes > self.default_shared_bytes {
             // Beyond the default a kernel must opt in to the device's larger limit.
             self.function
