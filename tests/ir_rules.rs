@@ -1348,3 +1348,56 @@ fn several_dynamic_shared_arrays_keep_their_own_storage() {
         }
     });
 }
+
+/// A group asking for more shared memory than the device reports is an `OutOfMemory` error
+/// naming the backend, on every backend, and the context keeps working.
+#[test]
+fn shared_memory_beyond_the_device_limit_is_a_typed_error() {
+    every_backend(|| {
+        let k = Kernel::build("shared_echo", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::Write);
+            let tile = k.shared::<u32>("tile", SharedLen::Dynamic);
+            let lid = local_id(Axis::X);
+            tile.store(lid, x.load(global_id(Axis::X)) + 1u32);
+            barrier();
+            let j = (lid + 1u32) % group_size(Axis::X);
+            out.store(global_id(Axis::X), tile.load(j));
+        })
+        .unwrap();
+        let c = ctx();
+        let device = c.device();
+        let xs: Vec<u32> = (0..64).collect();
+        let mut out = vec![0u32; 64];
+        let mut grid = Grid::linear(2, 32);
+        let too_many = (device.max_shared_bytes / 4 + 1) as u32;
+        grid.dynamic_shared = vec![too_many];
+        match c.launch_ir(
+            &k,
+            &grid,
+            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+        ) {
+            Err(kiln::Error::Backend(kiln::BackendError::OutOfMemory {
+                backend, bytes, ..
+            })) => {
+                assert_eq!(backend, device.backend);
+                assert!(bytes > device.max_shared_bytes, "{bytes}");
+            }
+            other => panic!(
+                "expected OutOfMemory for {} shared bytes, got {other:?}",
+                too_many as u64 * 4
+            ),
+        }
+        grid.dynamic_shared = vec![32];
+        c.launch_ir(
+            &k,
+            &grid,
+            &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+        )
+        .unwrap();
+        let want: Vec<u32> = (0..64u32)
+            .map(|i| (i / 32) * 32 + (i + 1) % 32 + 1)
+            .collect();
+        assert_eq!(out, want);
+    });
+}

@@ -30,6 +30,9 @@ struct Jit {
     next_id: u64,
 }
 
+/// Shared memory one group may use: each group's arrays live in its thread's scratch space.
+const MAX_SHARED_BYTES: u64 = 64 << 20;
+
 /// The CPU device: a Cranelift JIT module and rayon's global thread pool.
 pub struct CpuBackend {
     info: DeviceInfo,
@@ -82,7 +85,7 @@ impl CpuBackend {
             compute_units: threads,
             max_group_size: MAX_GROUP_SIZE,
             subgroup_size: 1,
-            max_shared_bytes: 64 << 20,
+            max_shared_bytes: MAX_SHARED_BYTES,
             max_buffer_bytes: host_memory_bytes(),
             features: Features {
                 f64: true,
@@ -347,6 +350,16 @@ impl CompiledKernel for CpuKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cpu, k, grid, args, MAX_GROUP_SIZE)?;
+        let shared_bytes = shape.shared_bytes(k).0;
+        if shared_bytes > MAX_SHARED_BYTES {
+            return Err(BackendError::OutOfMemory {
+                backend: BackendKind::Cpu,
+                bytes: shared_bytes,
+                reason: format!(
+                    "the CPU backend allows {MAX_SHARED_BYTES} bytes of shared memory per group"
+                ),
+            });
+        }
         let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
         for (i, a) in args.iter_mut().enumerate() {
             frame[SLOT_PARAMS + 2 * i] = match a {
