@@ -31,6 +31,22 @@ pub enum Error {
         /// what is unsupported and what to do instead
         what: String,
     },
+    /// A 2D view whose rows do not fit its data, or that 32-bit indexing cannot address.
+    #[error("a 2D view of {rows} rows x {cols} columns with stride {stride} needs {need} elements (at most {max}); the data has {len}")]
+    ViewOutOfBounds {
+        /// rows asked for
+        rows: usize,
+        /// columns asked for
+        cols: usize,
+        /// elements from one row to the next
+        stride: usize,
+        /// elements the view spans
+        need: usize,
+        /// elements in the data
+        len: usize,
+        /// largest row, column or stride count kiln's indexing allows
+        max: usize,
+    },
     /// `KILN_BACKEND` names no backend.
     #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu")]
     UnknownBackend(String),

@@ -1080,8 +1080,8 @@ impl<S> Slice2D<S> {
             stride: cols.min(u32::MAX as usize) as u32,
         }
     }
-    /// `rows` rows of `cols` elements, row `r` starting at `r * stride`. Fails when the data
-    /// is shorter than that.
+    /// `rows` rows of `cols` elements, row `r` starting at `r * stride`. Fails with
+    /// `ViewOutOfBounds` when the data is shorter than that or a count exceeds `u32::MAX`.
     pub fn with_stride<T>(data: S, rows: usize, cols: usize, stride: usize) -> Result<Slice2D<S>>
     where
         S: AsRef<[T]>,
@@ -1091,14 +1091,16 @@ impl<S> Slice2D<S> {
         } else {
             (rows - 1).saturating_mul(stride).saturating_add(cols)
         };
-        let fits = |n: usize| n <= u32::MAX as usize;
-        if data.as_ref().len() < need || ![rows, cols, stride].iter().all(|&n| fits(n)) {
-            return Err(Error::Unsupported {
-                backend: kiln_backend::BackendKind::Cpu,
-                what: format!(
-                    "a 2D view of {rows} rows x {cols} columns with stride {stride} needs {need} elements, the data has {}",
-                    data.as_ref().len()
-                ),
+        let max = u32::MAX as usize;
+        let len = data.as_ref().len();
+        if len < need || [rows, cols, stride].iter().any(|&n| n > max) {
+            return Err(Error::ViewOutOfBounds {
+                rows,
+                cols,
+                stride,
+                need,
+                len,
+                max,
             });
         }
         Ok(Slice2D {

@@ -871,3 +871,48 @@ fn device_functions_take_views_and_may_return_nothing() {
         }
     });
 }
+
+/// Views with a row stride wider than the row: the stencil reads a window of a wider image
+/// and writes into rows of another stride, leaving the padding between rows alone. A view
+/// its data cannot hold is `ViewOutOfBounds`.
+#[test]
+fn strided_2d_views_address_rows_by_their_stride() {
+    every_backend(|| {
+        let (w, h, src_stride, dst_stride) = (37usize, 23usize, 50usize, 41usize);
+        let src: Vec<f32> = (0..src_stride * h)
+            .map(|i| ((i * 13) % 29) as f32)
+            .collect();
+        let mut dst = vec![-7.0f32; dst_stride * h];
+        ctx()
+            .launch(
+                stencil,
+                (w, h),
+                (
+                    Slice2D::with_stride(&src[..], h, w, src_stride).unwrap(),
+                    Slice2D::with_stride(&mut dst[..], h, w, dst_stride).unwrap(),
+                ),
+            )
+            .unwrap();
+        let at = |y: usize, x: usize| src[y * src_stride + x];
+        for y in 0..h {
+            for x in 0..dst_stride {
+                let got = dst[y * dst_stride + x];
+                let want = if x >= w {
+                    -7.0
+                } else if x > 0 && y > 0 && x + 1 < w && y + 1 < h {
+                    0.25 * (at(y, x - 1) + at(y, x + 1) + at(y - 1, x) + at(y + 1, x)) - at(y, x)
+                } else {
+                    at(y, x)
+                };
+                assert_eq!(got, want, "({x}, {y})");
+            }
+        }
+        match Slice2D::with_stride(&src[..], h + 1, w, src_stride) {
+            Err(kiln::Error::ViewOutOfBounds { need, len, .. }) => {
+                assert_eq!((need, len), (h * src_stride + w, src.len()))
+            }
+            Err(e) => panic!("expected ViewOutOfBounds, got {e}"),
+            Ok(_) => panic!("expected ViewOutOfBounds for a view past the data"),
+        }
+    });
+}
