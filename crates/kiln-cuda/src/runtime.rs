@@ -69,6 +69,8 @@ impl CudaBackend {
         let stream = ctx
             .new_stream()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("creating a stream: {e}")))?;
+        keep_freed_memory(&ctx, pool_capacity(ctx.total_mem().unwrap_or(0) as u64))
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("setting up the memory pool: {e}")))?;
         let attr = |a: Attr| ctx.attribute(a).unwrap_or(0).max(0) as u32;
         let (major, minor) = ctx
             .compute_capability()
@@ -313,6 +315,32 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| self.copy_err("synchronize", e))
     }
+}
+
+/// Lets the device's default stream-ordered memory pool (which kiln's allocations come from)
+/// keep up to `bytes` of freed memory instead of handing it back to the driver at every
+/// synchronization, so a loop of queries reuses its buffers. A device without such pools
+/// (allocations then go straight to the driver) is not an error; the driver's other errors
+/// are returned.
+fn keep_freed_memory(ctx: &CudaContext, bytes: u64) -> Result<(), cudarc::driver::DriverError> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread()?;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: writes one pool handle for a valid device.
+    match unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) } {
+        sys::CUresult::CUDA_ERROR_NOT_SUPPORTED => return Ok(()),
+        r => r.result()?,
+    }
+    let mut threshold = bytes;
+    // SAFETY: the release threshold attribute takes a pointer to a u64.
+    unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut threshold as *mut u64 as *mut std::ffi::c_void,
+        )
+    }
+    .result()
 }
 
 /// A loaded kernel.
