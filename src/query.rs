@@ -35,6 +35,8 @@ pub const MAX_LEN: usize = i32::MAX as usize;
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+/// One device allocation per column of a reduction's values.
+type Columns = Vec<Arc<dyn DeviceMemory>>;
 /// Whether a reduction must combine its elements in input order.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Order {
@@ -421,110 +423,123 @@ impl<'a, T> Query<'a, T> {
         .entered();
         self.check()?;
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let backend = self.ctx.backend().clone();
-        let alloc = |groups: u32| -> Result<Vec<Arc<dyn DeviceMemory>>> {
-            types
-                .iter()
-                .map(|t| Ok(backend.alloc(groups as usize * t.size() as usize)?))
-                .collect()
-        };
-        let n = self.len as u32;
         let result = match self.ctx.effective_plan_shape() {
-            PlanShape::Grouped => {
-                let g = grouped_size(self.ctx.device().max_group_size);
-                let kernel = self.grouped_reduce_kernel(
-                    "query_reduce_grouped",
-                    &identity,
-                    op,
-                    &|v| v,
-                    order,
-                    g,
-                )?;
-                let mut groups = grouped_groups(self.len, g);
-                let mut partials = alloc(groups)?;
-                let mut args = self.input_args();
-                args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-                args.extend([value_bytes(n), value_bytes(ITEM_CHUNK)]);
-                self.ctx
-                    .launch_ir(&kernel, &Grid::linear(groups, g), &mut args)?;
-                drop(args);
-                if groups > 1 {
-                    let combine = grouped_fold_kernel(
-                        "query_reduce_combine",
-                        &identity,
-                        op,
-                        order,
-                        g,
-                        &|k| {
-                            types
-                                .iter()
-                                .enumerate()
-                                .map(|(j, t)| {
-                                    k.buffer_dyn(
-                                        &format!("folded{j}"),
-                                        Type::Scalar(*t),
-                                        Access::Read,
-                                    )
-                                })
-                                .collect()
-                        },
-                        &|cols, i, sink| {
-                            sink(
-                                cols.iter()
-                                    .zip(&types)
-                                    .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
-                                    .collect(),
-                            )
-                        },
-                    )?;
-                    while groups > 1 {
-                        let folded = groups;
-                        groups = grouped_groups(folded as usize, g);
-                        let next = alloc(groups)?;
-                        let mut args: Vec<LaunchArg> = partials
-                            .iter()
-                            .chain(&next)
-                            .map(|m| LaunchArg::Device(&**m))
-                            .collect();
-                        args.extend([value_bytes(folded), value_bytes(ITEM_CHUNK)]);
-                        self.ctx
-                            .launch_ir(&combine, &Grid::linear(groups, g), &mut args)?;
-                        drop(args);
-                        partials = next;
-                    }
-                }
-                partials
-            }
-            _ => {
-                let [chunked, finish] = self.reduce_kernels(&identity, op)?;
-                let groups = groups_for(self.len);
-                let partials = alloc(groups)?;
-                let mut args = self.input_args();
-                args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-                args.extend([value_bytes(n), value_bytes(CHUNK)]);
-                self.ctx
-                    .launch_ir(&chunked, &Grid::linear(groups, 1), &mut args)?;
-                drop(args);
-                let result = alloc(1)?;
-                let mut args: Vec<LaunchArg> = partials
-                    .iter()
-                    .chain(&result)
-                    .map(|m| LaunchArg::Device(&**m))
-                    .collect();
-                args.push(value_bytes(groups));
-                self.ctx
-                    .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
-                drop(args);
-                result
-            }
+            PlanShape::Grouped => self.grouped_reduce(&identity, op, order)?,
+            _ => self.chunked_reduce(&identity, op)?,
         };
         result
             .iter()
             .zip(&types)
             .map(|(m, t)| {
                 let mut w = words(1, *t);
-                backend.download(&**m, &mut as_bytes_mut(&mut w)[..t.size() as usize])?;
+                self.ctx
+                    .backend()
+                    .download(&**m, &mut as_bytes_mut(&mut w)[..t.size() as usize])?;
                 Ok(read_value(&w, 0, *t))
+            })
+            .collect()
+    }
+
+    /// The chunked plan's reduction: one partial per chunk, then one work item folds them.
+    /// Returns the device memory holding the result (one value per column).
+    fn chunked_reduce(&self, identity: &[ScalarValue], op: CombineFn<'_>) -> Result<Columns> {
+        let [chunked, finish] = self.reduce_kernels(identity, op)?;
+        let groups = groups_for(self.len);
+        let partials = self.alloc_columns(identity, groups)?;
+        let mut args = self.input_args();
+        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([value_bytes(self.len as u32), value_bytes(CHUNK)]);
+        self.ctx
+            .launch_ir(&chunked, &Grid::linear(groups, 1), &mut args)?;
+        drop(args);
+        let result = self.alloc_columns(identity, 1)?;
+        let mut args: Vec<LaunchArg> = partials
+            .iter()
+            .chain(&result)
+            .map(|m| LaunchArg::Device(&**m))
+            .collect();
+        args.push(value_bytes(groups));
+        self.ctx
+            .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
+        drop(args);
+        Ok(result)
+    }
+
+    /// The grouped plan's reduction: groups fold the elements into one partial each, then
+    /// groups fold those partials, level by level, until one is left. Returns the device
+    /// memory holding it (one value per column).
+    fn grouped_reduce(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        order: Order,
+    ) -> Result<Columns> {
+        let g = grouped_size(self.ctx.device().max_group_size);
+        let kernel =
+            self.grouped_reduce_kernel("query_reduce_grouped", identity, op, &|v| v, order, g)?;
+        let mut groups = grouped_groups(self.len, g);
+        let mut partials = self.alloc_columns(identity, groups)?;
+        let mut args = self.input_args();
+        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
+        self.ctx
+            .launch_ir(&kernel, &Grid::linear(groups, g), &mut args)?;
+        drop(args);
+        if groups == 1 {
+            return Ok(partials);
+        }
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let combine = grouped_fold_kernel(
+            "query_reduce_combine",
+            identity,
+            op,
+            order,
+            g,
+            &|k| {
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| {
+                        k.buffer_dyn(&format!("folded{j}"), Type::Scalar(*t), Access::Read)
+                    })
+                    .collect()
+            },
+            &|cols, i, sink| {
+                sink(
+                    cols.iter()
+                        .zip(&types)
+                        .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
+                        .collect(),
+                )
+            },
+        )?;
+        while groups > 1 {
+            let folded = groups;
+            groups = grouped_groups(folded as usize, g);
+            let next = self.alloc_columns(identity, groups)?;
+            let mut args: Vec<LaunchArg> = partials
+                .iter()
+                .chain(&next)
+                .map(|m| LaunchArg::Device(&**m))
+                .collect();
+            args.extend([value_bytes(folded), value_bytes(ITEM_CHUNK)]);
+            self.ctx
+                .launch_ir(&combine, &Grid::linear(groups, g), &mut args)?;
+            drop(args);
+            partials = next;
+        }
+        Ok(partials)
+    }
+
+    /// Device memory for `n` values of each of `identity`'s columns.
+    fn alloc_columns(&self, identity: &[ScalarValue], n: u32) -> Result<Columns> {
+        identity
+            .iter()
+            .map(|v| {
+                Ok(self
+                    .ctx
+                    .backend()
+                    .alloc(n as usize * v.ty().size() as usize)?)
             })
             .collect()
     }
