@@ -15,6 +15,15 @@ pub enum Error {
         /// length of the zipped column, or of the source buffer
         right: usize,
     },
+    /// The output given to `write_to` or `write_to_buffer` holds fewer elements than the
+    /// query writes.
+    #[error("the output holds {len} elements, but the query writes {need}")]
+    OutputTooShort {
+        /// elements the output holds
+        len: usize,
+        /// elements the query writes
+        need: usize,
+    },
     /// An input longer than kiln's 32-bit indexing allows.
     #[error("input of {len} elements is larger than kiln's limit of {max} elements per query")]
     TooLarge {

@@ -1124,6 +1124,60 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
         self.write(&plan, vec![LaunchArg::Device(&*memory)])?;
         Ok(Buffer::new(memory, backend, plan.selected))
     }
+
+    /// Writes the elements, in input order, into the start of `out` instead of a new `Vec`,
+    /// so a loop that reuses `out` allocates nothing; returns how many were written (the rest
+    /// of `out` is left as it was). Fails with `OutputTooShort` when `out` has fewer elements.
+    pub fn write_to(mut self, out: &mut [T]) -> Result<usize> {
+        let _span = tracing::debug_span!(
+            "plan",
+            terminal = "write_to",
+            n = self.len,
+            stages = self.stages.len()
+        )
+        .entered();
+        self.check()?;
+        let plan = self.prepare()?;
+        let kept = check_output(out.len(), plan.selected)?;
+        // SAFETY: initialized kiln scalars viewed as bytes the kernel may overwrite with other
+        // valid values of the same type (kernels store only values of the element type).
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out[..kept].as_mut_ptr() as *mut std::mem::MaybeUninit<u8>,
+                kept * std::mem::size_of::<T>(),
+            )
+        };
+        self.write(&plan, vec![LaunchArg::Write(bytes)])?;
+        Ok(kept)
+    }
+
+    /// Writes the elements, in input order, into the start of the device buffer `out`
+    /// without leaving the device; returns how many were written (the rest of `out` keeps its
+    /// contents). Fails with `OutputTooShort` when `out` has fewer elements, or `Unsupported`
+    /// when `out` belongs to another context.
+    pub fn write_to_buffer(mut self, out: &mut Buffer<T>) -> Result<usize> {
+        let _span = tracing::debug_span!(
+            "plan",
+            terminal = "write_to_buffer",
+            n = self.len,
+            stages = self.stages.len()
+        )
+        .entered();
+        self.check()?;
+        self.ctx.check_buffer(out)?;
+        let plan = self.prepare()?;
+        let kept = check_output(out.len(), plan.selected)?;
+        self.write(&plan, vec![LaunchArg::Device(out.memory())])?;
+        Ok(kept)
+    }
+}
+
+/// `need` when an output of `len` elements holds that many; `OutputTooShort` otherwise.
+fn check_output(len: usize, need: usize) -> Result<usize> {
+    if len < need {
+        return Err(Error::OutputTooShort { len, need });
+    }
+    Ok(need)
 }
 
 /// A row whose columns are known only at run time (internal terminals).

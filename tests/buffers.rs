@@ -197,3 +197,81 @@ fn a_context_works_from_threads_that_did_not_open_it() {
         });
     });
 }
+
+/// `write_to` and `write_to_buffer` fill the start of an output the caller already has, in
+/// input order, return how many they wrote and leave the rest alone; a short output is
+/// `OutputTooShort` and a buffer of another context `Unsupported`.
+#[test]
+fn queries_write_into_outputs_the_caller_owns() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<f32> = (0..20_011)
+            .map(|i| ((i * 53) % 997) as f32 - 400.0)
+            .collect();
+        let mapped: Vec<f32> = xs.iter().map(|x| x * 0.5 + 1.0).collect();
+        let kept: Vec<f32> = xs.iter().copied().filter(|x| *x > 100.0).collect();
+        let mut out = vec![-9.0f32; xs.len() + 5];
+        for round in 0..3 {
+            let wrote = c
+                .from(&xs)
+                .map(|x| x * 0.5 + 1.0)
+                .write_to(&mut out)
+                .unwrap();
+            assert_eq!(wrote, xs.len());
+            assert_eq!(out[..wrote], mapped[..], "round {round}");
+            assert_eq!(out[wrote..], [-9.0; 5]);
+        }
+        let mut out = vec![-9.0f32; xs.len()];
+        let wrote = c
+            .from(&xs)
+            .filter(|x| x.gt(100.0))
+            .write_to(&mut out)
+            .unwrap();
+        assert_eq!(out[..wrote], kept[..]);
+        assert!(out[wrote..].iter().all(|v| *v == -9.0));
+        let mut short = vec![0f32; kept.len() - 1];
+        match c.from(&xs).filter(|x| x.gt(100.0)).write_to(&mut short) {
+            Err(Error::OutputTooShort { len, need }) => {
+                assert_eq!((len, need), (kept.len() - 1, kept.len()))
+            }
+            other => panic!("expected OutputTooShort, got {other:?}"),
+        }
+
+        let b = c.upload(&xs).unwrap();
+        let mut dst = c.upload(&vec![-9.0f32; xs.len() + 3]).unwrap();
+        for _ in 0..3 {
+            let wrote = c
+                .from_buffer(&b)
+                .map(|x| x * 0.5 + 1.0)
+                .write_to_buffer(&mut dst)
+                .unwrap();
+            assert_eq!(wrote, xs.len());
+        }
+        let got = dst.download().unwrap();
+        assert_eq!(got[..xs.len()], mapped[..]);
+        assert_eq!(got[xs.len()..], [-9.0; 3]);
+        let wrote = c
+            .from_buffer(&b)
+            .filter(|x| x.gt(100.0))
+            .write_to_buffer(&mut dst)
+            .unwrap();
+        let got = dst.download().unwrap();
+        assert_eq!(got[..wrote], kept[..]);
+        assert_eq!(
+            got[wrote..xs.len()],
+            mapped[wrote..],
+            "the rest keeps the map"
+        );
+        let mut small = c.upload(&[0f32; 4]).unwrap();
+        assert!(matches!(
+            c.from_buffer(&b).write_to_buffer(&mut small),
+            Err(Error::OutputTooShort { len: 4, .. })
+        ));
+        let other = Context::with_backend(BackendKind::Cpu).unwrap();
+        let mut foreign = other.upload(&vec![0f32; xs.len()]).unwrap();
+        assert!(matches!(
+            c.from(&xs).write_to_buffer(&mut foreign),
+            Err(Error::Unsupported { .. })
+        ));
+    });
+}

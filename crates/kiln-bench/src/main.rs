@@ -150,6 +150,19 @@ fn main() -> Result<(), Error> {
         });
         rows.push(row("filter to_vec (50%)", filter, "rayon", rayon_filter));
         rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
+        let mut reused = vec![0f32; n];
+        let map_into = best(reps, || {
+            ctx.from(&xs)
+                .map(|x| x * 2.0 + 1.0)
+                .write_to(&mut reused)
+                .unwrap()
+        });
+        rows.push(row(
+            "map write_to vs parallel memcpy",
+            map_into,
+            "memcpy",
+            copy,
+        ));
         rows.push(row("sum vs parallel read", sum, "read", read));
 
         // Device-resident: the input is already in device memory and results stay there;
@@ -175,17 +188,32 @@ fn main() -> Result<(), Error> {
             ctx.synchronize().unwrap();
             out
         });
+        let mut map_dst = ctx.upload(&vec![0f32; n])?;
+        let buffer_map_into = best(reps, || {
+            ctx.from_buffer(&bx)
+                .map(|x| x * 2.0 + 1.0)
+                .write_to_buffer(&mut map_dst)
+                .unwrap();
+            ctx.synchronize().unwrap()
+        });
         let buffer_sum = best(reps, || ctx.from_buffer(&bx).sum().unwrap());
         let gbps = |bytes: usize, ms: f64| bytes as f64 / ms / 1e6;
         println!(
-            "{backend}: device copy {:.1} GB/s (read + write); map Buffer→Buffer {:.1} GB/s; sum Buffer {:.1} GB/s (read)",
+            "{backend}: device copy {:.1} GB/s (read + write); map Buffer→Buffer {:.1} GB/s (into an existing Buffer {:.1} GB/s); sum Buffer {:.1} GB/s (read)",
             gbps(8 * n, device_copy),
             gbps(8 * n, buffer_map),
+            gbps(8 * n, buffer_map_into),
             gbps(4 * n, buffer_sum)
         );
         rows.push(row(
             "map Buffer→Buffer vs device copy",
             buffer_map,
+            "device copy",
+            device_copy,
+        ));
+        rows.push(row(
+            "map write_to_buffer vs device copy",
+            buffer_map_into,
             "device copy",
             device_copy,
         ));
