@@ -51,6 +51,13 @@ def main():
     y = x * 2
     check("map-filter-map-sum", float((y[y > 1000] + 100).sum()), (ref * 2)[ref * 2 > 1000].sum() + 100 * (ref * 2 > 1000).sum(), 1e-4)
 
+    # One fused kernel writing into an array that already exists: what kiln's
+    # write_to_buffer does (x * 2 + 1 above runs two kernels and allocates twice).
+    twice_plus_one = cp.ElementwiseKernel("float32 x", "float32 y", "y = x * 2.0f + 1.0f", "twice_plus_one")
+    into = cp.empty_like(x)
+    twice_plus_one(x, into)
+    check("map into an existing array", cp.asnumpy(into), ref * 2 + 1)
+
     dst = cp.empty_like(x)
     half = x[: n // 2].copy()
     half_dst = cp.empty_like(half)
@@ -58,6 +65,7 @@ def main():
         ("device copy", lambda: cp.copyto(dst, x)),
         ("device copy of n/2", lambda: cp.copyto(half_dst, half)),
         ("map Buffer→Buffer", lambda: x * 2 + 1),
+        ("map write_to_buffer (one kernel into an existing array)", lambda: twice_plus_one(x, into)),
         ("sum Buffer", lambda: x.sum()),
         ("filter (50%)", lambda: x[x < 500]),
         ("map-filter-map-sum", lambda: ((x * 2)[(x * 2) > 1000] + 100).sum()),
