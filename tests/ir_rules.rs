@@ -723,11 +723,13 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
                 v.shuffle_down(2u32),
                 v.shuffle_xor(5u32),
                 v.broadcast(0u32),
+                // A lane that differs between lanes, past the subgroup for some of them.
+                v.shuffle(builtin(Builtin::SubgroupLane) * 5u32 % 41u32),
             ]
             .into_iter()
             .enumerate()
             {
-                shuffles.store(at(6, j as u32), s);
+                shuffles.store(at(7, j as u32), s);
             }
             for (j, s) in [
                 v.subgroup_add(),
@@ -760,7 +762,7 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
             extremes.store(at(2, 1), fv.subgroup_max());
         })
         .unwrap();
-        let (mut shuffles, mut sums) = (vec![0i32; n * 6], vec![0i32; n * 5]);
+        let (mut shuffles, mut sums) = (vec![0i32; n * 7], vec![0i32; n * 5]);
         let (mut votes, mut extremes) = (vec![0u32; n * 7], vec![0f32; n * 2]);
         ctx()
             .launch_ir(
@@ -795,8 +797,9 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
                 from(lane + 2),
                 from(lane ^ 5),
                 xs[base],
+                from(lane * 5 % 41),
             ];
-            assert_eq!(&shuffles[i * 6..i * 6 + 6], &want, "shuffles of item {i}");
+            assert_eq!(&shuffles[i * 7..i * 7 + 7], &want, "shuffles of item {i}");
             let want = [
                 lanes.iter().fold(0i32, |a, &b| a.wrapping_add(b)),
                 *lanes.iter().min().unwrap(),

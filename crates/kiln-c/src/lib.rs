@@ -1404,18 +1404,12 @@ impl Writer {
         let lane = lane.unwrap_or("0u");
         let me = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
         match op {
-            SubgroupOp::Shuffle | SubgroupOp::Broadcast => format!(
-                "(({lane}) < 32u ? ({t})__shfl_sync({full}, {x}, (int)(({lane}) & 31u)) : {x})"
-            ),
-            SubgroupOp::ShuffleUp => {
-                format!("(({lane}) < 32u ? ({t})__shfl_up_sync({full}, {x}, ({lane}) & 31u) : {x})")
+            SubgroupOp::Shuffle | SubgroupOp::Broadcast => {
+                self.shuffle("", "__shfl_sync", "(int)", s, x, lane)
             }
-            SubgroupOp::ShuffleDown => format!(
-                "(({lane}) < 32u ? ({t})__shfl_down_sync({full}, {x}, ({lane}) & 31u) : {x})"
-            ),
-            SubgroupOp::ShuffleXor => format!(
-                "(({lane}) < 32u ? ({t})__shfl_xor_sync({full}, {x}, (int)(({lane}) & 31u)) : {x})"
-            ),
+            SubgroupOp::ShuffleUp => self.shuffle("up_", "__shfl_up_sync", "", s, x, lane),
+            SubgroupOp::ShuffleDown => self.shuffle("down_", "__shfl_down_sync", "", s, x, lane),
+            SubgroupOp::ShuffleXor => self.shuffle("xor_", "__shfl_xor_sync", "(int)", s, x, lane),
             SubgroupOp::Ballot => format!("__ballot_sync({full}, {x})"),
             SubgroupOp::All => format!("(__all_sync({full}, {x}) != 0)"),
             SubgroupOp::Any => format!("(__any_sync({full}, {x}) != 0)"),
@@ -1448,6 +1442,25 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// A call of the CUDA shuffle helper for `intrinsic` (whose lane or distance argument
+    /// takes `cast`) on `s`, written on first use. Every lane runs the shuffle (a warp shuffle
+    /// some lanes skip is undefined), then a lane or distance of 32 or more keeps the
+    /// caller's own value.
+    fn shuffle(
+        &mut self,
+        kind: &str,
+        intrinsic: &str,
+        cast: &str,
+        s: ScalarType,
+        x: &str,
+        lane: &str,
+    ) -> String {
+        let t = self.t(s);
+        let h = format!("kiln_shuffle_{kind}{}", s.name());
+        self.helper(format!("static __device__ __forceinline__ {t} {h}({t} x, unsigned int lane) {{ {t} o = ({t}){intrinsic}(0xffffffffu, x, {cast}(lane & 31u)); return lane < 32u ? o : x; }}"));
+        format!("{h}({x}, {lane})")
     }
 }
 
