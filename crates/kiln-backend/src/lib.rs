@@ -519,6 +519,22 @@ impl LaunchShape {
     }
 }
 
+/// `OutOfMemory` when one buffer of `bytes` is more than `info`'s device allows; `limit` says
+/// which limit that is, for the message ("per buffer", ...).
+pub fn check_buffer_bytes(info: &DeviceInfo, bytes: u64, limit: &str) -> Result<(), BackendError> {
+    if bytes > info.max_buffer_bytes {
+        return Err(BackendError::OutOfMemory {
+            backend: info.backend,
+            bytes,
+            reason: format!(
+                "{} allows {} bytes {limit}",
+                info.name, info.max_buffer_bytes
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// `OutOfMemory` when a group needs `bytes` of shared memory and `info`'s device has fewer;
 /// `counted` says how the backend counted them, for the message.
 pub fn check_shared_bytes(

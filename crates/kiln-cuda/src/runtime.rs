@@ -215,21 +215,16 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        let oom = |reason: String| BackendError::OutOfMemory {
-            backend: BackendKind::Cuda,
-            bytes: bytes as u64,
-            reason,
-        };
-        if bytes as u64 > self.info.max_buffer_bytes {
-            return Err(oom(format!(
-                "{} has {} bytes of memory",
-                self.info.name, self.info.max_buffer_bytes
-            )));
-        }
+        check_buffer_bytes(&self.info, bytes as u64, "(its whole memory)")?;
         // SAFETY: u8 has no invalid bit patterns, and the memory is read only through driver
         // copies and kernels, after kiln has filled it.
-        let slice =
-            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| oom(e.to_string()))?;
+        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| {
+            BackendError::OutOfMemory {
+                backend: BackendKind::Cuda,
+                bytes: bytes as u64,
+                reason: e.to_string(),
+            }
+        })?;
         Ok(Arc::new(CudaMemory { slice, bytes }))
     }
 

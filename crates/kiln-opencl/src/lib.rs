@@ -44,12 +44,7 @@ impl Shared {
             bytes: bytes as u64,
             reason,
         };
-        if bytes as u64 > self.info.max_buffer_bytes {
-            return Err(oom(format!(
-                "{} allows {} bytes per buffer",
-                self.info.name, self.info.max_buffer_bytes
-            )));
-        }
+        check_buffer_bytes(&self.info, bytes as u64, "per buffer")?;
         if let Some(kept) = self.pool.take(bytes.max(1)) {
             return Ok(kept);
         }

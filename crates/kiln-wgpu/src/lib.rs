@@ -207,16 +207,7 @@ fn word_len(bytes: usize) -> u64 {
 
 impl Shared {
     fn create_buffer(&self, bytes: usize) -> Result<wgpu::Buffer, BackendError> {
-        if bytes as u64 > self.info.max_buffer_bytes {
-            return Err(BackendError::OutOfMemory {
-                backend: BackendKind::Wgpu,
-                bytes: bytes as u64,
-                reason: format!(
-                    "{} allows {} bytes per storage buffer binding",
-                    self.info.name, self.info.max_buffer_bytes
-                ),
-            });
-        }
+        check_buffer_bytes(&self.info, bytes as u64, "per storage buffer binding")?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
