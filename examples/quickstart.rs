@@ -100,6 +100,17 @@ fn main() -> Result<(), Error> {
         on_device.first()
     );
 
+    let mut out = vec![0f32; n];
+    let mut total = 0f64;
+    timed("map into a reused Vec, 5 times", || {
+        for _ in 0..5 {
+            let written = ctx.from(&xs).map(|x| x * 0.5).write_to(&mut out)?;
+            total += out[..written].iter().map(|&v| v as f64).sum::<f64>();
+        }
+        Ok(())
+    })?;
+    println!("result reused-output-total {total}");
+
     println!("\n{}", fused().explain());
     let stats = ctx.stats();
     println!(
