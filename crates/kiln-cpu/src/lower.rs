@@ -4,9 +4,12 @@
 //! group. The frame holds the group's position, buffer pointers and lengths, and scratch
 //! pointers (see the `SLOT_*` constants). Without group barriers the work items run one after
 //! another in a loop, locals in SSA variables. With barriers the body is split at each barrier
-//! into runs of statements; each run loops over the work items, and locals and computed values
-//! live in per-item private memory so they survive from one run to the next. Control flow that
-//! encloses a barrier is group-uniform (an IR rule), so it is decided once, by work item 0.
+//! into runs of statements; each run loops over the work items. Locals and computed values that
+//! another run uses (or that a repeating run could read before assigning) live in per-item
+//! private memory so they survive from one run to the next (see `runs`); a run keeps the
+//! private locals it uses in registers for each work item's pass, loading them at its start and
+//! storing them at its end, and everything else stays in registers. Control flow that encloses
+//! a barrier is group-uniform (an IR rule), so it is decided once, by work item 0.
 
 use crate::mathlib::MathImports;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -20,6 +23,7 @@ use cranelift_module::Module;
 use kiln_ir::*;
 use std::collections::HashMap;
 
+mod runs;
 mod simd;
 
 /// Frame slot of `group_id.x` (then y, z).
@@ -105,8 +109,9 @@ pub struct Lowerer<'a, 'f> {
     item: Option<Value>,
     lid: [Value; 3],
     item_next: Option<ir::Block>,
-    spill_off: Vec<u32>,
-    local_off: Vec<u32>,
+    /// Barrier mode: each expression's offset in the private frame, for those another run
+    /// reads.
+    spill_off: Vec<Option<u32>>,
     frame_bytes: u32,
 }
 
@@ -147,7 +152,6 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lid: [zero32; 3],
             item_next: None,
             spill_off: Vec::new(),
-            local_off: Vec::new(),
             frame_bytes: 0,
         };
         lw.prologue()?;
@@ -307,24 +311,39 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         }
     }
 
-    /// Barrier mode: lays out the per-item private frame (dead flag, locals, spilled values).
+    /// Barrier mode: lays out the per-item private frame (dead flag, then the locals and
+    /// computed values that more than one run uses; see [`runs`]). The other locals are
+    /// registers, zeroed at the start of each run's pass over a work item.
     fn plan_private(&mut self, fx: &mut FnCtx) -> R<()> {
+        let plan = runs::plan(fx.body);
         let mut off = 8u32;
-        for l in &fx.body.locals {
+        for (l, private) in fx.body.locals.iter().zip(&plan.private) {
             if matches!(l.ty, Type::Array(..)) {
                 array_bytes(l)?;
             }
+            if !private {
+                let vars =
+                    l.ty.flatten()
+                        .iter()
+                        .map(|(s, _)| self.b.declare_var(clty(*s)))
+                        .collect();
+                fx.locals.push(LocalStore::Vars(vars));
+                continue;
+            }
             let a = l.ty.align().max(1);
             off = off.div_ceil(a) * a;
-            self.local_off.push(off);
             fx.locals.push(LocalStore::Private(off));
             off = off
                 .checked_add(l.ty.size())
                 .ok_or("private memory overflow")?;
         }
-        for t in &fx.types {
+        for (t, spill) in fx.types.iter().zip(&plan.spill) {
+            if !spill {
+                self.spill_off.push(None);
+                continue;
+            }
             off = off.div_ceil(8) * 8;
-            self.spill_off.push(off);
+            self.spill_off.push(Some(off));
             off = off.checked_add(t.size()).ok_or("private memory overflow")?;
         }
         self.frame_bytes = off.div_ceil(16) * 16;
@@ -408,19 +427,58 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         for (lid, var) in self.lid.iter_mut().zip(lvars) {
             *lid = self.b.use_var(var);
         }
-        if self.barrier_mode {
+        self.zero_locals(fx);
+        // Barrier mode: the private scalar locals this run uses live in registers for a work
+        // item's pass, loaded at its start and stored back at its end (`done`).
+        let mut promoted = Vec::new();
+        let done = if self.barrier_mode {
             let base = self.private_base();
             let dead = self.b.ins().load(types::I32, mem_flags(), base, 0);
             let live = self.b.create_block();
             self.b.ins().brif(dead, next, &[], live, &[]);
             self.b.switch_to_block(live);
+            for l in runs::locals_used(stmts, fx.body) {
+                let i = l.0 as usize;
+                let (LocalStore::Private(off), ty) = (&fx.locals[i], &fx.body.locals[i].ty) else {
+                    continue;
+                };
+                if matches!(ty, Type::Array(..)) {
+                    continue;
+                }
+                let (off, ty) = (*off, ty.clone());
+                let base = self.private_base();
+                let vals = self.load_flat(&ty, base, off);
+                let vars: Vec<Variable> = ty
+                    .flatten()
+                    .iter()
+                    .zip(vals)
+                    .map(|((s, _), v)| {
+                        let var = self.b.declare_var(clty(*s));
+                        self.b.def_var(var, v);
+                        var
+                    })
+                    .collect();
+                fx.locals[i] = LocalStore::Vars(vars.clone());
+                promoted.push((i, off, ty, vars));
+            }
+            self.b.create_block()
         } else {
-            self.zero_locals(fx);
-        }
-        let saved = self.item_next.replace(next);
+            next
+        };
+        let saved = self.item_next.replace(done);
         self.block(fx, stmts)?;
         self.item_next = saved;
-        self.b.ins().jump(next, &[]);
+        self.b.ins().jump(done, &[]);
+        if done != next {
+            self.b.switch_to_block(done);
+            for (i, off, ty, vars) in promoted {
+                let vals: Vec<Value> = vars.iter().map(|v| self.b.use_var(*v)).collect();
+                let base = self.private_base();
+                self.store_flat(&ty, base, off, &vals);
+                fx.locals[i] = LocalStore::Private(off);
+            }
+            self.b.ins().jump(next, &[]);
+        }
         self.b.switch_to_block(next);
         let item = self.b.use_var(item_var);
         let item1 = self.b.ins().iadd_imm_s(item, 1);
@@ -532,10 +590,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         match s {
             Stmt::Eval(h) => {
                 let v = self.expr(fx, *h)?;
-                if fx.is_kernel && self.barrier_mode {
+                let spill = self.spill_off.get(h.index()).copied().flatten();
+                if let (true, Some(off)) = (fx.is_kernel && self.barrier_mode, spill) {
                     let base = self.private_base();
                     let ty = fx.types[h.index()].clone();
-                    self.store_flat(&ty, base, self.spill_off[h.index()], &v);
+                    self.store_flat(&ty, base, off, &v);
                 }
                 fx.vals[h.index()] = Some(v);
             }
@@ -650,10 +709,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         if let Some(v) = fx.vals.get(h.index()).and_then(|v| v.clone()) {
             return Ok(v);
         }
-        if fx.is_kernel && self.barrier_mode {
+        let spill = self.spill_off.get(h.index()).copied().flatten();
+        if let (true, Some(off)) = (fx.is_kernel && self.barrier_mode, spill) {
             let base = self.private_base();
             let ty = fx.types[h.index()].clone();
-            return Ok(self.load_flat(&ty, base, self.spill_off[h.index()]));
+            return Ok(self.load_flat(&ty, base, off));
         }
         Err(format!("expression %{} used before it is computed", h.0))
     }
