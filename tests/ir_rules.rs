@@ -1404,3 +1404,64 @@ fn shared_memory_beyond_the_device_limit_is_a_typed_error() {
         assert_eq!(out, want);
     });
 }
+
+/// Locals around barriers in a loop: one accumulated over the passes, one assigned before a
+/// barrier and read after it, one assigned and read between two barriers, and one assigned
+/// inside an `if` between them; every work item keeps its own values.
+#[test]
+fn locals_in_a_loop_with_barriers_keep_their_values_per_work_item() {
+    every_backend(|| {
+        let group = 32u32;
+        let k = Kernel::build("passes", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::Write);
+            let tile = k.shared::<u32>("tile", SharedLen::Static(group));
+            let lid = local_id(Axis::X);
+            let gid = global_id(Axis::X);
+            let total = Var::new("total", 0u32);
+            let round = Var::new("round", 0u32);
+            loop_(|| {
+                if_then(round.get().ge(4u32), break_);
+                let fresh = Var::new("fresh", x.load(gid) * (round.get() + 1u32));
+                tile.store(lid, fresh.get());
+                barrier();
+                let next = tile.load((lid + 1u32) % group);
+                let tmp = Var::new("tmp", next + fresh.get());
+                if_then((next % 2u32).eq(0u32), || {
+                    let bonus = Var::new("bonus", round.get() * 100u32);
+                    tmp.set(tmp.get() + bonus.get() + 1u32);
+                });
+                total.set(total.get() + tmp.get());
+                out.store(gid * 4u32 + round.get(), total.get());
+                barrier();
+                round.set(round.get() + 1u32);
+            });
+        })
+        .unwrap();
+        let groups = 3u32;
+        let xs: Vec<u32> = (0..group * groups).map(|i| (i * 7 + 3) % 19).collect();
+        let mut out = vec![0u32; xs.len() * 4];
+        ctx()
+            .launch_ir(
+                &k,
+                &Grid::linear(groups, group),
+                &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        let g = group as usize;
+        for i in 0..xs.len() {
+            let neighbour = (i / g) * g + (i % g + 1) % g;
+            let mut total = 0u32;
+            for r in 0..4u32 {
+                let fresh = xs[i] * (r + 1);
+                let next = xs[neighbour] * (r + 1);
+                let mut tmp = next + fresh;
+                if next % 2 == 0 {
+                    tmp += r * 100 + 1;
+                }
+                total += tmp;
+                assert_eq!(out[i * 4 + r as usize], total, "item {i}, pass {r}");
+            }
+        }
+    });
+}
