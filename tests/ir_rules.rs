@@ -1456,7 +1456,7 @@ fn locals_in_a_loop_with_barriers_keep_their_values_per_work_item() {
                 let fresh = xs[i] * (r + 1);
                 let next = xs[neighbour] * (r + 1);
                 let mut tmp = next + fresh;
-                if next % 2 == 0 {
+                if next.is_multiple_of(2) {
                     tmp += r * 100 + 1;
                 }
                 total += tmp;
