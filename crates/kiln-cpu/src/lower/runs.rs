@@ -4,8 +4,8 @@
 //! loop over the group's work items (see the module above). A value only has to outlive its
 //! run's loop iteration when another run, or the group-level control flow around the runs,
 //! reads it; everything else stays in registers. This pass splits the body into runs exactly
-//! as [`Lowerer::uniform_block`](super::Lowerer) does and finds, for every expression and every
-//! local, the runs that use it.
+//! as `Lowerer::uniform_block` does and finds, for every expression and every local, the runs
+//! that use it.
 
 use kiln_ir::*;
 
