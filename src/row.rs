@@ -96,6 +96,7 @@ impl Row for $t {
     }
     fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<$t>> {
         let mut out: Vec<$t> = Vec::with_capacity(n);
+        kiln_backend::advise_huge_pages(out.as_mut_ptr() as *mut u8, n * std::mem::size_of::<$t>());
         let spare = out.spare_capacity_mut();
         // SAFETY: the spare capacity of a Vec<$t> viewed as bytes, within its length.
         let bytes = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr() as *mut MaybeUninit<u8>, n * std::mem::size_of::<$t>()) };

@@ -256,8 +256,9 @@ type KernelFn = unsafe extern "C" fn(*const u64);
 type Words = Box<[UnsafeCell<u64>]>;
 
 /// `words` zeroed words, or `None` when the allocator refuses. The zeroed pages come from the
-/// allocator (fresh ones are mapped lazily), so there is no single-threaded zeroing pass: the
-/// first kernel touching them faults pages in on every thread.
+/// allocator (fresh ones are mapped lazily, as huge pages where the system allows), so there is
+/// no single-threaded zeroing pass: the first kernel touching them faults pages in on every
+/// thread.
 fn new_words(words: usize) -> Option<Words> {
     if words == 0 {
         return Some(Box::new([]));
@@ -268,6 +269,7 @@ fn new_words(words: usize) -> Option<Words> {
     if ptr.is_null() {
         return None;
     }
+    advise_huge_pages(ptr as *mut u8, words * 8);
     // SAFETY: `ptr` holds `words` zeroed u64s (UnsafeCell<u64> has u64's layout) from the
     // global allocator with this layout, which is what Box frees with.
     Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
