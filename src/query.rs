@@ -238,6 +238,11 @@ impl<'a, T> Query<'a, T> {
         }
     }
 
+    /// The `plan` tracing span of a terminal, entered until the returned guard drops.
+    fn plan_span(&self, terminal: &'static str) -> tracing::span::EnteredSpan {
+        tracing::debug_span!("plan", terminal, n = self.len, stages = self.stages.len()).entered()
+    }
+
     fn has_filter(&self) -> bool {
         self.stages.iter().any(|s| matches!(s, Stage::Filter(_)))
     }
@@ -414,13 +419,7 @@ impl<'a, T> Query<'a, T> {
         op: CombineFn<'_>,
         order: Order,
     ) -> Result<Vec<ScalarValue>> {
-        let _span = tracing::debug_span!(
-            "plan",
-            terminal = "reduce",
-            n = self.len,
-            stages = self.stages.len()
-        )
-        .entered();
+        let _span = self.plan_span("reduce");
         self.check()?;
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let result = match self.ctx.effective_plan_shape() {
@@ -716,13 +715,7 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Collects the elements into a `Vec`, in input order.
     pub fn to_vec(mut self) -> Result<Vec<T>> {
-        let _span = tracing::debug_span!(
-            "plan",
-            terminal = "to_vec",
-            n = self.len,
-            stages = self.stages.len()
-        )
-        .entered();
+        let _span = self.plan_span("to_vec");
         self.check()?;
         let types = Self::out_types();
         let plan = self.prepare()?;
@@ -1110,13 +1103,7 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// Collects the elements into a new buffer on the device, in input order, without copying
     /// them to the host.
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
-        let _span = tracing::debug_span!(
-            "plan",
-            terminal = "to_buffer",
-            n = self.len,
-            stages = self.stages.len()
-        )
-        .entered();
+        let _span = self.plan_span("to_buffer");
         self.check()?;
         let plan = self.prepare()?;
         let backend = self.ctx.backend().clone();
@@ -1129,13 +1116,7 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// so a loop that reuses `out` allocates nothing; returns how many were written (the rest
     /// of `out` is left as it was). Fails with `OutputTooShort` when `out` has fewer elements.
     pub fn write_to(mut self, out: &mut [T]) -> Result<usize> {
-        let _span = tracing::debug_span!(
-            "plan",
-            terminal = "write_to",
-            n = self.len,
-            stages = self.stages.len()
-        )
-        .entered();
+        let _span = self.plan_span("write_to");
         self.check()?;
         let plan = self.prepare()?;
         let kept = check_output(out.len(), plan.selected)?;
@@ -1156,13 +1137,7 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// contents). Fails with `OutputTooShort` when `out` has fewer elements, or `Unsupported`
     /// when `out` belongs to another context.
     pub fn write_to_buffer(mut self, out: &mut Buffer<T>) -> Result<usize> {
-        let _span = tracing::debug_span!(
-            "plan",
-            terminal = "write_to_buffer",
-            n = self.len,
-            stages = self.stages.len()
-        )
-        .entered();
+        let _span = self.plan_span("write_to_buffer");
         self.check()?;
         self.ctx.check_buffer(out)?;
         let plan = self.prepare()?;

@@ -69,14 +69,14 @@ impl CudaBackend {
         let stream = ctx
             .new_stream()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("creating a stream: {e}")))?;
-        keep_freed_memory(&ctx, pool_capacity(ctx.total_mem().unwrap_or(0) as u64))
+        let memory = ctx.total_mem().unwrap_or(0) as u64;
+        keep_freed_memory(&ctx, pool_capacity(memory))
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("setting up the memory pool: {e}")))?;
         let attr = |a: Attr| ctx.attribute(a).unwrap_or(0).max(0) as u32;
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("compute capability: {e}")))?;
         let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
-        let memory = ctx.total_mem().unwrap_or(0) as u64;
         let mut driver = 0i32;
         // SAFETY: writes one int.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
@@ -116,12 +116,6 @@ impl CudaBackend {
             output,
             version,
         })
-    }
-
-    /// Makes this device's context current on the calling thread, which the driver calls kiln
-    /// makes directly (copies) need; cudarc's own calls do it themselves.
-    fn bind(&self) -> Result<(), cudarc::driver::DriverError> {
-        self.stream.context().bind_to_thread()
     }
 
     /// A failed copy or wait, which belongs to no kernel.
@@ -244,7 +238,7 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let dst = device_ptr(&m.slice, &self.stream);
-        self.bind()
+        bind(&self.stream)
             // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized
             // before `data` can go away.
             .and_then(|_| unsafe {
@@ -270,7 +264,7 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let src = device_ptr(&m.slice, &self.stream);
-        self.bind()
+        bind(&self.stream)
             // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
             // `out` is used again.
             .and_then(|_| unsafe {
@@ -296,7 +290,7 @@ impl Backend for CudaBackend {
         if bytes == 0 || from == to {
             return Ok(());
         }
-        self.bind()
+        bind(&self.stream)
             // SAFETY: both allocations hold at least `bytes` (checked above) and are distinct;
             // the copy is ordered on the one stream every command uses.
             .and_then(|_| unsafe {
@@ -310,6 +304,12 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| self.copy_err("synchronize", e))
     }
+}
+
+/// Makes the context of `stream` current on the calling thread, which the driver calls kiln
+/// makes directly (copies) need; cudarc's own calls do it themselves.
+fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
+    stream.context().bind_to_thread()
 }
 
 /// Lets the device's default stream-ordered memory pool (which kiln's allocations come from)
@@ -378,11 +378,8 @@ impl CompiledKernel for CudaKernel {
             shared_bytes,
             "at C element sizes, each dynamic array at a 16-byte boundary",
         )?;
-        // The copies below are direct driver calls, which need the context current here.
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| self.err("making the context current", e))?;
+        // The copies below are direct driver calls.
+        bind(&self.stream).map_err(|e| self.err("making the context current", e))?;
         if shared_bytes > self.default_shared_bytes {
             // Beyond the default a kernel must opt in to the device's larger limit.
             self.function
