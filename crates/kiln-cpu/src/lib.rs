@@ -243,6 +243,7 @@ impl Backend for CpuBackend {
         // CpuKernel keeps alive through the Arc it holds... the module is never freed.
         let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
         Ok(Arc::new(CpuKernel {
+            info: self.info.clone(),
             func,
             kernel: Arc::new(kernel.clone()),
             private_per_item: layout.bytes_per_item,
@@ -327,6 +328,7 @@ fn copy_error(want: usize, have: usize) -> BackendError {
 
 /// A kernel compiled to native code.
 struct CpuKernel {
+    info: DeviceInfo,
     func: KernelFn,
     kernel: Arc<Kernel>,
     private_per_item: u32,
@@ -352,16 +354,7 @@ impl CompiledKernel for CpuKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cpu, k, grid, args, MAX_GROUP_SIZE)?;
-        let shared_bytes = shape.shared_bytes(k).0;
-        if shared_bytes > MAX_SHARED_BYTES {
-            return Err(BackendError::OutOfMemory {
-                backend: BackendKind::Cpu,
-                bytes: shared_bytes,
-                reason: format!(
-                    "the CPU backend allows {MAX_SHARED_BYTES} bytes of shared memory per group"
-                ),
-            });
-        }
+        check_shared_bytes(&self.info, shape.shared_bytes(k).0, "at element sizes")?;
         let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
         for (i, a) in args.iter_mut().enumerate() {
             frame[SLOT_PARAMS + 2 * i] = match a {

@@ -269,6 +269,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
+    /// One Cranelift variable per scalar component of `ty`.
+    fn declare_vars(&mut self, ty: &Type) -> Vec<Variable> {
+        ty.flatten()
+            .iter()
+            .map(|(s, _)| self.b.declare_var(clty(*s)))
+            .collect()
+    }
+
     fn declare_locals(&mut self, fx: &mut FnCtx) -> R<()> {
         for l in &fx.body.locals {
             let store = match &l.ty {
@@ -280,12 +288,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                         4,
                     )))
                 }
-                t => LocalStore::Vars(
-                    t.flatten()
-                        .iter()
-                        .map(|(s, _)| self.b.declare_var(clty(*s)))
-                        .collect(),
-                ),
+                t => LocalStore::Vars(self.declare_vars(t)),
             };
             fx.locals.push(store);
         }
@@ -322,11 +325,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 array_bytes(l)?;
             }
             if !private {
-                let vars =
-                    l.ty.flatten()
-                        .iter()
-                        .map(|(s, _)| self.b.declare_var(clty(*s)))
-                        .collect();
+                let vars = self.declare_vars(&l.ty);
                 fx.locals.push(LocalStore::Vars(vars));
                 continue;
             }
@@ -448,16 +447,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 let (off, ty) = (*off, ty.clone());
                 let base = self.private_base();
                 let vals = self.load_flat(&ty, base, off);
-                let vars: Vec<Variable> = ty
-                    .flatten()
-                    .iter()
-                    .zip(vals)
-                    .map(|((s, _), v)| {
-                        let var = self.b.declare_var(clty(*s));
-                        self.b.def_var(var, v);
-                        var
-                    })
-                    .collect();
+                let vars = self.declare_vars(&ty);
+                for (var, v) in vars.iter().zip(vals) {
+                    self.b.def_var(*var, v);
+                }
                 fx.locals[i] = LocalStore::Vars(vars.clone());
                 promoted.push((i, off, ty, vars));
             }
