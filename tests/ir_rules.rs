@@ -835,6 +835,168 @@ fn subgroup_operations_match_a_simulation_at_the_devices_subgroup_size() {
     });
 }
 
+/// kiln's min/max over a set of floats: NaN only when every value is NaN; of the zeros, min
+/// gives -0.0 and max +0.0 when both are present.
+fn nan_aware_extreme(vals: impl Iterator<Item = f32>, max: bool) -> f32 {
+    let vals: Vec<f32> = vals.filter(|v| !v.is_nan()).collect();
+    let Some(&first) = vals.first() else {
+        return f32::NAN;
+    };
+    let best = vals
+        .iter()
+        .fold(first, |a, &b| if (b > a) == max { b } else { a });
+    if best != 0.0 {
+        return best;
+    }
+    let sign_wanted = !max;
+    if vals
+        .iter()
+        .any(|v| *v == 0.0 && v.is_sign_negative() == sign_wanted)
+    {
+        if max {
+            0.0
+        } else {
+            -0.0
+        }
+    } else {
+        best
+    }
+}
+
+#[test]
+fn subgroup_operations_cover_the_active_lanes_only() {
+    every_backend(|| {
+        // 44 work items per group: not a multiple of 8, 16 or 32, so the last subgroup of each
+        // group has fewer lanes. The operations run inside an `if` that differs from lane to
+        // lane, then again after some lanes returned.
+        let (groups, group) = (3usize, 44usize);
+        let n = groups * group;
+        let xs: Vec<i32> = (0..n).map(|i| ((i * 37) % 23) as i32 - 11).collect();
+        let fs: Vec<f32> = (0..n)
+            .map(|i| match (i * 5) % 7 {
+                0 => f32::NAN,
+                1 => -0.0,
+                2 => 0.0,
+                3 => 1.5,
+                _ => -2.0 - (i % 5) as f32,
+            })
+            .collect();
+        const OPS: usize = 15;
+        let k = Kernel::build("subgroup_active", |k| {
+            let x = k.buffer::<i32>("x", Access::Read);
+            let f = k.buffer::<f32>("f", Access::Read);
+            let ints = k.buffer::<i32>("ints", Access::Write);
+            let floats = k.buffer::<f32>("floats", Access::Write);
+            let i = global_id(Axis::X);
+            let v = x.load(i);
+            let fv = f.load(i);
+            let record = |part: u32| {
+                let at = |j: u32| (i * 2 + part) * OPS as u32 + j;
+                for (j, s) in [
+                    v.shuffle(3u32),
+                    v.shuffle_up(1u32),
+                    v.shuffle_down(2u32),
+                    v.shuffle_xor(5u32),
+                    v.broadcast(0u32),
+                    v.subgroup_add(),
+                    v.subgroup_min(),
+                    v.subgroup_max(),
+                    v.subgroup_inclusive_add(),
+                    v.subgroup_exclusive_add(),
+                    v.gt(0).ballot().cast::<i32>(),
+                    v.gt(-9).subgroup_all().cast::<i32>(),
+                    v.eq(7).subgroup_any().cast::<i32>(),
+                    builtin(Builtin::SubgroupSize).cast::<i32>(),
+                    builtin(Builtin::SubgroupLane).cast::<i32>(),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    ints.store(at(j as u32), s);
+                }
+                floats.store((i * 2 + part) * 2, fv.subgroup_min());
+                floats.store((i * 2 + part) * 2 + 1, (-fv).subgroup_max());
+            };
+            if_then((v % 3).ne(0), || record(0));
+            if_then((local_index() % 5u32).eq(4u32), return_);
+            record(1);
+        })
+        .unwrap();
+        let (mut ints, mut floats) = (vec![i32::MIN; n * 2 * OPS], vec![99f32; n * 4]);
+        ctx()
+            .launch_ir(
+                &k,
+                &Grid::linear(groups as u32, group as u32),
+                &mut [
+                    LaunchArg::read(&xs),
+                    LaunchArg::read(&fs),
+                    LaunchArg::read_write(&mut ints),
+                    LaunchArg::read_write(&mut floats),
+                ],
+            )
+            .unwrap();
+        let size = ctx().device().subgroup_size as usize;
+        let parts: [&dyn Fn(usize) -> bool; 2] = [&|i| xs[i] % 3 != 0, &|i| (i % group) % 5 != 4];
+        for (part, active) in parts.into_iter().enumerate() {
+            for i in (0..n).filter(|&i| active(i)) {
+                let local = i % group;
+                let lane = local % size;
+                let base = i - lane;
+                let end = (base + size).min(i - local + group);
+                let on = |l: usize| base + l < end && active(base + l);
+                let lanes: Vec<usize> = (0..size).filter(|&l| on(l)).collect();
+                let from = |l: usize| {
+                    if l < size && on(l) {
+                        xs[base + l]
+                    } else {
+                        xs[i]
+                    }
+                };
+                let vals = |ls: &[usize]| ls.iter().map(|&l| xs[base + l]).collect::<Vec<i32>>();
+                let below: Vec<usize> = lanes.iter().copied().filter(|&l| l < lane).collect();
+                let all = vals(&lanes);
+                let want = [
+                    from(3),
+                    if lane >= 1 { from(lane - 1) } else { xs[i] },
+                    from(lane + 2),
+                    from(lane ^ 5),
+                    from(0),
+                    all.iter().fold(0i32, |a, &b| a.wrapping_add(b)),
+                    *all.iter().min().unwrap(),
+                    *all.iter().max().unwrap(),
+                    vals(&below).iter().sum::<i32>() + xs[i],
+                    vals(&below).iter().sum(),
+                    lanes
+                        .iter()
+                        .filter(|&&l| l < 32 && xs[base + l] > 0)
+                        .fold(0u32, |m, &l| m | 1 << l) as i32,
+                    all.iter().all(|&x| x > -9) as i32,
+                    all.contains(&7) as i32,
+                    size as i32,
+                    lane as i32,
+                ];
+                let at = (i * 2 + part) * OPS;
+                assert_eq!(&ints[at..at + OPS], &want, "part {part}, item {i}");
+                let fvals = || lanes.iter().map(|&l| fs[base + l]);
+                for (j, want) in [
+                    nan_aware_extreme(fvals(), false),
+                    nan_aware_extreme(fvals().map(|v| -v), true),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let got = floats[(i * 2 + part) * 2 + j];
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "part {part}, item {i}, {}: {got} != {want}",
+                        ["min", "max"][j]
+                    );
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn device_functions_inline_and_noinline() {
     every_backend(|| {

@@ -14,7 +14,6 @@
 //! a parameter is one `uchar` (0 or 1).
 
 use kiln_ir::*;
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// Which C dialect to write.
@@ -60,7 +59,9 @@ fn err<T>(m: impl Into<String>) -> W<T> {
 /// Writes kernels as C source in one dialect.
 pub struct Writer {
     d: Dialect,
-    helpers: BTreeSet<String>,
+    /// Helper functions in the order they were first needed, so each comes after the
+    /// helpers it calls.
+    helpers: Vec<String>,
     needs: Needs,
     loop_id: usize,
 }
@@ -71,7 +72,7 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     let k = kernel.with_names(safe);
     Writer {
         d: dialect,
-        helpers: BTreeSet::new(),
+        helpers: Vec::new(),
         needs: Needs::default(),
         loop_id: 0,
     }
@@ -202,7 +203,9 @@ impl Writer {
     }
 
     fn helper(&mut self, text: String) {
-        self.helpers.insert(text);
+        if !self.helpers.contains(&text) {
+            self.helpers.push(text);
+        }
     }
 
     fn fn_prefix(&self) -> &'static str {
@@ -969,7 +972,7 @@ impl Writer {
                     .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
                 let x = arg(*a, 0)?;
                 let l = lane.map(|l| temp_name(l, 0, &u32t));
-                one(self.subgroup(*op, s, &x, l.as_deref()))
+                one(self.subgroup(*op, s, &x, l.as_deref())?)
             }
             Expr::Call { function, args } => {
                 let f = &cx.kernel.functions[function.0 as usize];
@@ -1381,33 +1384,38 @@ impl Writer {
         }
     }
 
-    fn subgroup(&mut self, op: SubgroupOp, s: ScalarType, x: &str, lane: Option<&str>) -> String {
+    fn subgroup(
+        &mut self,
+        op: SubgroupOp,
+        s: ScalarType,
+        x: &str,
+        lane: Option<&str>,
+    ) -> W<String> {
         if self.d == Dialect::OpenCl {
-            return match op {
+            return Ok(match op {
                 SubgroupOp::Ballot => format!("((uint)({x} ? 1 : 0))"),
                 SubgroupOp::ExclusiveAdd => self.lit(ScalarValue::zero(s)),
                 _ => x.to_string(),
-            };
+            });
         }
         self.needs.subgroups = true;
         let t = self.t(s);
-        let full = "0xffffffffu";
         let lane = lane.unwrap_or("0u");
-        let me = "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)";
-        match op {
+        Ok(match op {
             SubgroupOp::Shuffle | SubgroupOp::Broadcast => {
-                self.shuffle("", "__shfl_sync", "(int)", s, x, lane)
+                self.shuffle("", "l < 32u", "l", s, x, lane)
             }
-            SubgroupOp::ShuffleUp => self.shuffle("up_", "__shfl_up_sync", "", s, x, lane),
-            SubgroupOp::ShuffleDown => self.shuffle("down_", "__shfl_down_sync", "", s, x, lane),
-            SubgroupOp::ShuffleXor => self.shuffle("xor_", "__shfl_xor_sync", "(int)", s, x, lane),
-            SubgroupOp::Ballot => format!("__ballot_sync({full}, {x})"),
-            SubgroupOp::All => format!("(__all_sync({full}, {x}) != 0)"),
-            SubgroupOp::Any => format!("(__any_sync({full}, {x}) != 0)"),
+            SubgroupOp::ShuffleUp => self.shuffle("up_", "l <= me", "me - l", s, x, lane),
+            SubgroupOp::ShuffleDown => self.shuffle("down_", "l < 32u - me", "me + l", s, x, lane),
+            SubgroupOp::ShuffleXor => self.shuffle("xor_", "(me ^ l) < 32u", "me ^ l", s, x, lane),
+            SubgroupOp::Ballot => format!("__ballot_sync(__activemask(), {x})"),
+            SubgroupOp::All => format!("(__all_sync(__activemask(), {x}) != 0)"),
+            SubgroupOp::Any => format!("(__any_sync(__activemask(), {x}) != 0)"),
             SubgroupOp::ReduceAdd | SubgroupOp::ReduceMin | SubgroupOp::ReduceMax => {
-                // Float minimum and maximum follow kiln's NaN and signed-zero rule.
+                // Integer sums wrap; float minimum and maximum follow kiln's NaN and
+                // signed-zero rule.
                 let (name, combine) = match op {
-                    SubgroupOp::ReduceAdd => ("add", "v + o".to_string()),
+                    SubgroupOp::ReduceAdd => ("add", self.binary(BinaryOp::Add, s, "v", "o")?),
                     SubgroupOp::ReduceMin if s.is_float() => {
                         ("min", format!("{}(v, o)", self.min_max(false, s)))
                     }
@@ -1418,42 +1426,52 @@ impl Writer {
                     _ => ("max", "(o > v ? o : v)".to_string()),
                 };
                 let h = format!("kiln_subgroup_{name}_{}", s.name());
-                self.helper(format!("static __device__ __forceinline__ {t} {h}({t} v) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync({full}, v, d); v = {combine}; }} return v; }}"));
+                self.helper(format!("// over the active lanes: a butterfly when all 32 are active, else a tree over their ranks\nstatic __device__ __forceinline__ {t} {h}({t} v) {{ {ACTIVE_LANES} if (m == 0xffffffffu) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync(m, v, d); v = {combine}; }} return v; }} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank + d < count; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank + d + 1u)) : me); if (has) v = {combine}; }} return __shfl_sync(m, v, __ffs(m) - 1); }}"));
                 format!("{h}({x})")
             }
             SubgroupOp::InclusiveAdd | SubgroupOp::ExclusiveAdd => {
-                let h = format!("kiln_subgroup_scan_{}", s.name());
-                self.helper(format!("static __device__ __forceinline__ {t} {h}({t} v, unsigned int lane) {{ for (unsigned int d = 1; d < 32u; d <<= 1) {{ {t} o = __shfl_up_sync({full}, v, d); if (lane >= d) v = v + o; }} return v; }}"));
-                if op == SubgroupOp::InclusiveAdd {
-                    format!("{h}({x}, {me})")
+                let add = self.binary(BinaryOp::Add, s, "v", "o")?;
+                let inclusive = op == SubgroupOp::InclusiveAdd;
+                let h = format!(
+                    "kiln_subgroup_{}_{}",
+                    if inclusive { "inclusive" } else { "exclusive" },
+                    s.name()
+                );
+                let last = if inclusive {
+                    "return v;".to_string()
                 } else {
-                    format!(
-                        "({me} == 0u ? ({t})0 : ({t})__shfl_up_sync({full}, {h}({x}, {me}), 1))"
-                    )
-                }
+                    format!("{t} o = __shfl_sync(m, v, rank > 0u ? __fns(m, 0u, (int)rank) : me); return rank > 0u ? o : ({t})0;")
+                };
+                self.helper(format!("// over the active lanes below the caller (and the caller's own when inclusive)\nstatic __device__ __forceinline__ {t} {h}({t} v) {{ {ACTIVE_LANES} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank >= d; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank - d + 1u)) : me); if (has) v = {add}; }} {last} }}"));
+                format!("{h}({x})")
             }
-        }
+        })
     }
 
-    /// A call of the CUDA shuffle helper for `intrinsic` (whose lane or distance argument
-    /// takes `cast`) on `s`, written on first use. Every lane runs the shuffle (a warp shuffle
-    /// some lanes skip is undefined), then a lane or distance of 32 or more keeps the
+    /// A call of the CUDA shuffle helper `kind` on `s`, written on first use: the source lane
+    /// is `source` when `valid` holds (both in terms of the caller's lane `me` and the
+    /// operand `l`), and a source lane that is outside the warp or not active keeps the
     /// caller's own value.
     fn shuffle(
         &mut self,
         kind: &str,
-        intrinsic: &str,
-        cast: &str,
+        valid: &str,
+        source: &str,
         s: ScalarType,
         x: &str,
         lane: &str,
     ) -> String {
         let t = self.t(s);
         let h = format!("kiln_shuffle_{kind}{}", s.name());
-        self.helper(format!("static __device__ __forceinline__ {t} {h}({t} x, unsigned int lane) {{ {t} o = ({t}){intrinsic}(0xffffffffu, x, {cast}(lane & 31u)); return lane < 32u ? o : x; }}"));
+        self.helper(format!("static __device__ __forceinline__ {t} {h}({t} x, unsigned int l) {{ {ACTIVE_LANES} bool ok = {valid}; unsigned int src = ok ? {source} : me; {t} o = ({t})__shfl_sync(m, x, (int)src); return ok && ((m >> src) & 1u) ? o : x; }}"));
         format!("{h}({x}, {lane})")
     }
 }
+
+/// The start of every CUDA subgroup helper: the active lanes `m` (the lanes of the warp
+/// that exist, have not returned and reached this call together), their `count`, the
+/// caller's lane `me` and its `rank` among them.
+const ACTIVE_LANES: &str = "unsigned int m = __activemask(); unsigned int me = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u; unsigned int count = __popc(m); unsigned int rank = __popc(m & ((1u << me) - 1u)); (void)count; (void)rank;";
 
 struct Vals {
     comps: Vec<String>,

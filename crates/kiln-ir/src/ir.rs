@@ -312,8 +312,8 @@ pub enum Memory {
     Shared(u32),
 }
 
-/// Subgroup (warp) operations. A source lane outside the subgroup yields the caller's own
-/// value.
+/// Subgroup (warp) operations over the subgroup's active lanes (see the crate docs). A source
+/// lane outside the subgroup, or not active, yields the caller's own value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SubgroupOp {
     /// value of the lane given by `lane`

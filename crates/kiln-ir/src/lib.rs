@@ -49,8 +49,14 @@
 //! * **Barriers** must be reached by all work items of a group or by none, and the control flow
 //!   around a barrier must be the same for the whole group (as on every GPU). Barriers are
 //!   allowed in the kernel body, not in device functions.
-//! * **Subgroups**: a shuffle whose source lane is outside the subgroup gives the caller's own
-//!   value; `ballot` covers lanes 0..32. The CPU backend has subgroups of one lane.
+//! * **Subgroups**: an operation covers the subgroup's *active* lanes: those that exist (the
+//!   last subgroup of a group whose size is not a multiple of the subgroup size has fewer),
+//!   have not returned, and reached it together (the same side of every enclosing `if`).
+//!   Reductions, `all`, `any` and `ballot` combine the active lanes; scans add the active
+//!   lanes below the caller. A shuffle whose source lane is outside the subgroup or not
+//!   active gives the caller's own value; `ballot` covers lanes 0..32. Float minimum and
+//!   maximum follow the NaN and signed-zero rule above. The CPU backend has subgroups of
+//!   one lane.
 //! * **Atomics** are relaxed read-modify-writes on 32/64-bit integers (`f32` for add and
 //!   exchange) and return the previous value.
 

@@ -20,8 +20,9 @@
 //!
 //! Subgroups have one lane, as on the OpenCL writer, unless [`WgslOptions::subgroups`] is set:
 //! then subgroup operations are WGSL's subgroup built-ins (the adapter needs SUBGROUP and
-//! SUBGROUP_BARRIER), with kiln's rules kept: a source lane outside the subgroup gives the
-//! caller's own value, and float minimum and maximum follow kiln's NaN rule. `f64` needs the
+//! SUBGROUP_BARRIER), with kiln's rules kept: operations cover the active lanes, a source lane
+//! outside the subgroup or not active gives the caller's own value, and float minimum and
+//! maximum follow kiln's NaN and signed-zero rule. `f64` needs the
 //! adapter's SHADER_F64 and 64-bit integers SHADER_INT64 ([`Needs`]); 64-bit atomics are not
 //! written.
 //!
@@ -504,7 +505,7 @@ impl Writer {
         out += "  kiln_groups = vec3<u32>(kiln_args[0], kiln_args[1], kiln_args[2]);\n";
         out += "  let kiln_linear = kiln_workgroup.x + kiln_workgroups.x * (kiln_workgroup.y + kiln_workgroups.y * kiln_workgroup.z);\n";
         out += "  if (kiln_linear >= kiln_groups.x * kiln_groups.y * kiln_groups.z) { return; }\n";
-        out += "  kiln_gid = vec3<u32>(kiln_linear % kiln_groups.x, (kiln_linear / kiln_groups.x) % kiln_groups.y, kiln_linear / (kiln_groups.x * kiln_groups.y));\n";
+        out += "  if (kiln_groups.y == 1u && kiln_groups.z == 1u) { kiln_gid = vec3<u32>(kiln_linear, 0u, 0u); } else { kiln_gid = vec3<u32>(kiln_linear % kiln_groups.x, (kiln_linear / kiln_groups.x) % kiln_groups.y, kiln_linear / (kiln_groups.x * kiln_groups.y)); }\n";
         out += "  kiln_lid = kiln_local_id;\n  kiln_lindex = kiln_local_index;\n";
         if self.needs.subgroups {
             out += "  kiln_sg_size = kiln_subgroup_size;\n  kiln_sg_lane = kiln_subgroup_lane;\n  kiln_sg_id = kiln_subgroup_id;\n";
@@ -1387,10 +1388,11 @@ impl Writer {
         })
     }
 
-    /// A subgroup operation with WGSL's subgroup built-ins. Every lane-taking operation is a
-    /// `subgroupShuffle` from a source lane that is the caller's own when the asked-for lane
-    /// is outside the subgroup; float minimum and maximum are a butterfly of shuffles through
-    /// kiln's NaN-aware `min`/`max`, so every backend gives the same answer.
+    /// A subgroup operation with WGSL's subgroup built-ins, which cover the active lanes.
+    /// Every lane-taking operation is a `subgroupShuffle` whose result is the caller's own
+    /// value when the asked-for lane is outside the subgroup or not active (a ballot of the
+    /// active lanes tells); float minimum and maximum take NaN as the identity and settle
+    /// the sign of a zero result with `subgroupAny`, so every backend gives the same answer.
     fn subgroup(
         &mut self,
         op: SubgroupOp,
@@ -1415,10 +1417,13 @@ impl Writer {
             _ => None,
         };
         if let Some(source) = source {
+            let t = if s == ScalarType::Bool { "u32" } else { rt(s) };
+            let h = format!("kiln_shuffle_{t}");
+            self.helper(format!("// a source lane that is not active gives the caller's own value\nfn {h}(x: {t}, source: u32) -> {t} {{ let live = subgroupBallot(true); let o = subgroupShuffle(x, source); return select(x, o, ((live[source / 32u] >> (source % 32u)) & 1u) != 0u); }}"));
             return Ok(if s == ScalarType::Bool {
-                format!("(subgroupShuffle(select(0u, 1u, {x}), {source}) != 0u)")
+                format!("({h}(select(0u, 1u, {x}), {source}) != 0u)")
             } else {
-                format!("subgroupShuffle({x}, {source})")
+                format!("{h}({x}, {source})")
             });
         }
         Ok(match op {
@@ -1429,16 +1434,30 @@ impl Writer {
             SubgroupOp::InclusiveAdd => wrap(s, format!("subgroupInclusiveAdd({x})")),
             SubgroupOp::ExclusiveAdd => wrap(s, format!("subgroupExclusiveAdd({x})")),
             SubgroupOp::ReduceMin | SubgroupOp::ReduceMax if s.is_float() => {
-                let (fun, name) = if op == SubgroupOp::ReduceMin {
-                    (MathFn::Min, "min")
+                let max = op == SubgroupOp::ReduceMax;
+                let name = if max { "max" } else { "min" };
+                let (t, u, sign, none) = if s == ScalarType::F64 {
+                    self.needs.int64 = true;
+                    ("f64", "u64", "0x8000000000000000lu", "0lu")
                 } else {
-                    (MathFn::Max, "max")
+                    ("f32", "u32", "0x80000000u", "0u")
                 };
-                let combine =
-                    self.math(fun, s, &["v".into(), "subgroupShuffleXor(v, d)".into()])?;
-                let t = rt(s);
+                let (skip, zero, other_zero, nan) = (
+                    float_lit(
+                        if max {
+                            f64::NEG_INFINITY
+                        } else {
+                            f64::INFINITY
+                        },
+                        s,
+                    ),
+                    float_lit(if max { 0.0 } else { -0.0 }, s),
+                    float_lit(if max { -0.0 } else { 0.0 }, s),
+                    float_lit(f64::NAN, s),
+                );
+                let wanted_sign = if max { "==" } else { "!=" };
                 let h = format!("kiln_subgroup_{name}_{t}");
-                self.helper(format!("// subgroup sizes are powers of two\nfn {h}(x: {t}) -> {t} {{ var v = x; for (var d = kiln_sg_size / 2u; d > 0u; d = d / 2u) {{ v = {combine}; }} return v; }}"));
+                self.helper(format!("// over the active lanes: NaN only when all are NaN; of -0 and +0, min gives -0 and max +0\nfn {h}(x: {t}) -> {t} {{ let nan = !(x == x); let y = select(x, {skip}, nan); let m = subgroup{}(y); let zero = subgroupAny(y == {zero} && (bitcast<{u}>(y) & {sign}) {wanted_sign} {none}); let r = select(m, select({other_zero}, {zero}, zero), m == {zero}); return select(r, {nan}, subgroupAll(nan)); }}", if max { "Max" } else { "Min" }));
                 format!("{h}({x})")
             }
             SubgroupOp::ReduceMin => format!("subgroupMin({x})"),
