@@ -265,7 +265,12 @@ impl Context {
         let hash = kernel_hash(kernel).to_string();
         let version = backend.compiler_version();
         // The generated source is part of the key, so a change to a writer is a new entry.
-        let source = backend.generated_source(kernel).unwrap_or_default();
+        // The CPU backend has neither a disk cache nor a source to log.
+        let source = if kind == BackendKind::Cpu {
+            String::new()
+        } else {
+            backend.generated_source(kernel)?
+        };
         let key = [
             hash.as_str(),
             source.as_str(),

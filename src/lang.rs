@@ -51,6 +51,28 @@
 //! assert!(bodies.iter().all(|b| b.pos == 0.5));
 //! # Ok::<(), kiln::Error>(())
 //! ```
+//!
+//! A value struct must have the same layout on every backend, so padding bytes are a compile
+//! error that says to order the fields from the largest type to the smallest:
+//!
+//! ```compile_fail,E0080
+//! #[derive(Clone, Copy, kiln::Value)]
+//! #[repr(C)]
+//! struct Particle {
+//!     mass: f32, // 4 bytes of padding follow, to align `pos`
+//!     pos: f64,
+//! }
+//! ```
+//!
+//! ```
+//! #[derive(Clone, Copy, kiln::Value)]
+//! #[repr(C)]
+//! struct Particle {
+//!     pos: f64, // the same types, largest first: no padding
+//!     mass: f32,
+//!     charge: f32,
+//! }
+//! ```
 
 use crate::buffer::Buffer;
 use crate::context::Context;
