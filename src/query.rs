@@ -1056,22 +1056,20 @@ fn grouped_fold_kernel(
             store_dyn(*t, l, &a.get());
         }
         barrier();
+        // The values of every column at position `at` of the tiles.
+        let row = |at: Val<u32>| -> Vec<AnyVal> {
+            tiles
+                .iter()
+                .zip(&types)
+                .map(|(t, ty)| load_dyn(*t, at, Type::Scalar(*ty)))
+                .collect()
+        };
         let stride = Var::new("stride", 1u32);
         loop_(|| {
             if_then(stride.get().ge(g), break_);
             let s = stride.get();
             if_then((l & (s * 2u32 - 1u32)).eq(0u32), || {
-                let mine = tiles
-                    .iter()
-                    .zip(&types)
-                    .map(|(t, ty)| load_dyn(*t, l, Type::Scalar(*ty)))
-                    .collect();
-                let next = tiles
-                    .iter()
-                    .zip(&types)
-                    .map(|(t, ty)| load_dyn(*t, l + s, Type::Scalar(*ty)))
-                    .collect();
-                for (t, v) in tiles.iter().zip(op(mine, next)) {
+                for (t, v) in tiles.iter().zip(op(row(l), row(l + s))) {
                     store_dyn(*t, l, &v);
                 }
             });
@@ -1079,12 +1077,8 @@ fn grouped_fold_kernel(
             stride.set(s * 2u32);
         });
         if_then(l.eq(0u32), || {
-            for ((o, t), ty) in outs.iter().zip(&tiles).zip(&types) {
-                store_dyn(
-                    *o,
-                    group_id(Axis::X),
-                    &load_dyn(*t, lit(0u32), Type::Scalar(*ty)),
-                );
+            for (o, v) in outs.iter().zip(row(lit(0u32))) {
+                store_dyn(*o, group_id(Axis::X), &v);
             }
         });
     })?)

@@ -320,12 +320,7 @@ impl Writer {
     }
 
     fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
-        let dynamic = k
-            .shared
-            .iter()
-            .filter(|s| s.len == SharedLen::Dynamic)
-            .count();
-        let mut placed = 0;
+        let mut first_dynamic = true;
         for s in &k.shared {
             for (sc, _) in s.elem.flatten() {
                 self.note_type(sc);
@@ -363,28 +358,23 @@ impl Writer {
                 (SharedLen::Dynamic, Dialect::Cuda) => {
                     // One extern array holds every dynamic array, each at the next 16-byte
                     // boundary (the layout `dynamic_shared_bytes` counts).
-                    let at = if placed == 0 {
+                    if std::mem::take(&mut first_dynamic) {
                         let _ = writeln!(
                             out,
-                            "  extern __shared__ unsigned long long kiln_dynamic_shared[];"
-                        );
-                        "kiln_dynamic_shared"
-                    } else {
-                        "(unsigned char*)kiln_dynamic_shared + kiln_shared_at"
-                    };
-                    let _ = writeln!(out, "  {ty}* {} = ({ty}*)({at});", s.name);
-                    placed += 1;
-                    if placed < dynamic {
-                        if placed == 1 {
-                            let _ = writeln!(out, "  unsigned long long kiln_shared_at = 0ull;");
-                        }
-                        let _ = writeln!(
-                            out,
-                            "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
-                            s.name,
-                            s.elem.size()
+                            "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  unsigned long long kiln_shared_at = 0ull;"
                         );
                     }
+                    let _ = writeln!(
+                        out,
+                        "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
+                        s.name
+                    );
+                    let _ = writeln!(
+                        out,
+                        "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
+                        s.name,
+                        s.elem.size()
+                    );
                 }
             }
         }

@@ -269,6 +269,17 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
+    /// Barrier mode: the private-frame offset of kernel expression `h`'s value, when another
+    /// run reads it; `None` otherwise (and always in device functions, whose handles index
+    /// their own arena).
+    fn spill_slot(&self, fx: &FnCtx, h: Handle) -> Option<u32> {
+        if fx.is_kernel && self.barrier_mode {
+            self.spill_off.get(h.index()).copied().flatten()
+        } else {
+            None
+        }
+    }
+
     /// One Cranelift variable per scalar component of `ty`.
     fn declare_vars(&mut self, ty: &Type) -> Vec<Variable> {
         ty.flatten()
@@ -583,8 +594,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         match s {
             Stmt::Eval(h) => {
                 let v = self.expr(fx, *h)?;
-                let spill = self.spill_off.get(h.index()).copied().flatten();
-                if let (true, Some(off)) = (fx.is_kernel && self.barrier_mode, spill) {
+                if let Some(off) = self.spill_slot(fx, *h) {
                     let base = self.private_base();
                     let ty = fx.types[h.index()].clone();
                     self.store_flat(&ty, base, off, &v);
@@ -702,8 +712,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         if let Some(v) = fx.vals.get(h.index()).and_then(|v| v.clone()) {
             return Ok(v);
         }
-        let spill = self.spill_off.get(h.index()).copied().flatten();
-        if let (true, Some(off)) = (fx.is_kernel && self.barrier_mode, spill) {
+        if let Some(off) = self.spill_slot(fx, h) {
             let base = self.private_base();
             let ty = fx.types[h.index()].clone();
             return Ok(self.load_flat(&ty, base, off));

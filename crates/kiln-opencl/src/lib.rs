@@ -35,6 +35,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// Keeps `buf`, made by [`Shared::create_buffer`] for `bytes`, for a later allocation of
+    /// that size. The queue is in order: a command reusing it runs after every earlier one.
+    fn release(&self, bytes: usize, buf: Buffer<u8>) {
+        self.pool.keep(bytes.max(1), buf);
+    }
+
     /// A device buffer of `bytes` (at least one byte; contents undefined): a pooled one of that
     /// size, or a new one. Fails with `OutOfMemory` above the device's largest buffer or when
     /// the driver refuses.
@@ -439,7 +445,7 @@ impl CompiledKernel for OpenClKernel {
                             .map_err(|e| self.launch_err("setting a length argument", e))?;
                     }
                     arg += 2;
-                    buffers.push(Some((a.byte_len().max(1), buf)));
+                    buffers.push(Some((a.byte_len(), buf)));
                 }
                 (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
                     for (s, off) in t.flatten() {
@@ -514,10 +520,8 @@ impl CompiledKernel for OpenClKernel {
         if host_outputs {
             queue.finish().map_err(|e| self.launch_err("running", e))?;
         }
-        // The queue is in order, so a later command reusing one of these runs after this
-        // launch.
         for (bytes, buf) in buffers.into_iter().flatten() {
-            self.shared.pool.keep(bytes, buf);
+            self.shared.release(bytes, buf);
         }
         Ok(())
     }
@@ -534,8 +538,7 @@ impl Drop for ClMemory {
     fn drop(&mut self) {
         // SAFETY: `buf` is not used again after this.
         let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
-        // The queue is in order: a command reusing the buffer runs after every earlier one.
-        self.shared.pool.keep(self.bytes.max(1), buf);
+        self.shared.release(self.bytes, buf);
     }
 }
 
