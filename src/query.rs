@@ -29,6 +29,11 @@ const CHUNK: u32 = 16384;
 const ITEM_CHUNK: u32 = 16;
 /// Independent accumulators per work item in reductions.
 const LANES: u32 = 4;
+/// Work items per group in the chunked plan's reductions whose `op` is commutative and whose
+/// values are at most 4 bytes: they take neighbouring elements, so the four of them load one
+/// 16-byte vector (the CPU backend runs them as vector lanes; PoCL and lavapipe vectorize
+/// across them too).
+const QUAD: u32 = 4;
 /// Largest input a query accepts.
 pub const MAX_LEN: usize = i32::MAX as usize;
 
@@ -315,8 +320,17 @@ impl<'a, T> Query<'a, T> {
     }
 
     /// The two kernels of the chunked plan's reduction with `identity` and the associative
-    /// `op`: one partial result per chunk, then one work item folding the partials in order.
-    fn reduce_kernels(&self, identity: &[ScalarValue], op: CombineFn<'_>) -> Result<[Kernel; 2]> {
+    /// `op`: one partial result per work item, then one work item folding the partials in
+    /// order. With [`Order::Kept`] each group has one work item folding its chunk; with
+    /// [`Order::Any`] each group has [`QUAD`] work items, and of every row of `QUAD * LANES`
+    /// elements of the chunk, work item `j` folds elements `j`, `j + QUAD`, ... into its
+    /// `LANES` accumulators.
+    fn reduce_kernels(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        order: Order,
+    ) -> Result<[Kernel; 2]> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let partials = Kernel::build("query_reduce_partials", |k| {
             let cols = self.declare_inputs(k);
@@ -327,7 +341,6 @@ impl<'a, T> Query<'a, T> {
                 .collect();
             let n = k.value::<u32>("n");
             let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
             let lanes: Vec<Vec<AnyVar>> = (0..LANES)
                 .map(|l| {
                     identity
@@ -337,17 +350,42 @@ impl<'a, T> Query<'a, T> {
                         .collect()
                 })
                 .collect();
-            let quarter = (end - start) / LANES;
-            for_range(0u32, quarter, |t| {
-                for (l, acc) in lanes.iter().enumerate() {
-                    let i = start + quarter * (l as u32) + t;
-                    self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
-                }
-            });
             let last = &lanes[LANES as usize - 1];
-            for_range(start + quarter * LANES, end, |i| {
-                self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
-            });
+            match order {
+                Order::Kept => {
+                    let (start, end) = chunk_range(n, chunk);
+                    let quarter = (end - start) / LANES;
+                    for_range(0u32, quarter, |t| {
+                        for (l, acc) in lanes.iter().enumerate() {
+                            let i = start + quarter * (l as u32) + t;
+                            self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
+                        }
+                    });
+                    for_range(start + quarter * LANES, end, |i| {
+                        self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
+                    });
+                }
+                Order::Any => {
+                    let start = group_id(Axis::X) * chunk;
+                    let end = (start + chunk).min(n);
+                    let j = local_id(Axis::X);
+                    let row = QUAD * LANES;
+                    let rows = (end - start) / row;
+                    for_range(0u32, rows, |t| {
+                        for (l, acc) in lanes.iter().enumerate() {
+                            let i = start + t * row + (l as u32) * QUAD + j;
+                            self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
+                        }
+                    });
+                    let tail = start + rows * row;
+                    for_range(0u32, (end - tail + (QUAD - 1)) / QUAD, |t| {
+                        let i = tail + t * QUAD + j;
+                        if_then(i.lt(end), || {
+                            self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
+                        });
+                    });
+                }
+            }
             let mut total: Vec<AnyVal> = lanes[0].iter().map(|v| v.get()).collect();
             for lane in &lanes[1..] {
                 total = op(total, lane.iter().map(|v| v.get()).collect());
@@ -424,7 +462,7 @@ impl<'a, T> Query<'a, T> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let result = match self.ctx.effective_plan_shape() {
             PlanShape::Grouped => self.grouped_reduce(&identity, op, order)?,
-            _ => self.chunked_reduce(&identity, op)?,
+            _ => self.chunked_reduce(&identity, op, order)?,
         };
         result
             .iter()
@@ -439,17 +477,35 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The chunked plan's reduction: one partial per chunk, then one work item folds them.
+    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]),
+    /// then one work item folds them. The [`QUAD`] layout serves [`Order::Any`] when every
+    /// input column and accumulator is at most 4 bytes; wider values keep one work item per
+    /// chunk, whose contiguous reads suit a scalar loop.
     /// Returns the device memory holding the result (one value per column).
-    fn chunked_reduce(&self, identity: &[ScalarValue], op: CombineFn<'_>) -> Result<Columns> {
-        let [chunked, finish] = self.reduce_kernels(identity, op)?;
+    fn chunked_reduce(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        order: Order,
+    ) -> Result<Columns> {
+        let narrow = identity
+            .iter()
+            .map(|v| v.ty())
+            .chain(self.columns.iter().map(|(_, t)| *t))
+            .all(|t| t.size() <= 4);
+        let order = if narrow { order } else { Order::Kept };
+        let [chunked, finish] = self.reduce_kernels(identity, op, order)?;
         let groups = groups_for(self.len);
-        let partials = self.alloc_columns(identity, groups)?;
+        let per_group = match order {
+            Order::Kept => 1,
+            Order::Any => QUAD,
+        };
+        let partials = self.alloc_columns(identity, groups * per_group)?;
         let mut args = self.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(self.len as u32), value_bytes(CHUNK)]);
         self.ctx
-            .launch_ir(&chunked, &Grid::linear(groups, 1), &mut args)?;
+            .launch_ir(&chunked, &Grid::linear(groups, per_group), &mut args)?;
         drop(args);
         let result = self.alloc_columns(identity, 1)?;
         let mut args: Vec<LaunchArg> = partials
@@ -457,7 +513,7 @@ impl<'a, T> Query<'a, T> {
             .chain(&result)
             .map(|m| LaunchArg::Device(&**m))
             .collect();
-        args.push(value_bytes(groups));
+        args.push(value_bytes(groups * per_group));
         self.ctx
             .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
         drop(args);

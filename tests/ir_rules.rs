@@ -1344,6 +1344,124 @@ fn element_wise_bodies_give_per_item_results() {
     });
 }
 
+/// Loops, locals and bounds compared with a work item's index, in a kernel with no barriers:
+/// the CPU backend runs such kernels four work items at a time, with loops taken together,
+/// locals per lane and the comparisons settled for all four lanes at once when it can.
+#[test]
+fn loops_locals_and_index_bounds_give_per_item_results() {
+    every_backend(|| {
+        let n = 1003u32;
+        let k = Kernel::build("lane_loops", |k| {
+            let x = k.buffer::<f32>("x", Access::Read);
+            let ids = k.buffer::<i32>("ids", Access::Read);
+            let out = k.buffer::<f32>("out", Access::ReadWrite);
+            let counts = k.buffer::<u32>("counts", Access::ReadWrite);
+            let bound = k.value::<i32>("bound");
+            let ubound = k.value::<u32>("ubound");
+            let i = global_id(Axis::X);
+            if_then(i.ge(x.len()), return_);
+            if_then((ids.load(i) % 5).eq(0), return_);
+            let acc = Var::new("acc", 0.0f32);
+            let hits = Var::new("hits", 0u32);
+            let missed = Var::new("missed", false);
+            for_range(0u32, 40u32, |t| {
+                if_then(t.eq(33u32), break_);
+                if_then((t % 7u32).eq(3u32), continue_);
+                let v = x.load(i + t);
+                if_else(
+                    v.gt(0.0),
+                    || {
+                        acc.set(acc.get() + v);
+                        hits.set(hits.get() + 1u32);
+                    },
+                    || missed.set(true),
+                );
+                acc.set(acc.get() * 0.5);
+            });
+            let si = i.cast::<i32>() - 6;
+            let wrapped = i + 0xFFFF_FFF0u32;
+            let bits = Var::new("bits", 0u32);
+            let tests = [
+                si.lt(bound),
+                si.le(bound),
+                bound.gt(si),
+                bound.ge(si),
+                i.lt(ubound),
+                ubound.ge(i),
+                wrapped.lt(20u32),
+                wrapped.le(ubound),
+            ];
+            for (b, t) in tests.into_iter().enumerate() {
+                if_then(t, || bits.set(bits.get() | (1u32 << b as u32)));
+            }
+            out.store(i, acc.get());
+            counts.store(
+                i,
+                hits.get() + select(missed.get(), 1000u32, 0u32) + (bits.get() << 16u32),
+            );
+        })
+        .unwrap();
+        let x: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.73).sin() * 10.0).collect();
+        let ids: Vec<i32> = (0..n as i32).map(|i| (i * 13) % 23).collect();
+        let (bound, ubound) = (37i32, 503u32);
+        for group in [1u32, 3, 10, 64, 256] {
+            let mut out = vec![7f32; n as usize];
+            let mut counts = vec![5u32; n as usize];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(n.div_ceil(group), group),
+                    &mut [
+                        LaunchArg::read(&x),
+                        LaunchArg::read(&ids),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut counts),
+                        LaunchArg::value(bound),
+                        LaunchArg::value(ubound),
+                    ],
+                )
+                .unwrap();
+            for i in 0..n {
+                let iu = i as usize;
+                if ids[iu] % 5 == 0 {
+                    assert_eq!((out[iu], counts[iu]), (7.0, 5), "group {group}, item {i}");
+                    continue;
+                }
+                let (mut acc, mut hits, mut missed) = (0f32, 0u32, false);
+                for t in (0..33u32).filter(|t| t % 7 != 3) {
+                    let v = x.get((i + t) as usize).copied().unwrap_or(0.0);
+                    if v > 0.0 {
+                        acc += v;
+                        hits += 1;
+                    } else {
+                        missed = true;
+                    }
+                    acc *= 0.5;
+                }
+                let si = i as i32 - 6;
+                let wrapped = i.wrapping_add(0xFFFF_FFF0);
+                let tests = [
+                    si < bound,
+                    si <= bound,
+                    bound > si,
+                    bound >= si,
+                    i < ubound,
+                    ubound >= i,
+                    wrapped < 20,
+                    wrapped <= ubound,
+                ];
+                let bits = tests
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |b, (k, &t)| b | ((t as u32) << k));
+                let want = hits + if missed { 1000 } else { 0 } + (bits << 16);
+                assert_eq!(out[iu], acc, "group {group}, item {i}");
+                assert_eq!(counts[iu], want, "group {group}, item {i}");
+            }
+        }
+    });
+}
+
 #[test]
 /// A CPU backend limit: a local array lives on the work item's stack.
 fn oversized_local_arrays_are_a_compile_error() {

@@ -171,10 +171,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lw.uniform_block(&mut fx, &k.body.block, false)?;
         } else {
             lw.declare_locals(&mut fx)?;
-            let start = if simd::vectorizable(k, &fx.types) {
-                Some(lw.quad_loop(&mut fx)?)
-            } else {
-                None
+            let start = match simd::quad_plan(k, &fx.types) {
+                Some(plan) => Some(lw.quad_loop(&mut fx, &plan)?),
+                None => None,
             };
             let stmts = k.body.block.0.clone();
             lw.item_loop(&mut fx, &stmts, start)?;

@@ -1,14 +1,16 @@
 //! Four work items at a time: f32x4/i32x4 lowering of element-wise kernel bodies.
 //!
-//! A kernel whose body is straight-line code with `if`s and `return`s over 32-bit values and
-//! `bool`s (no loops, locals, barriers, shared memory, atomics, subgroup operations or calls)
-//! runs its work items in quads. Values the same for the whole group stay scalar and reuse the
-//! scalar lowering; values that vary per item live in 128-bit vectors. An index equal to the
-//! work item's global id plus a uniform value is tracked as contiguous, so its loads and stores
-//! become vector loads and stores when all four lanes are in bounds. `if` on a varying
-//! condition becomes lane masks; stores write only active lanes. Operations without a vector
-//! instruction run lane by lane with the scalar lowering, so every IR rule holds unchanged. The
-//! quads stop before the group's last partial quad, which the scalar loop finishes.
+//! A kernel over 32-bit values and `bool`s whose control flow is `if`s, `return`s outside
+//! loops and loops whose every exit the whole quad takes together (no barriers, shared memory,
+//! atomics, subgroup operations, calls or array locals) runs its work items in quads. Values
+//! the same for the whole group stay scalar and reuse the scalar lowering; values that vary per
+//! item live in 128-bit vectors, and so do locals that are assigned a varying value or assigned
+//! under a varying condition. An index equal to the work item's global id plus a uniform value
+//! is tracked as contiguous, so its loads and stores become vector loads and stores when all
+//! four lanes are in bounds. `if` on a varying condition becomes lane masks; stores write, and
+//! local assignments change, only active lanes. Operations without a vector instruction run
+//! lane by lane with the scalar lowering, so every IR rule holds unchanged. The quads stop
+//! before the group's last partial quad, which the scalar loop finishes.
 
 use super::{clty, mem_flags, FnCtx, Lowerer, R};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -25,10 +27,24 @@ struct Lanes {
 
 pub(super) struct QuadState {
     lanes: Vec<Option<Lanes>>,
+    /// For a varying `bool` computed by comparing a contiguous index with a uniform bound: a
+    /// scalar that is true when all four lanes are true.
+    all_true: Vec<Option<Value>>,
+    /// The vector variable of each local that varies per work item.
+    locals: Vec<Option<Variable>>,
     active: Value,
+    /// True where every lane is known to be active (outside varying `if`s).
+    full: bool,
+    /// True once a `return` has been lowered, so some lanes may have left.
+    may_have_returned: bool,
     returned: Variable,
     first_item: Value,
     iota: Value,
+}
+
+/// How a kernel runs in quads: which of its locals vary per work item.
+pub(super) struct QuadPlan {
+    varying_locals: Vec<bool>,
 }
 
 fn vty(s: ScalarType) -> types::Type {
@@ -46,52 +62,131 @@ fn allowed(t: &Type) -> bool {
     )
 }
 
-fn block_ok(b: &Block, body: &Body) -> bool {
-    b.0.iter().all(|s| match s {
-        Stmt::Eval(h) => !matches!(
-            &body.exprs[h.index()],
-            Expr::LocalGet(_)
-                | Expr::LocalIndex { .. }
-                | Expr::Atomic { .. }
-                | Expr::Subgroup { .. }
-                | Expr::Call { .. }
-                | Expr::Compose { .. }
-                | Expr::Extract { .. }
-                | Expr::Bitcast { .. }
-                | Expr::Load {
-                    memory: Memory::Shared(_),
-                    ..
-                }
-                | Expr::Len(Memory::Shared(_))
-        ),
-        Stmt::Store {
-            memory: Memory::Buffer(_),
-            ..
-        }
-        | Stmt::Return(None)
-        | Stmt::Source(_) => true,
-        Stmt::If { accept, reject, .. } => block_ok(accept, body) && block_ok(reject, body),
-        _ => false,
-    })
+/// True for the built-ins that differ between the work items of a quad.
+fn varying_builtin(b: Builtin) -> bool {
+    matches!(
+        b,
+        Builtin::GlobalId(Axis::X)
+            | Builtin::LocalId(Axis::X)
+            | Builtin::LocalIndex
+            | Builtin::SubgroupId
+    )
 }
 
-/// True if the kernel body can run four work items at a time.
-pub(super) fn vectorizable(k: &Kernel, types: &[Type]) -> bool {
-    k.shared.is_empty()
+fn expr_ok(e: &Expr) -> bool {
+    !matches!(
+        e,
+        Expr::LocalIndex { .. }
+            | Expr::Atomic { .. }
+            | Expr::Subgroup { .. }
+            | Expr::Call { .. }
+            | Expr::Compose { .. }
+            | Expr::Extract { .. }
+            | Expr::Bitcast { .. }
+            | Expr::Load {
+                memory: Memory::Shared(_),
+                ..
+            }
+            | Expr::Len(Memory::Shared(_))
+    )
+}
+
+/// Finds which expressions and locals vary per work item, and whether the statements fit
+/// quads at all.
+struct Variance<'a> {
+    body: &'a Body,
+    exprs: Vec<bool>,
+    locals: Vec<bool>,
+    changed: bool,
+}
+
+impl Variance<'_> {
+    fn mark_exprs(&mut self) {
+        for (i, e) in self.body.exprs.iter().enumerate() {
+            let v = match e {
+                Expr::Builtin(b) => varying_builtin(*b),
+                Expr::LocalGet(l) => self.locals[l.0 as usize],
+                e => operands(e).iter().any(|o| self.exprs[o.index()]),
+            };
+            if v && !self.exprs[i] {
+                self.exprs[i] = true;
+                self.changed = true;
+            }
+        }
+    }
+
+    /// False when `b` needs something quads cannot do: a loop under a varying condition, a
+    /// `break` or `continue` that only some lanes take, or a `return` inside a loop.
+    fn walk(&mut self, b: &Block, varying_ctl: bool, in_loop: bool) -> bool {
+        b.0.iter().all(|s| match s {
+            Stmt::Eval(h) => expr_ok(&self.body.exprs[h.index()]),
+            Stmt::Store {
+                memory: Memory::Buffer(_),
+                ..
+            }
+            | Stmt::Source(_) => true,
+            Stmt::Return(None) => !in_loop,
+            Stmt::LocalSet { local, value } => {
+                let l = local.0 as usize;
+                if (varying_ctl || self.exprs[value.index()]) && !self.locals[l] {
+                    self.locals[l] = true;
+                    self.changed = true;
+                }
+                true
+            }
+            Stmt::If {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = varying_ctl || self.exprs[cond.index()];
+                self.walk(accept, c, in_loop) && self.walk(reject, c, in_loop)
+            }
+            Stmt::Loop { body, continuing } => {
+                !varying_ctl && self.walk(body, false, true) && self.walk(continuing, false, true)
+            }
+            Stmt::Break | Stmt::Continue => !varying_ctl,
+            _ => false,
+        })
+    }
+}
+
+/// How the kernel body runs four work items at a time, or `None` when it cannot.
+pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
+    let fits = k.shared.is_empty()
         && types.iter().all(allowed)
+        && k.body.locals.iter().all(|l| allowed(&l.ty))
         && k.params.iter().all(|p| match &p.kind {
             ParamKind::Buffer { elem, .. } => {
                 allowed(elem) && *elem != Type::Scalar(ScalarType::Bool)
             }
             ParamKind::Value(_) => true,
-        })
-        && block_ok(&k.body.block, &k.body)
+        });
+    if !fits {
+        return None;
+    }
+    let mut v = Variance {
+        body: &k.body,
+        exprs: vec![false; k.body.exprs.len()],
+        locals: vec![false; k.body.locals.len()],
+        changed: true,
+    };
+    while v.changed {
+        v.changed = false;
+        v.mark_exprs();
+        if !v.walk(&k.body.block, false, false) {
+            return None;
+        }
+    }
+    Some(QuadPlan {
+        varying_locals: v.locals,
+    })
 }
 
 impl Lowerer<'_, '_> {
     /// Runs full quads of work items with the vector lowering; returns the first work item
     /// left for the scalar loop (0 when the group is not one-dimensional).
-    pub(super) fn quad_loop(&mut self, fx: &mut FnCtx) -> R<Value> {
+    pub(super) fn quad_loop(&mut self, fx: &mut FnCtx, plan: &QuadPlan) -> R<Value> {
         let one_dim = {
             let y = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[1], 1);
             let z = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[2], 1);
@@ -99,11 +194,21 @@ impl Lowerer<'_, '_> {
         };
         let zero = self.iconst32(0);
         let limit = self.b.ins().select(one_dim, self.total, zero);
-        let mut iota = self.b.ins().splat(types::I32X4, zero);
-        for k in 1..4 {
-            let c = self.iconst32(k);
-            iota = self.b.ins().insertlane(iota, c, k as u8);
-        }
+        let lanes: Vec<u8> = [0u32, 1, 2, 3]
+            .iter()
+            .flat_map(|i| i.to_le_bytes())
+            .collect();
+        let lanes = self.b.func.dfg.constants.insert(lanes.into());
+        let iota = self.b.ins().vconst(types::I32X4, lanes);
+        let locals: Vec<Option<Variable>> = plan
+            .varying_locals
+            .iter()
+            .zip(&fx.body.locals)
+            .map(|(v, decl)| {
+                let s = decl.ty.as_scalar()?;
+                v.then(|| self.b.declare_var(vty(s)))
+            })
+            .collect();
         let q_var = self.b.declare_var(types::I32);
         let returned = self.b.declare_var(types::I32X4);
         self.b.def_var(q_var, zero);
@@ -125,9 +230,21 @@ impl Lowerer<'_, '_> {
         let active = self.b.ins().splat(types::I32X4, all);
         self.lid = [q, zero, zero];
         self.item = Some(q);
+        self.zero_locals(fx);
+        for (var, decl) in locals.iter().zip(&fx.body.locals) {
+            if let (Some(var), Some(s)) = (var, decl.ty.as_scalar()) {
+                let z = self.zero(s);
+                let z = self.b.ins().splat(vty(s), z);
+                self.b.def_var(*var, z);
+            }
+        }
         let mut qs = QuadState {
             lanes: vec![None; fx.body.exprs.len()],
+            all_true: vec![None; fx.body.exprs.len()],
+            locals,
             active,
+            full: true,
+            may_have_returned: false,
             returned,
             first_item: q,
             iota,
@@ -158,16 +275,72 @@ impl Lowerer<'_, '_> {
                     let r = self.b.use_var(qs.returned);
                     let r = self.b.ins().bor(r, qs.active);
                     self.b.def_var(qs.returned, r);
+                    qs.may_have_returned = true;
                 }
+                Stmt::LocalSet { local, value } => match qs.locals[local.0 as usize] {
+                    Some(var) => {
+                        let mut v = self.lanes_of(fx, qs, *value)?;
+                        if !qs.full {
+                            let old = self.b.use_var(var);
+                            let mask = self.mask_for(qs.active, self.b.func.dfg.value_type(v));
+                            v = self.b.ins().bitselect(mask, v, old);
+                        }
+                        self.b.def_var(var, v);
+                    }
+                    None => self.stmt(fx, s)?,
+                },
+                Stmt::Loop { body, continuing } => {
+                    let (header, cont, exit) = (
+                        self.b.create_block(),
+                        self.b.create_block(),
+                        self.b.create_block(),
+                    );
+                    if qs.may_have_returned {
+                        // Lanes that returned take the loop's uniform exits with the others,
+                        // but a quad whose every lane returned must not run it at all.
+                        let r = self.b.use_var(qs.returned);
+                        let live = self.b.ins().band_not(qs.active, r);
+                        let any = self.b.ins().vany_true(live);
+                        self.b.ins().brif(any, header, &[], exit, &[]);
+                    } else {
+                        self.b.ins().jump(header, &[]);
+                    }
+                    self.b.switch_to_block(header);
+                    fx.loops.push((cont, exit));
+                    self.quad_block(fx, qs, &body.0)?;
+                    self.b.ins().jump(cont, &[]);
+                    self.b.switch_to_block(cont);
+                    self.quad_block(fx, qs, &continuing.0)?;
+                    fx.loops.pop();
+                    self.b.ins().jump(header, &[]);
+                    self.b.switch_to_block(exit);
+                }
+                Stmt::Break | Stmt::Continue => self.stmt(fx, s)?,
                 Stmt::If {
                     cond,
                     accept,
                     reject,
                 } => {
                     if let Some(mask) = qs.lanes[cond.index()] {
-                        let outer = qs.active;
+                        let merge = self.b.create_block();
+                        if qs.full && !accept.0.is_empty() {
+                            // When every lane takes the accept arm, run a copy of it that knows
+                            // all lanes are active (no masks on its stores and assignments).
+                            let all = match qs.all_true[cond.index()] {
+                                Some(a) => a,
+                                None => self.b.ins().vall_true(mask.v),
+                            };
+                            let (fast, general) = (self.b.create_block(), self.b.create_block());
+                            self.b.ins().brif(all, fast, &[], general, &[]);
+                            self.b.switch_to_block(fast);
+                            self.quad_block(fx, qs, &accept.0)?;
+                            self.b.ins().jump(merge, &[]);
+                            self.b.switch_to_block(general);
+                        }
+                        let (outer, outer_full) = (qs.active, qs.full);
                         let on = self.b.ins().band(outer, mask.v);
                         let off = self.b.ins().band_not(outer, mask.v);
+                        qs.full = false;
                         for (arm, act) in [(accept, on), (reject, off)] {
                             if arm.0.is_empty() {
                                 continue;
@@ -182,6 +355,9 @@ impl Lowerer<'_, '_> {
                             self.b.switch_to_block(done);
                         }
                         qs.active = outer;
+                        qs.full = outer_full;
+                        self.b.ins().jump(merge, &[]);
+                        self.b.switch_to_block(merge);
                     } else {
                         let c = self.get(fx, *cond)?[0];
                         let (t, e, merge) = (
@@ -276,6 +452,13 @@ impl Lowerer<'_, '_> {
 
     fn quad_eval(&mut self, fx: &mut FnCtx, qs: &mut QuadState, h: Handle) -> R<()> {
         let e = fx.body.exprs[h.index()].clone();
+        if let Expr::LocalGet(l) = e {
+            if let Some(var) = qs.locals[l.0 as usize] {
+                let v = self.b.use_var(var);
+                qs.lanes[h.index()] = Some(Lanes { v, first: None });
+                return Ok(());
+            }
+        }
         if let Expr::Builtin(b) = e {
             if let Some(l) = self.varying_builtin(qs, b) {
                 qs.lanes[h.index()] = Some(l);
@@ -315,6 +498,7 @@ impl Lowerer<'_, '_> {
                     }
                     _ => None,
                 };
+                qs.all_true[h.index()] = self.all_below(fx, qs, op, s, lhs, rhs)?;
                 let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
                 let v = self.vbinary(op, s, a, b)?;
                 Lanes {
@@ -342,11 +526,7 @@ impl Lowerer<'_, '_> {
                 );
                 let v = match qs.lanes[cond.index()] {
                     Some(m) => {
-                        let mask = if ty == ScalarType::F32 {
-                            self.b.ins().bitcast(types::F32X4, mem_flags_little(), m.v)
-                        } else {
-                            m.v
-                        };
+                        let mask = self.mask_for(m.v, vty(ty));
                         self.b.ins().bitselect(mask, a, b)
                     }
                     None => {
@@ -359,9 +539,13 @@ impl Lowerer<'_, '_> {
             Expr::Cast { arg, to } => {
                 let from = fx.types[arg.index()].as_scalar().ok_or("non-scalar cast")?;
                 let a = self.lanes_of(fx, qs, arg)?;
+                let same_bits = matches!(
+                    (from, to),
+                    (ScalarType::I32, ScalarType::U32) | (ScalarType::U32, ScalarType::I32)
+                );
                 Lanes {
                     v: self.vcast(a, from, to)?,
-                    first: None,
+                    first: qs.lanes[arg.index()].and_then(|l| l.first.filter(|_| same_bits)),
                 }
             }
             Expr::Math { fun, args } => {
@@ -381,6 +565,62 @@ impl Lowerer<'_, '_> {
         };
         qs.lanes[h.index()] = Some(lanes);
         Ok(())
+    }
+
+    /// For `index < bound` or `index <= bound` (either way round) with a contiguous 32-bit
+    /// `index` and a uniform `bound`: a scalar true when the comparison holds in all four
+    /// lanes, worked out on the first lane in 64 bits so a wrapping index never passes.
+    fn all_below(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: &QuadState,
+        op: BinaryOp,
+        s: ScalarType,
+        lhs: Handle,
+        rhs: Handle,
+    ) -> R<Option<Value>> {
+        let (l, r) = (qs.lanes[lhs.index()], qs.lanes[rhs.index()]);
+        let (first, bound, cc) = match (op, l, r) {
+            (BinaryOp::Lt, Some(Lanes { first: Some(f), .. }), None) => {
+                (f, rhs, IntCC::SignedLessThan)
+            }
+            (BinaryOp::Le, Some(Lanes { first: Some(f), .. }), None) => {
+                (f, rhs, IntCC::SignedLessThanOrEqual)
+            }
+            (BinaryOp::Gt, None, Some(Lanes { first: Some(f), .. })) => {
+                (f, lhs, IntCC::SignedLessThan)
+            }
+            (BinaryOp::Ge, None, Some(Lanes { first: Some(f), .. })) => {
+                (f, lhs, IntCC::SignedLessThanOrEqual)
+            }
+            _ => return Ok(None),
+        };
+        if !matches!(s, ScalarType::I32 | ScalarType::U32) {
+            return Ok(None);
+        }
+        let b = self.get(fx, bound)?[0];
+        let (last, b) = if s == ScalarType::I32 {
+            (
+                self.b.ins().sextend(types::I64, first),
+                self.b.ins().sextend(types::I64, b),
+            )
+        } else {
+            (
+                self.b.ins().uextend(types::I64, first),
+                self.b.ins().uextend(types::I64, b),
+            )
+        };
+        let last = self.b.ins().iadd_imm_s(last, 3);
+        Ok(Some(self.b.ins().icmp(cc, last, b)))
+    }
+
+    /// The lane mask `m` (i32x4) in the vector type `to`, for `bitselect`.
+    fn mask_for(&mut self, m: Value, to: types::Type) -> Value {
+        if to == types::F32X4 {
+            self.b.ins().bitcast(types::F32X4, mem_flags_little(), m)
+        } else {
+            m
+        }
     }
 
     fn vbinary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> R<Value> {
@@ -579,8 +819,12 @@ impl Lowerer<'_, '_> {
                 let f64v = self.b.ins().uextend(types::I64, first);
                 let last = self.b.ins().iadd_imm_s(f64v, 3);
                 let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
-                let all = self.b.ins().vall_true(live);
-                let ok = self.b.ins().band(inb, all);
+                let ok = if qs.full && !qs.may_have_returned {
+                    inb
+                } else {
+                    let all = self.b.ins().vall_true(live);
+                    self.b.ins().band(inb, all)
+                };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
                 let off = self.b.ins().imul_imm_u(f64v, 4);
