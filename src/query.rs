@@ -157,6 +157,14 @@ pub enum PlanShape {
     Grouped,
 }
 
+/// Work items per group of the chunked plan's folds in `order`.
+fn items_per_chunk(order: Order) -> u32 {
+    match order {
+        Order::Kept => 1,
+        Order::Any => QUAD,
+    }
+}
+
 fn groups_for(n: usize) -> u32 {
     (n as u64).div_ceil(CHUNK as u64).max(1) as u32
 }
@@ -275,6 +283,25 @@ impl<'a, T> Query<'a, T> {
         self.apply(0, vals, cols, i, sink);
     }
 
+    /// The fused element function for source index `i` without branches: every stage runs on
+    /// every element (IR operations are total, so this is safe) and `keep` is true when every
+    /// filter keeps it. Returns `keep` and the element's column values.
+    fn element_predicated(&self, cols: &[Memory], i: Val<u32>) -> (Val<bool>, Vec<AnyVal>) {
+        let mut vals: Vec<AnyVal> = (0..self.base_columns)
+            .map(|c| load_dyn(cols[c], i, Type::Scalar(self.columns[c].1)))
+            .collect();
+        let mut keep = lit(true);
+        for stage in &self.stages {
+            match stage {
+                Stage::Map(f) => vals = f(vals),
+                Stage::Filter(p) => keep = keep.and(p(vals.clone())),
+                Stage::Enumerate => vals.insert(0, i.erase()),
+                Stage::Zip(c) => vals.push(load_dyn(cols[*c], i, Type::Scalar(self.columns[*c].1))),
+            }
+        }
+        (keep, vals)
+    }
+
     fn apply(
         &self,
         s: usize,
@@ -319,20 +346,39 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The two kernels of the chunked plan's reduction with `identity` and the associative
-    /// `op`: one partial result per work item, then one work item folding the partials in
-    /// order. With [`Order::Kept`] each group has one work item folding its chunk; with
-    /// [`Order::Any`] each group has [`QUAD`] work items, and of every row of `QUAD * LANES`
-    /// elements of the chunk, work item `j` folds elements `j`, `j + QUAD`, ... into its
-    /// `LANES` accumulators.
-    fn reduce_kernels(
+    /// The order the chunked plan folds in for a fold asking for `order` with accumulators
+    /// `identity`: the [`QUAD`] layout ([`Order::Any`]) needs every input column and
+    /// accumulator to be at most 4 bytes; wider values keep one work item per chunk, whose
+    /// contiguous reads suit a scalar loop.
+    fn chunked_order(&self, identity: &[ScalarValue], order: Order) -> Order {
+        let narrow = identity
+            .iter()
+            .map(|v| v.ty())
+            .chain(self.columns.iter().map(|(_, t)| *t))
+            .all(|t| t.size() <= 4);
+        if narrow {
+            order
+        } else {
+            Order::Kept
+        }
+    }
+
+    /// The chunked plan's partials kernel: each work item folds `project` of the rows it
+    /// takes into one partial per accumulator, stored at its global id. With [`Order::Kept`]
+    /// each group has one work item folding its chunk; with [`Order::Any`] each group has
+    /// [`QUAD`] work items, and of every row of `QUAD * LANES` elements of the chunk, work
+    /// item `j` folds elements `j`, `j + QUAD`, ... into its `LANES` accumulators.
+    fn chunked_fold_kernel(
         &self,
+        name: &str,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
-    ) -> Result<[Kernel; 2]> {
+    ) -> Result<Kernel> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let partials = Kernel::build("query_reduce_partials", |k| {
+        let fold_into = |acc: &[AnyVar], vals: Vec<AnyVal>| fold_into(acc, project(vals), op);
+        Ok(Kernel::build(name, |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = types
                 .iter()
@@ -358,11 +404,11 @@ impl<'a, T> Query<'a, T> {
                     for_range(0u32, quarter, |t| {
                         for (l, acc) in lanes.iter().enumerate() {
                             let i = start + quarter * (l as u32) + t;
-                            self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
+                            self.element(&cols, i, &mut |vals| fold_into(acc, vals));
                         }
                     });
                     for_range(start + quarter * LANES, end, |i| {
-                        self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
+                        self.element(&cols, i, &mut |vals| fold_into(last, vals))
                     });
                 }
                 Order::Any => {
@@ -374,14 +420,14 @@ impl<'a, T> Query<'a, T> {
                     for_range(0u32, rows, |t| {
                         for (l, acc) in lanes.iter().enumerate() {
                             let i = start + t * row + (l as u32) * QUAD + j;
-                            self.element(&cols, i, &mut |vals| fold_into(acc, vals, op));
+                            self.element(&cols, i, &mut |vals| fold_into(acc, vals));
                         }
                     });
                     let tail = start + rows * row;
                     for_range(0u32, (end - tail + (QUAD - 1)) / QUAD, |t| {
                         let i = tail + t * QUAD + j;
                         if_then(i.lt(end), || {
-                            self.element(&cols, i, &mut |vals| fold_into(last, vals, op))
+                            self.element(&cols, i, &mut |vals| fold_into(last, vals))
                         });
                     });
                 }
@@ -394,7 +440,21 @@ impl<'a, T> Query<'a, T> {
             for (o, v) in outs.iter().zip(&total) {
                 store_dyn(*o, g, v);
             }
-        })?;
+        })?)
+    }
+
+    /// The two kernels of the chunked plan's reduction with `identity` and the associative
+    /// `op`: the partials kernel ([`Self::chunked_fold_kernel`]), then one work item folding
+    /// the partials in order.
+    fn reduce_kernels(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        order: Order,
+    ) -> Result<[Kernel; 2]> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let partials =
+            self.chunked_fold_kernel("query_reduce_partials", identity, op, &|v| v, order)?;
         let finish = Kernel::build("query_reduce_final", |k| {
             let ins: Vec<Memory> = types
                 .iter()
@@ -477,29 +537,19 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]),
-    /// then one work item folds them. The [`QUAD`] layout serves [`Order::Any`] when every
-    /// input column and accumulator is at most 4 bytes; wider values keep one work item per
-    /// chunk, whose contiguous reads suit a scalar loop.
-    /// Returns the device memory holding the result (one value per column).
+    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]
+    /// and [`Self::chunked_order`]), then one work item folds them. Returns the device memory
+    /// holding the result (one value per column).
     fn chunked_reduce(
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
         order: Order,
     ) -> Result<Columns> {
-        let narrow = identity
-            .iter()
-            .map(|v| v.ty())
-            .chain(self.columns.iter().map(|(_, t)| *t))
-            .all(|t| t.size() <= 4);
-        let order = if narrow { order } else { Order::Kept };
+        let order = self.chunked_order(identity, order);
         let [chunked, finish] = self.reduce_kernels(identity, op, order)?;
         let groups = groups_for(self.len);
-        let per_group = match order {
-            Order::Kept => 1,
-            Order::Any => QUAD,
-        };
+        let per_group = items_per_chunk(order);
         let partials = self.alloc_columns(identity, groups * per_group)?;
         let mut args = self.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
@@ -711,18 +761,13 @@ impl<'a, T: Row> Query<'a, T> {
     /// The two kernels of an ordered filter: count per chunk, then (after the host scans the
     /// counts into offsets) scatter.
     fn filter_kernels(&self) -> Result<[Kernel; 2]> {
-        let count = Kernel::build("query_filter_count", |k| {
-            let cols = self.declare_inputs(k);
-            let counts = k.buffer::<u32>("counts", Access::Write);
-            let n = k.value::<u32>("n");
-            let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
-            let c = Var::new("count", 0u32);
-            for_range(start, end, |i| {
-                self.element(&cols, i, &mut |_| c.set(c.get() + 1u32))
-            });
-            counts.store(global_id(Axis::X), c.get());
-        })?;
+        let count = self.chunked_fold_kernel(
+            "query_filter_count",
+            &[ScalarValue::U32(0)],
+            &add_u32,
+            &|_| vec![lit_value(ScalarValue::U32(1))],
+            self.count_order(),
+        )?;
         let scatter = Kernel::build("query_filter_scatter", |k| {
             let cols = self.declare_inputs(k);
             let offsets = k.buffer::<u32>("offsets", Access::Read);
@@ -735,14 +780,16 @@ impl<'a, T: Row> Query<'a, T> {
             let chunk = k.value::<u32>("chunk");
             let (start, end) = chunk_range(n, chunk);
             let pos = Var::new("pos", offsets.load(global_id(Axis::X)));
+            // Without branches, so a predicate that keeps elements at random costs no
+            // mispredictions: a dropped element's store goes out of bounds and is skipped.
             for_range(start, end, |i| {
-                self.element(&cols, i, &mut |vals| {
-                    let p = pos.get();
-                    for (o, v) in outs.iter().zip(&vals) {
-                        store_dyn(*o, p, v);
-                    }
-                    pos.set(p + 1u32);
-                })
+                let (keep, vals) = self.element_predicated(&cols, i);
+                let p = pos.get();
+                let target = select(keep, p, u32::MAX);
+                for (o, v) in outs.iter().zip(&vals) {
+                    store_dyn(*o, target, v);
+                }
+                pos.set(p + keep.cast::<u32>());
             });
         })?;
         Ok([count, scatter])
@@ -800,16 +847,15 @@ impl<'a, T: Row> Query<'a, T> {
         let [chunked_count, _] = self.filter_kernels()?;
         let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
             .then(|| grouped_size(self.ctx.device().max_group_size));
-        let (count, groups, grid, per_item) = match group {
+        let (count, groups, grid, per_item, per_group) = match group {
             Some(g) => {
-                let add: CombineFn<'_> = &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])];
                 let ones = |_: Vec<AnyVal>| vec![lit_value(ScalarValue::U32(1))];
                 let groups = grouped_groups(n, g);
                 (
                     self.grouped_reduce_kernel(
                         "query_filter_count_grouped",
                         &[ScalarValue::U32(0)],
-                        add,
+                        &add_u32,
                         &ones,
                         Order::Any,
                         g,
@@ -817,30 +863,36 @@ impl<'a, T: Row> Query<'a, T> {
                     groups,
                     Grid::linear(groups, g),
                     ITEM_CHUNK,
+                    1,
                 )
             }
-            None => (
-                chunked_count,
-                groups_for(n),
-                Grid::linear(groups_for(n), 1),
-                CHUNK,
-            ),
+            None => {
+                let per_group = items_per_chunk(self.count_order());
+                (
+                    chunked_count,
+                    groups_for(n),
+                    Grid::linear(groups_for(n), per_group),
+                    CHUNK,
+                    per_group,
+                )
+            }
         };
-        let mut counts = vec![0u32; groups as usize];
+        let mut counts = vec![0u32; (groups * per_group) as usize];
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.push(value_bytes(n as u32));
         args.push(value_bytes(per_item));
         self.ctx.launch_ir(&count, &grid, &mut args)?;
         drop(args);
-        // One count per group, and the total sizes the output on the host anyway: the
-        // exclusive scan is a host loop, not a kernel one work item would run serially.
+        // One count per group (or per work item, summed here per group), and the total sizes
+        // the output on the host anyway: the exclusive scan is a host loop, not a kernel one
+        // work item would run serially.
         let mut total = 0u32;
         let offsets = counts
-            .iter()
-            .map(|&c| {
+            .chunks(per_group as usize)
+            .map(|c| {
                 let offset = total;
-                total += c;
+                total += c.iter().sum::<u32>();
                 offset
             })
             .collect();
@@ -849,6 +901,11 @@ impl<'a, T: Row> Query<'a, T> {
             offsets: Some(offsets),
             group,
         })
+    }
+
+    /// The order of the chunked plan's count of kept elements (counting is commutative).
+    fn count_order(&self) -> Order {
+        self.chunked_order(&[ScalarValue::U32(0)], Order::Any)
     }
 
     /// The grouped plan's ordered scatter: each work item counts what it keeps of its range,
@@ -1039,6 +1096,11 @@ impl<'a, T: Row> Query<'a, T> {
         }
         s
     }
+}
+
+/// `a + b` on one `u32` column: counting.
+fn add_u32(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
+    vec![bin(BinaryOp::Add, &a[0], &b[0])]
 }
 
 fn fold_into(acc: &[AnyVar], vals: Vec<AnyVal>, op: CombineFn<'_>) {

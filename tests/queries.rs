@@ -88,6 +88,22 @@ fn map_to_vec_and_filter_to_vec_keep_order() {
                 .to_vec()
                 .unwrap();
             assert_eq!(all, xs.iter().map(|&x| x as i64 * 2).collect::<Vec<_>>());
+            // Two filters around a map that divides by dropped elements too (8-byte values).
+            let ds: Vec<f64> = xs.iter().map(|&x| (x % 1000) as f64).collect();
+            let chained = c
+                .from(&ds)
+                .filter(|x| x.gt(0.0))
+                .map(|x| 100.0 / x)
+                .filter(|x| x.lt(0.5))
+                .to_vec()
+                .unwrap();
+            let want: Vec<f64> = ds
+                .iter()
+                .filter(|&&x| x > 0.0)
+                .map(|&x| 100.0 / x)
+                .filter(|&x| x < 0.5)
+                .collect();
+            assert_eq!(chained, want, "n={n}");
         }
     });
 }
