@@ -147,6 +147,31 @@ fn validation_errors_say_what_where_and_why() {
         "{e}"
     );
     assert!(e.location.contains("expression %2"), "{e:?}");
+    // A statement deep in the body is named by its path from the body.
+    let mut nested = Kernel::build("nested", |k| {
+        let out = k.buffer::<u32>("out", Access::Write);
+        let i = global_id(Axis::X);
+        loop_(|| {
+            if_then(i.gt(3u32), || out.store(i, 1u32));
+            break_();
+        });
+    })
+    .unwrap();
+    let Stmt::Loop { body, .. } = &mut nested.body.block.0[1] else {
+        panic!("{:?}", nested.body.block)
+    };
+    let Stmt::If { accept, .. } = &mut body.0[2] else {
+        panic!("{body:?}")
+    };
+    accept.0.insert(0, Stmt::Break);
+    accept.0.insert(0, Stmt::Continue);
+    accept.0.push(Stmt::Eval(Handle(0)));
+    let e = kiln::ir::validate(&nested).unwrap_err();
+    assert_eq!(
+        e.location, "stmt 1 > loop body > stmt 2 > if > stmt 4",
+        "{e}"
+    );
+    assert!(e.message.contains("computed twice"), "{e}");
     let e = Kernel::build("bad name", |_| {}).unwrap_err();
     assert!(e.to_string().contains("not an identifier"), "{e}");
     let e = Kernel::build("uses_barrier_in_fn", |_| {

@@ -13,40 +13,71 @@ impl std::fmt::Display for KernelHash {
     }
 }
 
-/// Two independent FNV-1a-style lanes over the bytes `Hash` feeds; lengths and enum tags are
-/// fed as fixed-width little-endian integers, so the digest depends only on the kernel's
-/// structure: the same in every process and on every machine for one kiln version.
+/// Two independent multiply-rotate lanes over the words `Hash` feeds: integers, lengths and
+/// enum tags as one little-endian 64-bit word each, byte strings eight bytes at a time
+/// followed by their length. The digest depends only on the kernel's structure: the same in
+/// every process and on every machine for one kiln version.
 struct StableHasher {
     a: u64,
     b: u64,
 }
 
+impl StableHasher {
+    fn mix(&mut self, w: u64) {
+        self.a = (self.a ^ w)
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(31);
+        self.b = (self.b ^ w)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+
+    /// A lane's final value, with every input bit spread over every output bit.
+    fn avalanche(mut x: u64) -> u64 {
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+}
+
 impl Hasher for StableHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.a = (self.a ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
-            self.b = (self.b ^ byte as u64)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                .rotate_left(29);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.mix(u64::from_le_bytes(b));
         }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(b));
+        }
+        self.mix(bytes.len() as u64);
     }
-    fn write_usize(&mut self, i: usize) {
-        self.write(&(i as u64).to_le_bytes());
-    }
-    fn write_isize(&mut self, i: isize) {
-        self.write(&(i as i64).to_le_bytes());
+    fn write_u8(&mut self, i: u8) {
+        self.mix(i as u64);
     }
     fn write_u16(&mut self, i: u16) {
-        self.write(&i.to_le_bytes());
+        self.mix(i as u64);
     }
     fn write_u32(&mut self, i: u32) {
-        self.write(&i.to_le_bytes());
+        self.mix(i as u64);
     }
     fn write_u64(&mut self, i: u64) {
-        self.write(&i.to_le_bytes());
+        self.mix(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.mix(i as i64 as u64);
     }
     fn finish(&self) -> u64 {
-        self.a ^ self.b
+        Self::avalanche(self.a ^ self.b)
     }
 }
 
@@ -59,5 +90,6 @@ pub fn kernel_hash(k: &Kernel) -> KernelHash {
     };
     env!("CARGO_PKG_VERSION").hash(&mut h);
     k.hash(&mut h);
-    KernelHash(((h.a as u128) << 64) | h.b as u128)
+    let (a, b) = (StableHasher::avalanche(h.a), StableHasher::avalanche(h.b));
+    KernelHash(((a as u128) << 64) | b as u128)
 }

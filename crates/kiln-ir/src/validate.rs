@@ -211,6 +211,25 @@ pub fn expr_types(kernel: &Kernel, params: &[Param], body: &Body) -> Result<Vec<
     cx.types(body).map_err(|(loc, msg)| format!("{loc}: {msg}"))
 }
 
+/// Where a statement is, as a chain up to the body: printed (`stmt 2 > if > stmt 0`) only
+/// when a check fails.
+enum Place<'p> {
+    Root,
+    Stmt(&'p Place<'p>, usize),
+    Part(&'p Place<'p>, &'static str),
+}
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Root => Ok(()),
+            Place::Stmt(Place::Root, i) => write!(f, "stmt {i}"),
+            Place::Stmt(up, i) => write!(f, "{up} > stmt {i}"),
+            Place::Part(up, part) => write!(f, "{up} > {part}"),
+        }
+    }
+}
+
 type Fail = (String, String);
 
 struct Checker<'a> {
@@ -244,7 +263,7 @@ impl Checker<'_> {
             visible: vec![false; body.exprs.len()],
             evaluated: vec![false; body.exprs.len()],
         };
-        self.block(body, &types, &body.block, &mut scope, 0, "")
+        self.block(body, &types, &body.block, &mut scope, 0, &Place::Root)
     }
 
     fn memory_elem(&self, m: Memory, write: bool, atomic: bool) -> Result<Type, String> {
@@ -633,15 +652,11 @@ impl Checker<'_> {
         b: &Block,
         scope: &mut Scope,
         loops: usize,
-        path: &str,
+        path: &Place,
     ) -> Result<(), Fail> {
         let mut added = Vec::new();
         for (i, s) in b.0.iter().enumerate() {
-            let here = if path.is_empty() {
-                format!("stmt {i}")
-            } else {
-                format!("{path} > stmt {i}")
-            };
+            let here = Place::Stmt(path, i);
             let r = self.stmt(body, types, s, scope, loops, &here, &mut added);
             if r.is_err() {
                 for h in &added {
@@ -664,7 +679,7 @@ impl Checker<'_> {
         s: &Stmt,
         scope: &mut Scope,
         loops: usize,
-        here: &str,
+        here: &Place,
         added: &mut Vec<usize>,
     ) -> Result<(), Fail> {
         let fail = |m: String| (here.to_string(), m);
@@ -755,8 +770,9 @@ impl Checker<'_> {
                 if *use_(cond, scope)? != BOOL {
                     return Err(fail("if condition must be bool".into()));
                 }
-                self.block(body, types, accept, scope, loops, &format!("{here} > if"))?;
-                self.block(body, types, reject, scope, loops, &format!("{here} > else"))?;
+                let (then_place, else_place) = (Place::Part(here, "if"), Place::Part(here, "else"));
+                self.block(body, types, accept, scope, loops, &then_place)?;
+                self.block(body, types, reject, scope, loops, &else_place)?;
             }
             Stmt::Loop {
                 body: lb,
@@ -768,7 +784,7 @@ impl Checker<'_> {
                     lb,
                     scope,
                     loops + 1,
-                    &format!("{here} > loop body"),
+                    &Place::Part(here, "loop body"),
                 )?;
                 if contains_jump(continuing) {
                     return Err(fail(
@@ -781,7 +797,7 @@ impl Checker<'_> {
                     continuing,
                     scope,
                     loops + 1,
-                    &format!("{here} > continuing"),
+                    &Place::Part(here, "continuing"),
                 )?;
             }
             Stmt::Break | Stmt::Continue if loops == 0 => {
