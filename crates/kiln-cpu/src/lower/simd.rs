@@ -91,6 +91,16 @@ fn expr_ok(e: &Expr) -> bool {
     )
 }
 
+/// True if `b` stores to a buffer.
+fn stores(b: &Block) -> bool {
+    b.0.iter().any(|s| match s {
+        Stmt::Store { .. } => true,
+        Stmt::If { accept, reject, .. } => stores(accept) || stores(reject),
+        Stmt::Loop { body, continuing } => stores(body) || stores(continuing),
+        _ => false,
+    })
+}
+
 /// Finds which expressions and locals vary per work item, and whether the statements fit
 /// quads at all.
 struct Variance<'a> {
@@ -151,7 +161,8 @@ impl Variance<'_> {
     }
 }
 
-/// How the kernel body runs four work items at a time, or `None` when it cannot.
+/// How the kernel body runs four work items at a time, or `None` when it cannot or nothing
+/// in it varies per work item.
 pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
     let fits = k.shared.is_empty()
         && types.iter().all(allowed)
@@ -178,7 +189,8 @@ pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
             return None;
         }
     }
-    Some(QuadPlan {
+    // A body where nothing differs between work items gains nothing from vectors.
+    v.exprs.contains(&true).then_some(QuadPlan {
         varying_locals: v.locals,
     })
 }
@@ -323,9 +335,10 @@ impl Lowerer<'_, '_> {
                 } => {
                     if let Some(mask) = qs.lanes[cond.index()] {
                         let merge = self.b.create_block();
-                        if qs.full && !accept.0.is_empty() {
+                        if qs.full && stores(accept) {
                             // When every lane takes the accept arm, run a copy of it that knows
-                            // all lanes are active (no masks on its stores and assignments).
+                            // all lanes are active, so its stores need no lane masks (masked
+                            // local assignments cost one instruction: not worth a copy alone).
                             let all = match qs.all_true[cond.index()] {
                                 Some(a) => a,
                                 None => self.b.ins().vall_true(mask.v),
