@@ -9,8 +9,11 @@
 //! is tracked as contiguous, so its loads and stores become vector loads and stores when all
 //! four lanes are in bounds. `if` on a varying condition becomes lane masks; stores write, and
 //! local assignments change, only active lanes. Operations without a vector instruction run
-//! lane by lane with the scalar lowering, so every IR rule holds unchanged. The quads stop
-//! before the group's last partial quad, which the scalar loop finishes.
+//! lane by lane with the scalar lowering, so every IR rule holds unchanged. A quad is four
+//! neighbours along x: one-dimensional groups stop before their last partial quad, which the
+//! scalar loop finishes; groups of two or three dimensions run in quads when their rows are a
+//! multiple of four work items long (then along y and z a quad's four items agree), and in the
+//! scalar loop otherwise.
 
 use super::{clty, mem_flags, FnCtx, Lowerer, R};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -199,13 +202,18 @@ impl Lowerer<'_, '_> {
     /// Runs full quads of work items with the vector lowering; returns the first work item
     /// left for the scalar loop (0 when the group is not one-dimensional).
     pub(super) fn quad_loop(&mut self, fx: &mut FnCtx, plan: &QuadPlan) -> R<Value> {
-        let one_dim = {
+        // A quad must lie in one row of the group: one-dimensional groups, or rows whose
+        // length is a multiple of 4 (then the quads cover the whole group).
+        let in_rows = {
             let y = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[1], 1);
             let z = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[2], 1);
-            self.b.ins().band(y, z)
+            let one_dim = self.b.ins().band(y, z);
+            let x_rem = self.b.ins().band_imm_u(self.gsize[0], 3);
+            let x4 = self.b.ins().icmp_imm_s(IntCC::Equal, x_rem, 0);
+            self.b.ins().bor(one_dim, x4)
         };
         let zero = self.iconst32(0);
-        let limit = self.b.ins().select(one_dim, self.total, zero);
+        let limit = self.b.ins().select(in_rows, self.total, zero);
         let lanes: Vec<u8> = [0u32, 1, 2, 3]
             .iter()
             .flat_map(|i| i.to_le_bytes())
@@ -222,8 +230,16 @@ impl Lowerer<'_, '_> {
             })
             .collect();
         let q_var = self.b.declare_var(types::I32);
+        let lid_vars = [
+            self.b.declare_var(types::I32),
+            self.b.declare_var(types::I32),
+            self.b.declare_var(types::I32),
+        ];
         let returned = self.b.declare_var(types::I32X4);
         self.b.def_var(q_var, zero);
+        for v in lid_vars {
+            self.b.def_var(v, zero);
+        }
         let (header, body, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -240,7 +256,7 @@ impl Lowerer<'_, '_> {
         self.b.def_var(returned, none);
         let all = self.b.ins().iconst(types::I32, -1);
         let active = self.b.ins().splat(types::I32X4, all);
-        self.lid = [q, zero, zero];
+        self.lid = lid_vars.map(|v| self.b.use_var(v));
         self.item = Some(q);
         self.zero_locals(fx);
         for (var, decl) in locals.iter().zip(&fx.body.locals) {
@@ -266,6 +282,20 @@ impl Lowerer<'_, '_> {
         let q = self.b.use_var(q_var);
         let next = self.b.ins().iadd_imm_s(q, 4);
         self.b.def_var(q_var, next);
+        // The next quad's local id: four along x, wrapping into the next row and layer.
+        let [x, y, z] = lid_vars.map(|v| self.b.use_var(v));
+        let x = self.b.ins().iadd_imm_s(x, 4);
+        let x_wraps = self.b.ins().icmp(IntCC::Equal, x, self.gsize[0]);
+        let x = self.b.ins().select(x_wraps, zero, x);
+        let carry = self.b.ins().uextend(types::I32, x_wraps);
+        let y = self.b.ins().iadd(y, carry);
+        let y_wraps = self.b.ins().icmp(IntCC::Equal, y, self.gsize[1]);
+        let y = self.b.ins().select(y_wraps, zero, y);
+        let carry = self.b.ins().uextend(types::I32, y_wraps);
+        let z = self.b.ins().iadd(z, carry);
+        for (v, val) in lid_vars.into_iter().zip([x, y, z]) {
+            self.b.def_var(v, val);
+        }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         self.item = None;
@@ -451,9 +481,10 @@ impl Lowerer<'_, '_> {
         let first = match b {
             Builtin::GlobalId(Axis::X) => {
                 let base = self.b.ins().imul(self.gid[0], self.gsize[0]);
-                self.b.ins().iadd(base, qs.first_item)
+                self.b.ins().iadd(base, self.lid[0])
             }
-            Builtin::LocalId(Axis::X) | Builtin::LocalIndex | Builtin::SubgroupId => qs.first_item,
+            Builtin::LocalId(Axis::X) => self.lid[0],
+            Builtin::LocalIndex | Builtin::SubgroupId => qs.first_item,
             _ => return None,
         };
         let splat = self.b.ins().splat(types::I32X4, first);
