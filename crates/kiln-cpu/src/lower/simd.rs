@@ -282,20 +282,23 @@ impl Lowerer<'_, '_> {
         let q = self.b.use_var(q_var);
         let next = self.b.ins().iadd_imm_s(q, 4);
         self.b.def_var(q_var, next);
-        // The next quad's local id: four along x, wrapping into the next row and layer.
+        // The next quad's local id: four along x; at the end of a row (for one-dimensional
+        // groups only after the last quad) it wraps into the next row and layer.
         let [x, y, z] = lid_vars.map(|v| self.b.use_var(v));
         let x = self.b.ins().iadd_imm_s(x, 4);
+        self.b.def_var(lid_vars[0], x);
         let x_wraps = self.b.ins().icmp(IntCC::Equal, x, self.gsize[0]);
-        let x = self.b.ins().select(x_wraps, zero, x);
-        let carry = self.b.ins().uextend(types::I32, x_wraps);
-        let y = self.b.ins().iadd(y, carry);
+        let wrap = self.b.create_block();
+        self.b.ins().brif(x_wraps, wrap, &[], header, &[]);
+        self.b.switch_to_block(wrap);
+        self.b.def_var(lid_vars[0], zero);
+        let y = self.b.ins().iadd_imm_s(y, 1);
         let y_wraps = self.b.ins().icmp(IntCC::Equal, y, self.gsize[1]);
-        let y = self.b.ins().select(y_wraps, zero, y);
+        let next_y = self.b.ins().select(y_wraps, zero, y);
         let carry = self.b.ins().uextend(types::I32, y_wraps);
-        let z = self.b.ins().iadd(z, carry);
-        for (v, val) in lid_vars.into_iter().zip([x, y, z]) {
-            self.b.def_var(v, val);
-        }
+        let next_z = self.b.ins().iadd(z, carry);
+        self.b.def_var(lid_vars[1], next_y);
+        self.b.def_var(lid_vars[2], next_z);
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         self.item = None;
