@@ -278,9 +278,14 @@ impl<'a, T> Query<'a, T> {
     /// element's column values to `sink`.
     fn element(&self, cols: &[Memory], i: Val<u32>, sink: &mut dyn FnMut(Vec<AnyVal>)) {
         let vals = (0..self.base_columns)
-            .map(|c| load_dyn(cols[c], i, Type::Scalar(self.columns[c].1)))
+            .map(|c| self.column(cols, c, i))
             .collect();
         self.apply(0, vals, cols, i, sink);
+    }
+
+    /// Element `i` of input column `c`.
+    fn column(&self, cols: &[Memory], c: usize, i: Val<u32>) -> AnyVal {
+        load_dyn(cols[c], i, Type::Scalar(self.columns[c].1))
     }
 
     /// The fused element function for source index `i` without branches: every stage runs on
@@ -288,7 +293,7 @@ impl<'a, T> Query<'a, T> {
     /// filter keeps it. Returns `keep` and the element's column values.
     fn element_predicated(&self, cols: &[Memory], i: Val<u32>) -> (Val<bool>, Vec<AnyVal>) {
         let mut vals: Vec<AnyVal> = (0..self.base_columns)
-            .map(|c| load_dyn(cols[c], i, Type::Scalar(self.columns[c].1)))
+            .map(|c| self.column(cols, c, i))
             .collect();
         let mut keep = lit(true);
         for stage in &self.stages {
@@ -296,7 +301,7 @@ impl<'a, T> Query<'a, T> {
                 Stage::Map(f) => vals = f(vals),
                 Stage::Filter(p) => keep = keep.and(p(vals.clone())),
                 Stage::Enumerate => vals.insert(0, i.erase()),
-                Stage::Zip(c) => vals.push(load_dyn(cols[*c], i, Type::Scalar(self.columns[*c].1))),
+                Stage::Zip(c) => vals.push(self.column(cols, *c, i)),
             }
         }
         (keep, vals)
@@ -322,7 +327,7 @@ impl<'a, T> Query<'a, T> {
                 self.apply(s + 1, vals, cols, i, sink)
             }
             Some(Stage::Zip(c)) => {
-                vals.push(load_dyn(cols[*c], i, Type::Scalar(self.columns[*c].1)));
+                vals.push(self.column(cols, *c, i));
                 self.apply(s + 1, vals, cols, i, sink)
             }
         }
@@ -758,17 +763,28 @@ impl<'a, T: Row> Query<'a, T> {
         })?)
     }
 
-    /// The two kernels of an ordered filter: count per chunk, then (after the host scans the
-    /// counts into offsets) scatter.
+    /// The two kernels of the chunked plan's ordered filter: count per chunk, then (after the
+    /// host scans the counts into offsets) scatter.
     fn filter_kernels(&self) -> Result<[Kernel; 2]> {
-        let count = self.chunked_fold_kernel(
+        Ok([self.chunked_count_kernel()?, self.chunked_scatter_kernel()?])
+    }
+
+    /// The chunked plan's count of kept elements: see [`Self::chunked_fold_kernel`] and
+    /// [`Self::count_order`].
+    fn chunked_count_kernel(&self) -> Result<Kernel> {
+        self.chunked_fold_kernel(
             "query_filter_count",
             &[ScalarValue::U32(0)],
             &add_u32,
-            &|_| vec![lit_value(ScalarValue::U32(1))],
+            &one_u32,
             self.count_order(),
-        )?;
-        let scatter = Kernel::build("query_filter_scatter", |k| {
+        )
+    }
+
+    /// The chunked plan's ordered scatter: each work item writes what it keeps of its chunk
+    /// from the chunk's offset on.
+    fn chunked_scatter_kernel(&self) -> Result<Kernel> {
+        Ok(Kernel::build("query_filter_scatter", |k| {
             let cols = self.declare_inputs(k);
             let offsets = k.buffer::<u32>("offsets", Access::Read);
             let outs: Vec<Memory> = Self::out_types()
@@ -791,8 +807,7 @@ impl<'a, T: Row> Query<'a, T> {
                 }
                 pos.set(p + keep.cast::<u32>());
             });
-        })?;
-        Ok([count, scatter])
+        })?)
     }
 
     /// Folds all elements with the associative `op`, starting from `identity` (which must be
@@ -844,19 +859,17 @@ impl<'a, T: Row> Query<'a, T> {
                 group: None,
             });
         }
-        let [chunked_count, _] = self.filter_kernels()?;
         let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
             .then(|| grouped_size(self.ctx.device().max_group_size));
         let (count, groups, grid, per_item, per_group) = match group {
             Some(g) => {
-                let ones = |_: Vec<AnyVal>| vec![lit_value(ScalarValue::U32(1))];
                 let groups = grouped_groups(n, g);
                 (
                     self.grouped_reduce_kernel(
                         "query_filter_count_grouped",
                         &[ScalarValue::U32(0)],
                         &add_u32,
-                        &ones,
+                        &one_u32,
                         Order::Any,
                         g,
                     )?,
@@ -869,7 +882,7 @@ impl<'a, T: Row> Query<'a, T> {
             None => {
                 let per_group = items_per_chunk(self.count_order());
                 (
-                    chunked_count,
+                    self.chunked_count_kernel()?,
                     groups_for(n),
                     Grid::linear(groups_for(n), per_group),
                     CHUNK,
@@ -982,10 +995,11 @@ impl<'a, T: Row> Query<'a, T> {
                         Grid::linear(grouped_groups(n, g), g),
                         ITEM_CHUNK,
                     ),
-                    None => {
-                        let [_, scatter] = self.filter_kernels()?;
-                        (scatter, Grid::linear(groups_for(n), 1), CHUNK)
-                    }
+                    None => (
+                        self.chunked_scatter_kernel()?,
+                        Grid::linear(groups_for(n), 1),
+                        CHUNK,
+                    ),
                 };
                 args.push(LaunchArg::Read(u32_bytes(offsets)));
                 args.extend(outs);
@@ -998,12 +1012,8 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Number of elements (after filters).
     pub fn count(self) -> Result<usize> {
-        let q = self.map_erased(|_| vec![lit_value(ScalarValue::U32(1))]);
-        let v = q.reduce_values(
-            vec![ScalarValue::U32(0)],
-            &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])],
-            Order::Any,
-        )?;
+        let q = self.map_erased(one_u32);
+        let v = q.reduce_values(vec![ScalarValue::U32(0)], &add_u32, Order::Any)?;
         Ok(v[0].to_bits() as usize)
     }
 
@@ -1101,6 +1111,11 @@ impl<'a, T: Row> Query<'a, T> {
 /// `a + b` on one `u32` column: counting.
 fn add_u32(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
     vec![bin(BinaryOp::Add, &a[0], &b[0])]
+}
+
+/// A `u32` 1 for any row: what counting adds up.
+fn one_u32(_: Vec<AnyVal>) -> Vec<AnyVal> {
+    vec![lit_value(ScalarValue::U32(1))]
 }
 
 fn fold_into(acc: &[AnyVar], vals: Vec<AnyVal>, op: CombineFn<'_>) {

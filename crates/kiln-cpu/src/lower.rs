@@ -405,8 +405,41 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.fresh_block();
     }
 
-    /// Runs `stmts` once per work item of the group, from work item `start` (0 if `None`; a
-    /// start other than 0 is only used for one-dimensional groups).
+    /// `loop { body } continuing { continuing }`, each part lowered by `part` with the loop's
+    /// `continue` and `break` targets on `fx.loops`; with `enter`, the loop runs at all only
+    /// when that flag is true.
+    fn lower_loop(
+        &mut self,
+        fx: &mut FnCtx,
+        body: &Block,
+        continuing: &Block,
+        enter: Option<Value>,
+        part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
+    ) -> R<()> {
+        let (header, cont, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        match enter {
+            Some(flag) => self.b.ins().brif(flag, header, &[], exit, &[]),
+            None => self.b.ins().jump(header, &[]),
+        };
+        self.b.switch_to_block(header);
+        fx.loops.push((cont, exit));
+        part(self, fx, body)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+        part(self, fx, continuing)?;
+        fx.loops.pop();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Runs `stmts` once per work item of the group, from work item `start` (0 if `None`).
+    /// A start other than 0 comes from the quad loop: the first work item of a
+    /// one-dimensional group's last partial quad, or the group's end when quads covered it.
     fn item_loop(&mut self, fx: &mut FnCtx, stmts: &[Stmt], start: Option<Value>) -> R<()> {
         let item_var = self.b.declare_var(types::I32);
         let lvars = [
@@ -549,21 +582,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     self.b.switch_to_block(merge);
                 }
                 Stmt::Loop { body, continuing } => {
-                    let (header, cont, exit) = (
-                        self.b.create_block(),
-                        self.b.create_block(),
-                        self.b.create_block(),
-                    );
-                    self.b.ins().jump(header, &[]);
-                    self.b.switch_to_block(header);
-                    fx.loops.push((cont, exit));
-                    self.uniform_block(fx, body, true)?;
-                    self.b.ins().jump(cont, &[]);
-                    self.b.switch_to_block(cont);
-                    self.uniform_block(fx, continuing, true)?;
-                    fx.loops.pop();
-                    self.b.ins().jump(header, &[]);
-                    self.b.switch_to_block(exit);
+                    self.lower_loop(fx, body, continuing, None, &mut |l, fx, part| {
+                        l.uniform_block(fx, part, true)
+                    })?;
                 }
                 Stmt::Break => {
                     let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;
@@ -658,21 +679,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Loop { body, continuing } => {
-                let (header, cont, exit) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().jump(header, &[]);
-                self.b.switch_to_block(header);
-                fx.loops.push((cont, exit));
-                self.block(fx, &body.0)?;
-                self.b.ins().jump(cont, &[]);
-                self.b.switch_to_block(cont);
-                self.block(fx, &continuing.0)?;
-                fx.loops.pop();
-                self.b.ins().jump(header, &[]);
-                self.b.switch_to_block(exit);
+                self.lower_loop(fx, body, continuing, None, &mut |l, fx, part| {
+                    l.block(fx, &part.0)
+                })?;
             }
             Stmt::Break => {
                 let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;

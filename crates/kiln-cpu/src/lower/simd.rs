@@ -200,7 +200,9 @@ pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
 
 impl Lowerer<'_, '_> {
     /// Runs full quads of work items with the vector lowering; returns the first work item
-    /// left for the scalar loop (0 when the group is not one-dimensional).
+    /// left for the scalar loop: the one after the last full quad (the group's size when
+    /// quads covered it), or 0 when quads cannot run (a multi-dimensional group whose rows are
+    /// not a multiple of 4 long).
     pub(super) fn quad_loop(&mut self, fx: &mut FnCtx, plan: &QuadPlan) -> R<Value> {
         // A quad must lie in one row of the group: one-dimensional groups, or rows whose
         // length is a multiple of 4 (then the quads cover the whole group).
@@ -335,30 +337,18 @@ impl Lowerer<'_, '_> {
                     None => self.stmt(fx, s)?,
                 },
                 Stmt::Loop { body, continuing } => {
-                    let (header, cont, exit) = (
-                        self.b.create_block(),
-                        self.b.create_block(),
-                        self.b.create_block(),
-                    );
-                    if qs.may_have_returned {
-                        // Lanes that returned take the loop's uniform exits with the others,
-                        // but a quad whose every lane returned must not run it at all.
+                    // Lanes that returned take the loop's uniform exits with the others, but a
+                    // quad whose every lane returned must not run it at all.
+                    let enter = if qs.may_have_returned {
                         let r = self.b.use_var(qs.returned);
                         let live = self.b.ins().band_not(qs.active, r);
-                        let any = self.b.ins().vany_true(live);
-                        self.b.ins().brif(any, header, &[], exit, &[]);
+                        Some(self.b.ins().vany_true(live))
                     } else {
-                        self.b.ins().jump(header, &[]);
-                    }
-                    self.b.switch_to_block(header);
-                    fx.loops.push((cont, exit));
-                    self.quad_block(fx, qs, &body.0)?;
-                    self.b.ins().jump(cont, &[]);
-                    self.b.switch_to_block(cont);
-                    self.quad_block(fx, qs, &continuing.0)?;
-                    fx.loops.pop();
-                    self.b.ins().jump(header, &[]);
-                    self.b.switch_to_block(exit);
+                        None
+                    };
+                    self.lower_loop(fx, body, continuing, enter, &mut |l, fx, part| {
+                        l.quad_block(fx, qs, &part.0)
+                    })?;
                 }
                 Stmt::Break | Stmt::Continue => self.stmt(fx, s)?,
                 Stmt::If {
