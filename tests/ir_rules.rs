@@ -1745,3 +1745,89 @@ fn locals_in_a_loop_with_barriers_keep_their_values_per_work_item() {
         }
     });
 }
+
+#[test]
+fn barrier_runs_in_quads_and_one_item_at_a_time_share_private_values() {
+    // On the CPU the runs between barriers that only do 32-bit arithmetic and contiguous
+    // loads run four work items at a time; the run with an atomic runs one at a time, and so
+    // do the work items of a group's last partial quad. Private values cross between them:
+    // a varying local, a uniform local, a varying and a uniform value and the loop counter.
+    every_backend(|| {
+        for group in [5u32, 12, 30, 64] {
+            let k = Kernel::build("quad_runs", |k| {
+                let x = k.buffer::<u32>("x", Access::Read);
+                let out = k.buffer::<u32>("out", Access::ReadWrite);
+                let hits = k.buffer::<u32>("hits", Access::ReadWrite);
+                let tile = k.shared::<u32>("tile", SharedLen::Static(group));
+                let lid = local_id(Axis::X);
+                let gid = global_id(Axis::X);
+                let mine = Var::new("mine", x.load(gid) * 3u32);
+                let scale = Var::new("scale", group_id(Axis::X) * 2u32 + 1u32);
+                let plus = x.load(gid) + 1u32;
+                let first = x.load(group_id(Axis::X) * group_size(Axis::X));
+                let round = Var::new("round", 0u32);
+                loop_(|| {
+                    if_then(round.get().ge(3u32), break_);
+                    tile.store(lid, mine.get() + round.get());
+                    barrier();
+                    // The last work item reads past the tile: zero.
+                    let next = tile.load(lid + 1u32);
+                    mine.set(mine.get() + next * scale.get() + plus - first);
+                    barrier();
+                    let seen = hits.atomic_add(gid, 1u32);
+                    let odd = (x.load(gid) & 1u32).eq(1u32);
+                    let bias = select(odd, 7u32, 0u32) + (scale.get() ^ first);
+                    mine.set(mine.get() / 2u32 + seen + bias);
+                    scale.set(scale.get() + 1u32);
+                    barrier();
+                    round.set(round.get() + 1u32);
+                });
+                out.store(gid, mine.get() ^ (scale.get() << 24u32));
+            })
+            .unwrap();
+            let groups = 3u32;
+            let n = (group * groups) as usize;
+            let xs: Vec<u32> = (0..n as u32)
+                .map(|i| i.wrapping_mul(2654435761) >> 7)
+                .collect();
+            let mut out = vec![0u32; n];
+            let mut hits = vec![0u32; n];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, group),
+                    &mut [
+                        LaunchArg::read(&xs),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut hits),
+                    ],
+                )
+                .unwrap();
+            let g = group as usize;
+            for base in (0..n).step_by(g) {
+                let x = &xs[base..base + g];
+                let mut mine: Vec<u32> = x.iter().map(|v| v.wrapping_mul(3)).collect();
+                let mut scale = (base / g) as u32 * 2 + 1;
+                for round in 0..3u32 {
+                    let tile: Vec<u32> = mine.iter().map(|m| m.wrapping_add(round)).collect();
+                    for l in 0..g {
+                        let next = tile.get(l + 1).copied().unwrap_or(0);
+                        let plus = x[l].wrapping_add(1);
+                        mine[l] = mine[l]
+                            .wrapping_add(next.wrapping_mul(scale))
+                            .wrapping_add(plus)
+                            .wrapping_sub(x[0]);
+                        let bias = if x[l] & 1 == 1 { 7u32 } else { 0 }.wrapping_add(scale ^ x[0]);
+                        mine[l] = (mine[l] / 2).wrapping_add(round).wrapping_add(bias);
+                    }
+                    scale += 1;
+                }
+                for l in 0..g {
+                    let want = mine[l] ^ (scale << 24);
+                    assert_eq!(out[base + l], want, "group size {group}, item {}", base + l);
+                    assert_eq!(hits[base + l], 3, "group size {group}, item {}", base + l);
+                }
+            }
+        }
+    });
+}

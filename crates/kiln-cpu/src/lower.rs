@@ -9,7 +9,9 @@
 //! private memory so they survive from one run to the next (see `runs`); a run keeps the
 //! private locals it uses in registers for each work item's pass, loading them at its start and
 //! storing them at its end, and everything else stays in registers. Control flow that encloses
-//! a barrier is group-uniform (an IR rule), so it is decided once, by work item 0.
+//! a barrier is group-uniform (an IR rule), so it is decided once, by work item 0. Wherever
+//! the statements allow it, a run (or the whole body) first goes through the group four work
+//! items at a time (see `simd`), then the work items left one at a time.
 
 use crate::mathlib::MathImports;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -22,6 +24,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::Module;
 use kiln_ir::*;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 mod runs;
 mod simd;
@@ -98,6 +101,8 @@ pub struct Lowerer<'a, 'f> {
     gsize: [Value; 3],
     ngroups: [Value; 3],
     total: Value,
+    /// `total` as a 64-bit value.
+    total64: Value,
     zeros: Value,
     sink: Value,
     private: Value,
@@ -112,6 +117,11 @@ pub struct Lowerer<'a, 'f> {
     /// Barrier mode: each expression's offset in the private frame, for those another run
     /// reads.
     spill_off: Vec<Option<u32>>,
+    /// Barrier mode: per expression, whether a run that reads it recomputes it (see `runs`).
+    remat: Vec<bool>,
+    /// Which values vary between work items, for running statements in quads (`None`: the
+    /// kernel never runs in quads).
+    quad: Option<Rc<simd::QuadPlan>>,
     frame_bytes: u32,
 }
 
@@ -141,6 +151,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             gsize: [zero32; 3],
             ngroups: [zero32; 3],
             total: zero32,
+            total64: frame,
             zeros: frame,
             sink: frame,
             private: frame,
@@ -152,6 +163,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lid: [zero32; 3],
             item_next: None,
             spill_off: Vec::new(),
+            remat: Vec::new(),
+            quad: simd::quad_plan(k).map(Rc::new),
             frame_bytes: 0,
         };
         lw.prologue()?;
@@ -171,12 +184,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lw.uniform_block(&mut fx, &k.body.block, false)?;
         } else {
             lw.declare_locals(&mut fx)?;
-            let start = match simd::quad_plan(k, &fx.types) {
-                Some(plan) => Some(lw.quad_loop(&mut fx, &plan)?),
-                None => None,
-            };
             let stmts = k.body.block.0.clone();
-            lw.item_loop(&mut fx, &stmts, start)?;
+            lw.run_items(&mut fx, &stmts)?;
         }
         lw.b.ins().jump(fn_exit, &[]);
         lw.b.switch_to_block(fn_exit);
@@ -235,6 +244,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         }
         let xy = self.b.ins().imul(self.gsize[0], self.gsize[1]);
         self.total = self.b.ins().imul(xy, self.gsize[2]);
+        self.total64 = self.b.ins().uextend(types::I64, self.total);
         self.zeros = self.slot(SLOT_ZEROS);
         self.sink = self.slot(SLOT_SINK);
         self.private = self.slot(SLOT_PRIVATE);
@@ -356,6 +366,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             off = off.checked_add(t.size()).ok_or("private memory overflow")?;
         }
         self.frame_bytes = off.div_ceil(16) * 16;
+        self.remat = plan.remat;
         Ok(())
     }
 
@@ -368,11 +379,17 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         }
     }
 
-    fn private_base(&mut self) -> Value {
+    /// The current work item's copy of the private value at frame offset `off`, `size` bytes
+    /// long. Private memory is laid out value by value: the value at offset `off` of the
+    /// per-item frame occupies bytes `off * total .. (off + size) * total`, one `size`-byte
+    /// copy per work item in work-item order, so a quad's four copies are adjacent.
+    fn private_addr(&mut self, off: u32, size: u32) -> Value {
         let item = self.cur_item();
         let item64 = self.b.ins().uextend(types::I64, item);
-        let off = self.b.ins().imul_imm_u(item64, self.frame_bytes as i64);
-        self.b.ins().iadd(self.private, off)
+        let at = self.b.ins().imul_imm_u(item64, size as i64);
+        let region = self.b.ins().imul_imm_u(self.total64, off as i64);
+        let base = self.b.ins().iadd(self.private, region);
+        self.b.ins().iadd(base, at)
     }
 
     fn load_flat(&mut self, ty: &Type, addr: Value, base_off: u32) -> Vec<Value> {
@@ -437,6 +454,18 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
+    /// Runs `stmts` once per work item of the group: four work items at a time where the
+    /// statements allow it (see `simd`), then the work items left one at a time.
+    fn run_items(&mut self, fx: &mut FnCtx, stmts: &[Stmt]) -> R<()> {
+        let start = match self.quad.clone() {
+            Some(plan) if self.quad_fits(fx, &plan, stmts) => {
+                Some(self.quad_loop(fx, &plan, stmts)?)
+            }
+            _ => None,
+        };
+        self.item_loop(fx, stmts, start)
+    }
+
     /// Runs `stmts` once per work item of the group, from work item `start` (0 if `None`).
     /// A start other than 0 comes from the quad loop: the first work item of a
     /// one-dimensional group's last partial quad, or the group's end when quads covered it.
@@ -474,8 +503,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         // item's pass, loaded at its start and stored back at its end (`done`).
         let mut promoted = Vec::new();
         let done = if self.barrier_mode {
-            let base = self.private_base();
-            let dead = self.b.ins().load(types::I32, mem_flags(), base, 0);
+            let flag = self.private_addr(0, 4);
+            let dead = self.b.ins().load(types::I32, mem_flags(), flag, 0);
             let live = self.b.create_block();
             self.b.ins().brif(dead, next, &[], live, &[]);
             self.b.switch_to_block(live);
@@ -488,14 +517,19 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     continue;
                 }
                 let (off, ty) = (*off, ty.clone());
-                let base = self.private_base();
-                let vals = self.load_flat(&ty, base, off);
+                let base = self.private_addr(off, ty.size());
+                let vals = self.load_flat(&ty, base, 0);
                 let vars = self.declare_vars(&ty);
                 for (var, v) in vars.iter().zip(vals) {
                     self.b.def_var(*var, v);
                 }
                 fx.locals[i] = LocalStore::Vars(vars.clone());
                 promoted.push((i, off, ty, vars));
+            }
+            for h in runs::outside_inputs(stmts, fx.body) {
+                if self.remat[h.index()] {
+                    self.remat(fx, h)?;
+                }
             }
             self.b.create_block()
         } else {
@@ -509,8 +543,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.b.switch_to_block(done);
             for (i, off, ty, vars) in promoted {
                 let vals: Vec<Value> = vars.iter().map(|v| self.b.use_var(*v)).collect();
-                let base = self.private_base();
-                self.store_flat(&ty, base, off, &vals);
+                let base = self.private_addr(off, ty.size());
+                self.store_flat(&ty, base, 0, &vals);
                 fx.locals[i] = LocalStore::Private(off);
             }
             self.b.ins().jump(next, &[]);
@@ -557,7 +591,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 continue;
             }
             if !run.is_empty() {
-                self.item_loop(fx, &std::mem::take(&mut run), None)?;
+                self.run_items(fx, &std::mem::take(&mut run))?;
             }
             match s {
                 Stmt::Barrier(_) => {}
@@ -598,7 +632,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
         }
         if !run.is_empty() {
-            self.item_loop(fx, &run, None)?;
+            self.run_items(fx, &run)?;
         }
         Ok(())
     }
@@ -615,9 +649,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             Stmt::Eval(h) => {
                 let v = self.expr(fx, *h)?;
                 if let Some(off) = self.spill_slot(fx, *h) {
-                    let base = self.private_base();
                     let ty = fx.types[h.index()].clone();
-                    self.store_flat(&ty, base, off, &v);
+                    let base = self.private_addr(off, ty.size());
+                    self.store_flat(&ty, base, 0, &v);
                 }
                 fx.vals[h.index()] = Some(v);
             }
@@ -631,9 +665,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     }
                     LocalStore::Private(off) => {
                         let off = *off;
-                        let base = self.private_base();
                         let ty = fx.body.locals[local.0 as usize].ty.clone();
-                        self.store_flat(&ty, base, off, &v);
+                        let base = self.private_addr(off, ty.size());
+                        self.store_flat(&ty, base, 0, &v);
                     }
                     LocalStore::Stack(_) => return Err("array local assigned as a whole".into()),
                 }
@@ -701,9 +735,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 } else {
                     let next = self.item_next.ok_or("return outside the work-item loop")?;
                     if self.barrier_mode {
-                        let base = self.private_base();
+                        let flag = self.private_addr(0, 4);
                         let one = self.iconst32(1);
-                        self.b.ins().store(mem_flags(), one, base, 0);
+                        self.b.ins().store(mem_flags(), one, flag, 0);
                     }
                     self.jump_to(next, &[]);
                 }
@@ -716,22 +750,36 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
+    /// Barrier mode: computes rematerializable expression `h` (and the operands it needs) in
+    /// the current run.
+    fn remat(&mut self, fx: &mut FnCtx, h: Handle) -> R<()> {
+        if fx.vals[h.index()].is_some() {
+            return Ok(());
+        }
+        for op in operands(&fx.body.exprs[h.index()]) {
+            self.remat(fx, op)?;
+        }
+        let v = self.expr(fx, h)?;
+        fx.vals[h.index()] = Some(v);
+        Ok(())
+    }
+
     fn get(&mut self, fx: &mut FnCtx, h: Handle) -> R<Vec<Value>> {
         if let Some(v) = fx.vals.get(h.index()).and_then(|v| v.clone()) {
             return Ok(v);
         }
         if let Some(off) = self.spill_slot(fx, h) {
-            let base = self.private_base();
             let ty = fx.types[h.index()].clone();
-            return Ok(self.load_flat(&ty, base, off));
+            let base = self.private_addr(off, ty.size());
+            return Ok(self.load_flat(&ty, base, 0));
         }
         Err(format!("expression %{} used before it is computed", h.0))
     }
 
-    /// Address of element `i` of a memory, redirected to the zero block (loads) or the sink
-    /// (stores) when out of bounds; also returns the in-bounds flag and the element type.
-    fn mem_elem(&mut self, m: Memory, i: Value, write: bool) -> R<(Value, Value, Type)> {
-        let (base, len, elem) = match m {
+    /// The base pointer, element count (64-bit) and element type of a buffer parameter or
+    /// shared array.
+    fn memory(&self, m: Memory) -> R<(Value, Value, Type)> {
+        Ok(match m {
             Memory::Buffer(p) => {
                 let (base, len) = self
                     .bufs
@@ -740,7 +788,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     .flatten()
                     .ok_or("not a buffer")?;
                 let ParamKind::Buffer { elem, .. } = &self.k.params[p as usize].kind else {
-                    unreachable!()
+                    return Err("not a buffer".into());
                 };
                 (base, len, elem.clone())
             }
@@ -748,7 +796,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 let (base, len) = *self.shared.get(s as usize).ok_or("no such shared array")?;
                 (base, len, self.k.shared[s as usize].elem.clone())
             }
-        };
+        })
+    }
+
+    /// Address of element `i` of a memory, redirected to the zero block (loads) or the sink
+    /// (stores) when out of bounds; also returns the in-bounds flag and the element type.
+    fn mem_elem(&mut self, m: Memory, i: Value, write: bool) -> R<(Value, Value, Type)> {
+        let (base, len, elem) = self.memory(m)?;
         let i64v = self.b.ins().uextend(types::I64, i);
         let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
@@ -771,11 +825,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let (elem, n) = ((**elem).clone(), *n);
         let base = match &fx.locals[local.0 as usize] {
             LocalStore::Stack(slot) => self.b.ins().stack_addr(types::I64, *slot, 0),
-            LocalStore::Private(off) => {
-                let off = *off as i64;
-                let p = self.private_base();
-                self.b.ins().iadd_imm_s(p, off)
-            }
+            LocalStore::Private(off) => self.private_addr(*off, elem.size() * n),
             LocalStore::Vars(_) => return Err("not an array local".into()),
         };
         let inb = self
@@ -828,9 +878,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     .map(|v| self.b.use_var(v))
                     .collect(),
                 LocalStore::Private(off) => {
-                    let off = *off;
-                    let base = self.private_base();
-                    self.load_flat(&ty, base, off)
+                    let base = self.private_addr(*off, ty.size());
+                    self.load_flat(&ty, base, 0)
                 }
                 LocalStore::Stack(_) => return Err("array local read as a whole".into()),
             },

@@ -5,7 +5,10 @@
 //! run's loop iteration when another run, or the group-level control flow around the runs,
 //! reads it; everything else stays in registers. This pass splits the body into runs exactly
 //! as `Lowerer::uniform_block` does and finds, for every expression and every local, the runs
-//! that use it.
+//! that use it. Values computed from built-ins, parameters and literals alone are recomputed
+//! in each run that reads them instead of living in private memory: that costs a few
+//! arithmetic instructions instead of a store and loads, and keeps indices built from the
+//! work item's id recognisable to the quad lowering.
 
 use kiln_ir::*;
 
@@ -16,6 +19,9 @@ pub(super) struct RunPlan {
     /// Per local: used in more than one run, or possibly read in its run before the run
     /// assigns it while the run repeats (in a loop that contains barriers), or an array.
     pub private: Vec<bool>,
+    /// Per expression: a pure function of built-ins, parameters and literals, which a run
+    /// that reads it recomputes (see [`rematerializable`]).
+    pub remat: Vec<bool>,
 }
 
 /// Where a value is used: in a run, or by group-level control flow.
@@ -23,6 +29,7 @@ type Site = Option<u32>;
 
 struct Walk<'a> {
     body: &'a Body,
+    remat: Vec<bool>,
     next_run: u32,
     def: Vec<Site>,
     spill: Vec<bool>,
@@ -35,6 +42,7 @@ struct Walk<'a> {
 pub(super) fn plan(body: &Body) -> RunPlan {
     let mut w = Walk {
         body,
+        remat: rematerializable(body),
         next_run: 0,
         def: vec![None; body.exprs.len()],
         spill: vec![false; body.exprs.len()],
@@ -49,6 +57,7 @@ pub(super) fn plan(body: &Body) -> RunPlan {
     RunPlan {
         spill: w.spill,
         private: w.private,
+        remat: w.remat,
     }
 }
 
@@ -147,7 +156,8 @@ impl Walk<'_> {
     }
 
     fn used(&mut self, h: Handle, at: Site) {
-        if self.def[h.index()] != at {
+        let recomputed = at.is_some() && self.remat[h.index()];
+        if self.def[h.index()] != at && !recomputed {
             self.spill[h.index()] = true;
         }
     }
@@ -205,4 +215,72 @@ pub(super) fn locals_used(stmts: &[Stmt], body: &Body) -> Vec<LocalId> {
     let mut out = Vec::new();
     walk(stmts, body, &mut out);
     out
+}
+
+/// Per expression: true when its value depends only on built-ins, parameters and literals
+/// through arithmetic, comparisons, casts and selects, so any run can recompute it.
+pub(super) fn rematerializable(body: &Body) -> Vec<bool> {
+    let mut out: Vec<bool> = Vec::with_capacity(body.exprs.len());
+    for e in &body.exprs {
+        let pure_op = matches!(
+            e,
+            Expr::Binary { .. }
+                | Expr::Unary { .. }
+                | Expr::Select { .. }
+                | Expr::Cast { .. }
+                | Expr::Bitcast { .. }
+        );
+        let leaf = matches!(
+            e,
+            Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) | Expr::Builtin(_)
+        );
+        out.push(leaf || (pure_op && operands(e).iter().all(|o| out[o.index()])));
+    }
+    out
+}
+
+/// The expressions `stmts` read but do not compute, in handle order.
+pub(super) fn outside_inputs(stmts: &[Stmt], body: &Body) -> Vec<Handle> {
+    fn walk(stmts: &[Stmt], body: &Body, defined: &mut Vec<bool>, used: &mut Vec<Handle>) {
+        for s in stmts {
+            match s {
+                Stmt::Eval(h) => {
+                    defined[h.index()] = true;
+                    used.extend(operands(&body.exprs[h.index()]));
+                }
+                Stmt::LocalSet { value, .. } => used.push(*value),
+                Stmt::LocalIndexSet { index, value, .. } | Stmt::Store { index, value, .. } => {
+                    used.extend([*index, *value])
+                }
+                Stmt::If {
+                    cond,
+                    accept,
+                    reject,
+                } => {
+                    used.push(*cond);
+                    walk(&accept.0, body, defined, used);
+                    walk(&reject.0, body, defined, used);
+                }
+                Stmt::Loop {
+                    body: b,
+                    continuing,
+                } => {
+                    walk(&b.0, body, defined, used);
+                    walk(&continuing.0, body, defined, used);
+                }
+                Stmt::Return(Some(h)) => used.push(*h),
+                Stmt::Return(None)
+                | Stmt::Break
+                | Stmt::Continue
+                | Stmt::Source(_)
+                | Stmt::Barrier(_) => {}
+            }
+        }
+    }
+    let (mut defined, mut used) = (vec![false; body.exprs.len()], Vec::new());
+    walk(stmts, body, &mut defined, &mut used);
+    used.retain(|h| !defined[h.index()]);
+    used.sort_by_key(|h| h.index());
+    used.dedup();
+    used
 }

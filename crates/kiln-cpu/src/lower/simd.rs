@@ -1,8 +1,13 @@
-//! Four work items at a time: f32x4/i32x4 lowering of element-wise kernel bodies.
+//! Four work items at a time: f32x4/i32x4 lowering of kernel bodies and of the runs between
+//! group barriers.
 //!
-//! A kernel over 32-bit values and `bool`s whose control flow is `if`s, `return`s outside
-//! loops and loops whose every exit the whole quad takes together (no barriers, shared memory,
-//! atomics, subgroup operations, calls or array locals) runs its work items in quads. Values
+//! Statements over 32-bit values and `bool`s whose control flow is `if`s, `return`s outside
+//! loops and loops whose every exit the whole quad takes together (no atomics, subgroup
+//! operations, calls or array locals) run their work items in quads: the whole body of a
+//! kernel without group barriers, or one run of a kernel with them (see `super`). In a run,
+//! the private locals and values other runs share are loaded at the quad's start and stored
+//! at its end, one 16-byte access each for those that vary (the private layout keeps a quad's
+//! four copies adjacent); a kernel with barriers that returns early never uses quads. Values
 //! the same for the whole group stay scalar and reuse the scalar lowering; values that vary per
 //! item live in 128-bit vectors, and so do locals that are assigned a varying value or assigned
 //! under a varying condition. An index equal to the work item's global id plus a uniform value
@@ -15,7 +20,7 @@
 //! multiple of four work items long (then along y and z a quad's four items agree), and in the
 //! scalar loop otherwise.
 
-use super::{clty, mem_flags, FnCtx, Lowerer, R};
+use super::{clty, mem_flags, runs, FnCtx, LocalStore, Lowerer, R};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 use cranelift_frontend::Variable;
@@ -45,8 +50,9 @@ pub(super) struct QuadState {
     iota: Value,
 }
 
-/// How a kernel runs in quads: which of its locals vary per work item.
+/// How a kernel runs in quads: which of its expressions and locals vary per work item.
 pub(super) struct QuadPlan {
+    varying_exprs: Vec<bool>,
     varying_locals: Vec<bool>,
 }
 
@@ -86,11 +92,6 @@ fn expr_ok(e: &Expr) -> bool {
             | Expr::Compose { .. }
             | Expr::Extract { .. }
             | Expr::Bitcast { .. }
-            | Expr::Load {
-                memory: Memory::Shared(_),
-                ..
-            }
-            | Expr::Len(Memory::Shared(_))
     )
 }
 
@@ -104,8 +105,9 @@ fn stores(b: &Block) -> bool {
     })
 }
 
-/// Finds which expressions and locals vary per work item, and whether the statements fit
-/// quads at all.
+/// Finds which expressions and locals vary per work item over the whole kernel body, so a
+/// value one run of a barrier kernel computes is known in the runs that read it. Marking too
+/// much is always safe (the value is then kept per lane); marking too little is not.
 struct Variance<'a> {
     body: &'a Body,
     exprs: Vec<bool>,
@@ -119,6 +121,12 @@ impl Variance<'_> {
             let v = match e {
                 Expr::Builtin(b) => varying_builtin(*b),
                 Expr::LocalGet(l) => self.locals[l.0 as usize],
+                // Atomics return a different value to each work item; array elements and calls
+                // are not followed.
+                Expr::Atomic { .. }
+                | Expr::Subgroup { .. }
+                | Expr::LocalIndex { .. }
+                | Expr::Call { .. } => true,
                 e => operands(e).iter().any(|o| self.exprs[o.index()]),
             };
             if v && !self.exprs[i] {
@@ -128,55 +136,79 @@ impl Variance<'_> {
         }
     }
 
-    /// False when `b` needs something quads cannot do: a loop under a varying condition, a
-    /// `break` or `continue` that only some lanes take, or a `return` inside a loop.
-    fn walk(&mut self, b: &Block, varying_ctl: bool, in_loop: bool) -> bool {
-        b.0.iter().all(|s| match s {
-            Stmt::Eval(h) => expr_ok(&self.body.exprs[h.index()]),
-            Stmt::Store {
-                memory: Memory::Buffer(_),
-                ..
-            }
-            | Stmt::Source(_) => true,
-            Stmt::Return(None) => !in_loop,
-            Stmt::LocalSet { local, value } => {
-                let l = local.0 as usize;
-                if (varying_ctl || self.exprs[value.index()]) && !self.locals[l] {
-                    self.locals[l] = true;
-                    self.changed = true;
+    fn set_local(&mut self, l: LocalId) {
+        if !self.locals[l.0 as usize] {
+            self.locals[l.0 as usize] = true;
+            self.changed = true;
+        }
+    }
+
+    /// Marks the locals `b` assigns a varying value, or assigns under control flow that
+    /// differs between work items (`ctl`).
+    fn mark_locals(&mut self, b: &Block, ctl: bool) {
+        for s in &b.0 {
+            match s {
+                Stmt::LocalSet { local, value } if ctl || self.exprs[value.index()] => {
+                    self.set_local(*local)
                 }
-                true
+                Stmt::LocalIndexSet { local, .. } => self.set_local(*local),
+                Stmt::If {
+                    cond,
+                    accept,
+                    reject,
+                } => {
+                    let c = ctl || self.exprs[cond.index()];
+                    self.mark_locals(accept, c);
+                    self.mark_locals(reject, c);
+                }
+                Stmt::Loop { body, continuing } => {
+                    let c = ctl
+                        || self.varying_exit(body, false)
+                        || self.varying_exit(continuing, false);
+                    self.mark_locals(body, c);
+                    self.mark_locals(continuing, c);
+                }
+                _ => {}
             }
+        }
+    }
+
+    /// True if `b`, part of a loop, may make some work items leave an iteration (or the loop)
+    /// that others go on with: a `break`, `continue` or `return` under a varying condition
+    /// (`under`: `b` itself runs under one).
+    fn varying_exit(&self, b: &Block, under: bool) -> bool {
+        b.0.iter().any(|s| match s {
+            Stmt::Break | Stmt::Continue | Stmt::Return(_) => under,
             Stmt::If {
                 cond,
                 accept,
                 reject,
             } => {
-                let c = varying_ctl || self.exprs[cond.index()];
-                self.walk(accept, c, in_loop) && self.walk(reject, c, in_loop)
+                let u = under || self.exprs[cond.index()];
+                self.varying_exit(accept, u) || self.varying_exit(reject, u)
             }
             Stmt::Loop { body, continuing } => {
-                !varying_ctl && self.walk(body, false, true) && self.walk(continuing, false, true)
+                self.varying_exit(body, under) || self.varying_exit(continuing, under)
             }
-            Stmt::Break | Stmt::Continue => !varying_ctl,
             _ => false,
         })
     }
 }
 
-/// How the kernel body runs four work items at a time, or `None` when it cannot or nothing
-/// in it varies per work item.
-pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
-    let fits = k.shared.is_empty()
-        && types.iter().all(allowed)
-        && k.body.locals.iter().all(|l| allowed(&l.ty))
-        && k.params.iter().all(|p| match &p.kind {
-            ParamKind::Buffer { elem, .. } => {
-                allowed(elem) && *elem != Type::Scalar(ScalarType::Bool)
-            }
-            ParamKind::Value(_) => true,
-        });
-    if !fits {
+fn has_return(b: &Block) -> bool {
+    b.0.iter().any(|s| match s {
+        Stmt::Return(_) => true,
+        Stmt::If { accept, reject, .. } => has_return(accept) || has_return(reject),
+        Stmt::Loop { body, continuing } => has_return(body) || has_return(continuing),
+        _ => false,
+    })
+}
+
+/// Which expressions and locals of kernel `k` vary per work item, or `None` when the kernel
+/// never runs in quads: a kernel with group barriers that returns early (its work items that
+/// returned are skipped one by one in every later run).
+pub(super) fn quad_plan(k: &Kernel) -> Option<QuadPlan> {
+    if k.has_group_barrier() && has_return(&k.body.block) {
         return None;
     }
     let mut v = Variance {
@@ -188,22 +220,262 @@ pub(super) fn quad_plan(k: &Kernel, types: &[Type]) -> Option<QuadPlan> {
     while v.changed {
         v.changed = false;
         v.mark_exprs();
-        if !v.walk(&k.body.block, false, false) {
-            return None;
-        }
+        v.mark_locals(&k.body.block, false);
     }
-    // A body where nothing differs between work items gains nothing from vectors.
-    v.exprs.contains(&true).then_some(QuadPlan {
+    Some(QuadPlan {
+        varying_exprs: v.exprs,
         varying_locals: v.locals,
     })
 }
 
+impl QuadPlan {
+    /// False when `stmts` need something quads cannot do: a loop under a varying condition,
+    /// a `break` or `continue` that only some lanes take, a `return` inside a loop, or a
+    /// statement without a quad form.
+    fn control_fits(&self, body: &Body, stmts: &[Stmt], varying_ctl: bool, in_loop: bool) -> bool {
+        stmts.iter().all(|s| match s {
+            Stmt::Eval(h) => expr_ok(&body.exprs[h.index()]),
+            Stmt::Store { .. } | Stmt::LocalSet { .. } | Stmt::Source(_) => true,
+            Stmt::Return(None) => !in_loop,
+            Stmt::If {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = varying_ctl || self.varying_exprs[cond.index()];
+                self.control_fits(body, &accept.0, c, in_loop)
+                    && self.control_fits(body, &reject.0, c, in_loop)
+            }
+            Stmt::Loop {
+                body: b,
+                continuing,
+            } => {
+                !varying_ctl
+                    && self.control_fits(body, &b.0, false, true)
+                    && self.control_fits(body, &continuing.0, false, true)
+            }
+            Stmt::Break | Stmt::Continue => !varying_ctl,
+            _ => false,
+        })
+    }
+}
+
+/// Calls `f` on every statement of `stmts`, nested ones included.
+fn each_stmt(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
+        match s {
+            Stmt::If { accept, reject, .. } => {
+                each_stmt(&accept.0, f);
+                each_stmt(&reject.0, f);
+            }
+            Stmt::Loop { body, continuing } => {
+                each_stmt(&body.0, f);
+                each_stmt(&continuing.0, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A 32-bit value that a quad keeps in a vector whose lanes match its memory layout.
+fn four_bytes(t: &Type) -> bool {
+    matches!(
+        t,
+        Type::Scalar(ScalarType::F32 | ScalarType::I32 | ScalarType::U32)
+    )
+}
+
 impl Lowerer<'_, '_> {
+    /// The element type of a memory when quads can load and store it one 32-bit lane per
+    /// element.
+    fn quad_elem(&self, m: Memory) -> bool {
+        let elem = match m {
+            Memory::Buffer(p) => match self.k.params.get(p as usize).map(|p| &p.kind) {
+                Some(ParamKind::Buffer { elem, .. }) => elem,
+                _ => return false,
+            },
+            Memory::Shared(s) => match self.k.shared.get(s as usize) {
+                Some(a) => &a.elem,
+                None => return false,
+            },
+        };
+        allowed(elem) && *elem != Type::Scalar(ScalarType::Bool)
+    }
+
+    /// True when `stmts` (the whole body, or one run of a barrier kernel) can run in quads
+    /// and something in them differs between work items.
+    pub(super) fn quad_fits(&self, fx: &FnCtx, plan: &QuadPlan, stmts: &[Stmt]) -> bool {
+        let body = fx.body;
+        if !plan.control_fits(body, stmts, false, false) {
+            return false;
+        }
+        let (mut ok, mut varies) = (true, false);
+        each_stmt(stmts, &mut |s| match s {
+            Stmt::Eval(h) => {
+                let (i, ty) = (h.index(), &fx.types[h.index()]);
+                let spilled_lanes = plan.varying_exprs[i] && self.spill_slot(fx, *h).is_some();
+                ok &= allowed(ty) && (!spilled_lanes || four_bytes(ty));
+                if let Expr::Load { memory, .. } = &body.exprs[i] {
+                    ok &= self.quad_elem(*memory);
+                }
+                varies |= plan.varying_exprs[i];
+            }
+            Stmt::Store { memory, .. } => ok &= self.quad_elem(*memory),
+            _ => {}
+        });
+        if self.barrier_mode {
+            for h in runs::outside_inputs(stmts, body) {
+                let i = h.index();
+                varies |= plan.varying_exprs[i];
+                ok &= if self.remat[i] {
+                    self.remat_fits(fx, h)
+                } else {
+                    let ty = &fx.types[i];
+                    allowed(ty) && (!plan.varying_exprs[i] || four_bytes(ty))
+                };
+            }
+        }
+        for l in runs::locals_used(stmts, body) {
+            let i = l.0 as usize;
+            let ty = &body.locals[i].ty;
+            let private = matches!(fx.locals[i], LocalStore::Private(_));
+            ok &= allowed(ty) && !(private && plan.varying_locals[i] && !four_bytes(ty));
+            varies |= plan.varying_locals[i];
+        }
+        ok && varies
+    }
+
+    /// True when rematerializable expression `h` and every operand it is computed from have a
+    /// quad form.
+    fn remat_fits(&self, fx: &FnCtx, h: Handle) -> bool {
+        let mut seen = vec![false; fx.body.exprs.len()];
+        let mut todo = vec![h];
+        while let Some(h) = todo.pop() {
+            if std::mem::replace(&mut seen[h.index()], true) {
+                continue;
+            }
+            let e = &fx.body.exprs[h.index()];
+            if !allowed(&fx.types[h.index()]) || !expr_ok(e) {
+                return false;
+            }
+            todo.extend(operands(e));
+        }
+        true
+    }
+
+    /// Barrier mode, at the start of a quad's pass over a run: loads the private locals the
+    /// run uses into variables (vectors for those that vary), recomputes the rematerializable
+    /// values it reads and loads the others from private memory. Returns the locals it loaded
+    /// with their frame offsets, for `quad_leave_run`.
+    fn quad_enter_run(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: &mut QuadState,
+        plan: &QuadPlan,
+        stmts: &[Stmt],
+    ) -> R<Vec<(usize, u32)>> {
+        let mut promoted = Vec::new();
+        for l in runs::locals_used(stmts, fx.body) {
+            let i = l.0 as usize;
+            let LocalStore::Private(off) = fx.locals[i] else {
+                continue;
+            };
+            let ty = fx.body.locals[i].ty.clone();
+            match qs.locals[i] {
+                Some(var) => {
+                    let s = ty.as_scalar().ok_or("non-scalar private local in a quad")?;
+                    let addr = self.private_addr(off, 4);
+                    let v = self.b.ins().load(vty(s), vec_flags(), addr, 0);
+                    self.b.def_var(var, v);
+                }
+                None => {
+                    let addr = self.private_addr(off, ty.size());
+                    let vals = self.load_flat(&ty, addr, 0);
+                    let vars = self.declare_vars(&ty);
+                    for (var, v) in vars.iter().zip(vals) {
+                        self.b.def_var(*var, v);
+                    }
+                    fx.locals[i] = LocalStore::Vars(vars);
+                }
+            }
+            promoted.push((i, off));
+        }
+        for h in runs::outside_inputs(stmts, fx.body) {
+            if self.remat[h.index()] {
+                self.quad_remat(fx, qs, h)?;
+                continue;
+            }
+            let off = self
+                .spill_slot(fx, h)
+                .ok_or_else(|| format!("expression %{} used before it is computed", h.0))?;
+            let ty = fx.types[h.index()].clone();
+            if plan.varying_exprs[h.index()] {
+                let s = ty.as_scalar().ok_or("non-scalar private value in a quad")?;
+                let addr = self.private_addr(off, 4);
+                let v = self.b.ins().load(vty(s), vec_flags(), addr, 0);
+                qs.lanes[h.index()] = Some(Lanes { v, first: None });
+            } else {
+                let addr = self.private_addr(off, ty.size());
+                fx.vals[h.index()] = Some(self.load_flat(&ty, addr, 0));
+            }
+        }
+        Ok(promoted)
+    }
+
+    /// Barrier mode, at the end of a quad's pass over a run: stores the locals
+    /// `quad_enter_run` loaded back into the four work items' private memory.
+    fn quad_leave_run(&mut self, fx: &mut FnCtx, qs: &QuadState, promoted: Vec<(usize, u32)>) {
+        for (i, off) in promoted {
+            match qs.locals[i] {
+                Some(var) => {
+                    let v = self.b.use_var(var);
+                    let addr = self.private_addr(off, 4);
+                    self.b.ins().store(vec_flags(), v, addr, 0);
+                }
+                None => {
+                    if let LocalStore::Vars(vars) = &fx.locals[i] {
+                        let vals: Vec<Value> =
+                            vars.clone().iter().map(|v| self.b.use_var(*v)).collect();
+                        let ty = fx.body.locals[i].ty.clone();
+                        self.store_uniform(&ty, off, &vals);
+                    }
+                    fx.locals[i] = LocalStore::Private(off);
+                }
+            }
+        }
+    }
+
+    /// Stores a value that is the same for the whole quad into each of its four work items'
+    /// private copies at frame offset `off`.
+    fn store_uniform(&mut self, ty: &Type, off: u32, vals: &[Value]) {
+        let addr = self.private_addr(off, ty.size());
+        for k in 0..4 {
+            self.store_flat(ty, addr, k * ty.size(), vals);
+        }
+    }
+
+    /// Computes rematerializable expression `h` for the quad, operands first.
+    fn quad_remat(&mut self, fx: &mut FnCtx, qs: &mut QuadState, h: Handle) -> R<()> {
+        if fx.vals[h.index()].is_some() || qs.lanes[h.index()].is_some() {
+            return Ok(());
+        }
+        for op in operands(&fx.body.exprs[h.index()]) {
+            self.quad_remat(fx, qs, op)?;
+        }
+        self.quad_eval(fx, qs, h)
+    }
+
     /// Runs full quads of work items with the vector lowering; returns the first work item
     /// left for the scalar loop: the one after the last full quad (the group's size when
     /// quads covered it), or 0 when quads cannot run (a multi-dimensional group whose rows are
     /// not a multiple of 4 long).
-    pub(super) fn quad_loop(&mut self, fx: &mut FnCtx, plan: &QuadPlan) -> R<Value> {
+    pub(super) fn quad_loop(
+        &mut self,
+        fx: &mut FnCtx,
+        plan: &QuadPlan,
+        stmts: &[Stmt],
+    ) -> R<Value> {
         // A quad must lie in one row of the group: one-dimensional groups, or rows whose
         // length is a multiple of 4 (then the quads cover the whole group).
         let in_rows = {
@@ -279,8 +551,13 @@ impl Lowerer<'_, '_> {
             first_item: q,
             iota,
         };
-        let stmts = fx.body.block.0.clone();
-        self.quad_block(fx, &mut qs, &stmts)?;
+        let promoted = if self.barrier_mode {
+            self.quad_enter_run(fx, &mut qs, plan, stmts)?
+        } else {
+            Vec::new()
+        };
+        self.quad_block(fx, &mut qs, stmts)?;
+        self.quad_leave_run(fx, &qs, promoted);
         let q = self.b.use_var(q_var);
         let next = self.b.ins().iadd_imm_s(q, 4);
         self.b.def_var(q_var, next);
@@ -311,13 +588,28 @@ impl Lowerer<'_, '_> {
     fn quad_block(&mut self, fx: &mut FnCtx, qs: &mut QuadState, stmts: &[Stmt]) -> R<()> {
         for s in stmts {
             match s {
-                Stmt::Eval(h) => self.quad_eval(fx, qs, *h)?,
+                Stmt::Eval(h) => {
+                    self.quad_eval(fx, qs, *h)?;
+                    if let Some(off) = self.spill_slot(fx, *h) {
+                        match qs.lanes[h.index()] {
+                            Some(l) => {
+                                let addr = self.private_addr(off, 4);
+                                self.b.ins().store(vec_flags(), l.v, addr, 0);
+                            }
+                            None => {
+                                let v = self.get(fx, *h)?;
+                                let ty = fx.types[h.index()].clone();
+                                self.store_uniform(&ty, off, &v);
+                            }
+                        }
+                    }
+                }
                 Stmt::Source(_) => {}
                 Stmt::Store {
-                    memory: Memory::Buffer(p),
+                    memory,
                     index,
                     value,
-                } => self.quad_store(fx, qs, *p, *index, *value)?,
+                } => self.quad_store(fx, qs, *memory, *index, *value)?,
                 Stmt::Return(None) => {
                     let r = self.b.use_var(qs.returned);
                     let r = self.b.ins().bor(r, qs.active);
@@ -512,10 +804,7 @@ impl Lowerer<'_, '_> {
             .as_scalar()
             .ok_or("non-scalar in a vectorized body")?;
         let lanes = match e {
-            Expr::Load {
-                memory: Memory::Buffer(p),
-                index,
-            } => self.quad_load(qs, p, index)?,
+            Expr::Load { memory, index } => self.quad_load(qs, memory, index)?,
             Expr::Binary { op, lhs, rhs } => {
                 let s = fx.types[lhs.index()]
                     .as_scalar()
@@ -786,18 +1075,15 @@ impl Lowerer<'_, '_> {
         self.per_lane(args, out, |l, x| l.math(fun, s, x))
     }
 
-    fn quad_load(&mut self, qs: &QuadState, p: u32, index: Handle) -> R<Lanes> {
+    fn quad_load(&mut self, qs: &QuadState, m: Memory, index: Handle) -> R<Lanes> {
         let idx = qs.lanes[index.index()].ok_or("varying load with a uniform index")?;
-        let elem = match &self.k.params[p as usize].kind {
-            ParamKind::Buffer {
-                elem: Type::Scalar(s),
-                ..
-            } => *s,
-            _ => return Err("vector load of a non-scalar buffer".into()),
-        };
+        let (base, len, elem) = self.memory(m)?;
+        let elem = elem
+            .as_scalar()
+            .ok_or("vector load of non-scalar elements")?;
         let gather = |l: &mut Self| {
             l.per_lane(&[(idx.v, ScalarType::U32)], elem, |l, x| {
-                let (addr, _, _) = l.mem_elem(Memory::Buffer(p), x[0], false)?;
+                let (addr, _, _) = l.mem_elem(m, x[0], false)?;
                 Ok(l.b.ins().load(clty(elem), mem_flags(), addr, 0))
             })
         };
@@ -807,7 +1093,6 @@ impl Lowerer<'_, '_> {
                 first: None,
             });
         };
-        let (base, len) = self.bufs[p as usize].ok_or("not a buffer")?;
         let f64v = self.b.ins().uextend(types::I64, first);
         let last = self.b.ins().iadd_imm_s(f64v, 3);
         let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
@@ -821,7 +1106,7 @@ impl Lowerer<'_, '_> {
         self.b.switch_to_block(fast);
         let off = self.b.ins().imul_imm_u(f64v, 4);
         let addr = self.b.ins().iadd(base, off);
-        let v = self.b.ins().load(vty(elem), mem_flags(), addr, 0);
+        let v = self.b.ins().load(vty(elem), vec_flags(), addr, 0);
         self.b.ins().jump(done, &[BlockArg::Value(v)]);
         self.b.switch_to_block(slow);
         let v = gather(self)?;
@@ -837,7 +1122,7 @@ impl Lowerer<'_, '_> {
         &mut self,
         fx: &mut FnCtx,
         qs: &QuadState,
-        p: u32,
+        m: Memory,
         index: Handle,
         value: Handle,
     ) -> R<()> {
@@ -852,7 +1137,7 @@ impl Lowerer<'_, '_> {
         );
         match qs.lanes[index.index()].and_then(|l| l.first) {
             Some(first) => {
-                let (base, len) = self.bufs[p as usize].ok_or("not a buffer")?;
+                let (base, len, _) = self.memory(m)?;
                 let f64v = self.b.ins().uextend(types::I64, first);
                 let last = self.b.ins().iadd_imm_s(f64v, 3);
                 let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
@@ -866,7 +1151,7 @@ impl Lowerer<'_, '_> {
                 self.b.switch_to_block(fast);
                 let off = self.b.ins().imul_imm_u(f64v, 4);
                 let addr = self.b.ins().iadd(base, off);
-                self.b.ins().store(mem_flags(), v, addr, 0);
+                self.b.ins().store(vec_flags(), v, addr, 0);
                 self.b.ins().jump(done, &[]);
             }
             None => {
@@ -881,7 +1166,7 @@ impl Lowerer<'_, '_> {
             let on = self.b.ins().icmp_imm_s(IntCC::NotEqual, on, 0);
             let i = self.b.ins().extractlane(idx, k);
             let x = self.b.ins().extractlane(v, k);
-            let (addr, _, _) = self.mem_elem(Memory::Buffer(p), i, true)?;
+            let (addr, _, _) = self.mem_elem(m, i, true)?;
             let addr = self.b.ins().select(on, addr, self.sink);
             self.b.ins().store(mem_flags(), x, addr, 0);
         }
@@ -889,6 +1174,15 @@ impl Lowerer<'_, '_> {
         self.b.switch_to_block(done);
         Ok(())
     }
+}
+
+/// Flags of the 16-byte loads and stores of a quad: they cannot trap, but need not be aligned
+/// (the `aligned` flag would let Cranelift fold them into SSE instructions that fault on
+/// addresses that are not 16-byte aligned).
+fn vec_flags() -> cranelift_codegen::ir::MemFlagsData {
+    let mut f = cranelift_codegen::ir::MemFlagsData::new();
+    f.set_notrap();
+    f
 }
 
 fn mem_flags_little() -> cranelift_codegen::ir::MemFlagsData {
