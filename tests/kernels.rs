@@ -916,3 +916,42 @@ fn strided_2d_views_address_rows_by_their_stride() {
         }
     });
 }
+
+/// The right, lower and left neighbours of each element, weighted 1, 10 and 100; a
+/// neighbour past the matrix's edge reads zero.
+#[kiln::kernel]
+fn neighbours(p: Index2D, a: View2D<f32>, out: View2DMut<f32>) {
+    out[p] = a[(p.y, p.x + 1)] + a[(p.y + 1, p.x)] * 10.0 + a[(p.y, p.x - 1)] * 100.0;
+}
+
+#[test]
+fn two_dimensional_views_read_zero_past_each_edge() {
+    // On the CPU, rows of a group run four work items at a time; a quad whose four loads
+    // stay inside the row is one vector load, and one that reaches past the row's end must
+    // read zero there, not the next row's first elements.
+    every_backend(|| {
+        for (w, h) in [(40usize, 9usize), (37, 6)] {
+            let a: Vec<f32> = (0..w * h).map(|i| (i % 13) as f32).collect();
+            let at = |y: usize, x: usize| if y < h && x < w { a[y * w + x] } else { 0.0 };
+            for group in [(8usize, 4usize), (4, 1), (16, 16)] {
+                let mut out = vec![-1.0f32; w * h];
+                let groups = (w.div_ceil(group.0), h.div_ceil(group.1));
+                ctx()
+                    .launch_grouped(
+                        neighbours,
+                        groups,
+                        group,
+                        (Slice2D::new(&a[..], w), Slice2D::new(&mut out[..], w)),
+                    )
+                    .unwrap();
+                for y in 0..h {
+                    for x in 0..w {
+                        let left = if x > 0 { at(y, x - 1) } else { 0.0 };
+                        let want = at(y, x + 1) + at(y + 1, x) * 10.0 + left * 100.0;
+                        assert_eq!(out[y * w + x], want, "{w}x{h}, group {group:?}, ({x}, {y})");
+                    }
+                }
+            }
+        }
+    });
+}

@@ -272,7 +272,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             if s.elem.size() > MAX_ELEM_BYTES {
                 return Err(format!("shared array `{}` has {}-byte elements; the CPU backend allows at most {MAX_ELEM_BYTES}", s.name, s.elem.size()));
             }
-            let v = (self.slot(base + 2 * j), self.slot(base + 2 * j + 1));
+            // A length fixed when the kernel was built is a constant, so bounds checks
+            // compare with an immediate.
+            let len = match s.len {
+                SharedLen::Static(n) => self.b.ins().iconst(types::I64, n as i64),
+                SharedLen::Dynamic => self.slot(base + 2 * j + 1),
+            };
+            let v = (self.slot(base + 2 * j), len);
             self.shared.push(v);
         }
         Ok(())

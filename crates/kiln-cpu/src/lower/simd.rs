@@ -31,6 +31,20 @@ use kiln_ir::*;
 struct Lanes {
     v: Value,
     first: Option<Value>,
+    /// For an index that is contiguous when a condition holds in all four lanes (a 2D view's
+    /// `select(in_bounds, row * stride + col, u32::MAX)`): that condition as a scalar, and the
+    /// first lane's index when it holds.
+    first_if: Option<(Value, Value)>,
+}
+
+impl Lanes {
+    fn varying(v: Value) -> Lanes {
+        Lanes {
+            v,
+            first: None,
+            first_if: None,
+        }
+    }
 }
 
 pub(super) struct QuadState {
@@ -414,7 +428,7 @@ impl Lowerer<'_, '_> {
                 let s = ty.as_scalar().ok_or("non-scalar private value in a quad")?;
                 let addr = self.private_addr(off, 4);
                 let v = self.b.ins().load(vty(s), vec_flags(), addr, 0);
-                qs.lanes[h.index()] = Some(Lanes { v, first: None });
+                qs.lanes[h.index()] = Some(Lanes::varying(v));
             } else {
                 let addr = self.private_addr(off, ty.size());
                 fx.vals[h.index()] = Some(self.load_flat(&ty, addr, 0));
@@ -776,6 +790,7 @@ impl Lowerer<'_, '_> {
         Some(Lanes {
             v: self.b.ins().iadd(splat, qs.iota),
             first: Some(first),
+            first_if: None,
         })
     }
 
@@ -784,7 +799,7 @@ impl Lowerer<'_, '_> {
         if let Expr::LocalGet(l) = e {
             if let Some(var) = qs.locals[l.0 as usize] {
                 let v = self.b.use_var(var);
-                qs.lanes[h.index()] = Some(Lanes { v, first: None });
+                qs.lanes[h.index()] = Some(Lanes::varying(v));
                 return Ok(());
             }
         }
@@ -824,12 +839,23 @@ impl Lowerer<'_, '_> {
                     }
                     _ => None,
                 };
-                qs.all_true[h.index()] = self.all_below(fx, qs, op, s, lhs, rhs)?;
+                qs.all_true[h.index()] = if op == BinaryOp::And && s == ScalarType::Bool {
+                    match (
+                        self.all_true_of(fx, qs, lhs)?,
+                        self.all_true_of(fx, qs, rhs)?,
+                    ) {
+                        (Some(l), Some(r)) => Some(self.b.ins().band(l, r)),
+                        _ => None,
+                    }
+                } else {
+                    self.all_below(fx, qs, op, s, lhs, rhs)?
+                };
                 let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
                 let v = self.vbinary(op, s, a, b)?;
                 Lanes {
                     v,
                     first: if s.is_int() { first } else { None },
+                    first_if: None,
                 }
             }
             Expr::Unary { op, arg } => {
@@ -839,7 +865,7 @@ impl Lowerer<'_, '_> {
                     UnaryOp::Neg => self.b.ins().ineg(a),
                     UnaryOp::Not => self.b.ins().bnot(a),
                 };
-                Lanes { v, first: None }
+                Lanes::varying(v)
             }
             Expr::Select {
                 cond,
@@ -860,7 +886,15 @@ impl Lowerer<'_, '_> {
                         self.b.ins().select(c, a, b)
                     }
                 };
-                Lanes { v, first: None }
+                let first_if = match (qs.lanes[accept.index()].and_then(|l| l.first), ty.is_int()) {
+                    (Some(f), true) => self.all_true_of(fx, qs, cond)?.map(|c| (c, f)),
+                    _ => None,
+                };
+                Lanes {
+                    v,
+                    first: None,
+                    first_if,
+                }
             }
             Expr::Cast { arg, to } => {
                 let from = fx.types[arg.index()].as_scalar().ok_or("non-scalar cast")?;
@@ -872,6 +906,7 @@ impl Lowerer<'_, '_> {
                 Lanes {
                     v: self.vcast(a, from, to)?,
                     first: qs.lanes[arg.index()].and_then(|l| l.first.filter(|_| same_bits)),
+                    first_if: None,
                 }
             }
             Expr::Math { fun, args } => {
@@ -885,6 +920,7 @@ impl Lowerer<'_, '_> {
                 Lanes {
                     v: self.vmath(fun, s, ty, &vs)?,
                     first: None,
+                    first_if: None,
                 }
             }
             other => return Err(format!("expression {other:?} in a vectorized body")),
@@ -938,6 +974,26 @@ impl Lowerer<'_, '_> {
         };
         let last = self.b.ins().iadd_imm_s(last, 3);
         Ok(Some(self.b.ins().icmp(cc, last, b)))
+    }
+
+    /// For a `bool` operand: a scalar true when it holds in all four lanes (the value itself
+    /// when it is uniform), if one is known.
+    fn all_true_of(&mut self, fx: &mut FnCtx, qs: &QuadState, h: Handle) -> R<Option<Value>> {
+        Ok(match qs.lanes[h.index()] {
+            None => Some(self.get(fx, h)?[0]),
+            Some(_) => qs.all_true[h.index()],
+        })
+    }
+
+    /// The first lane of a varying index when its four lanes are contiguous, with the scalar
+    /// condition under which they are (`None`: always); `None` when not known to be.
+    fn contiguous(idx: Option<Lanes>) -> Option<(Value, Option<Value>)> {
+        let idx = idx?;
+        match (idx.first, idx.first_if) {
+            (Some(f), _) => Some((f, None)),
+            (None, Some((c, f))) => Some((f, Some(c))),
+            (None, None) => None,
+        }
     }
 
     /// The lane mask `m` (i32x4) in the vector type `to`, for `bitselect`.
@@ -1087,15 +1143,15 @@ impl Lowerer<'_, '_> {
                 Ok(l.b.ins().load(clty(elem), mem_flags(), addr, 0))
             })
         };
-        let Some(first) = idx.first else {
-            return Ok(Lanes {
-                v: gather(self)?,
-                first: None,
-            });
+        let Some((first, guard)) = Self::contiguous(Some(idx)) else {
+            return Ok(Lanes::varying(gather(self)?));
         };
         let f64v = self.b.ins().uextend(types::I64, first);
         let last = self.b.ins().iadd_imm_s(f64v, 3);
-        let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+        let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+        if let Some(c) = guard {
+            inb = self.b.ins().band(inb, c);
+        }
         let (fast, slow, done) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -1115,6 +1171,7 @@ impl Lowerer<'_, '_> {
         Ok(Lanes {
             v: out,
             first: None,
+            first_if: None,
         })
     }
 
@@ -1135,12 +1192,15 @@ impl Lowerer<'_, '_> {
             self.b.create_block(),
             self.b.create_block(),
         );
-        match qs.lanes[index.index()].and_then(|l| l.first) {
-            Some(first) => {
+        match Self::contiguous(qs.lanes[index.index()]) {
+            Some((first, guard)) => {
                 let (base, len, _) = self.memory(m)?;
                 let f64v = self.b.ins().uextend(types::I64, first);
                 let last = self.b.ins().iadd_imm_s(f64v, 3);
-                let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+                let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
+                if let Some(c) = guard {
+                    inb = self.b.ins().band(inb, c);
+                }
                 let ok = if qs.full && !qs.may_have_returned {
                     inb
                 } else {
