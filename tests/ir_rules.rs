@@ -1831,3 +1831,81 @@ fn barrier_runs_in_quads_and_one_item_at_a_time_share_private_values() {
         }
     });
 }
+
+#[test]
+fn counted_loops_with_constant_bounds_give_per_item_results() {
+    // The CPU backend unrolls loops with constant bounds: up to 4 trips completely, more in
+    // passes of 4 or 2 copies when that divides their number, other counts not at all. With
+    // `varying_break` some work items leave a loop early, so the kernel runs one work item
+    // at a time there; without it, four at a time.
+    every_backend(|| {
+        for varying_break in [false, true] {
+            let k = Kernel::build("counted", |k| {
+                let x = k.buffer::<u32>("x", Access::Read);
+                let out = k.buffer::<u32>("out", Access::ReadWrite);
+                let i = global_id(Axis::X);
+                if_then(i.ge(x.len()), return_);
+                let xi = x.load(i);
+                let acc = Var::new("acc", 0u32);
+                for_range(0u32, 3u32, |t| acc.set(acc.get() * 3u32 + t + xi));
+                for_range_step(-7i32, 9i32, 3i32, |t| {
+                    if_then(t.eq(2i32), continue_);
+                    acc.set(acc.get() + (t * t).cast::<u32>());
+                });
+                for_range(0u32, 12u32, |t| {
+                    let stop = if varying_break { xi % 16u32 } else { lit(9u32) };
+                    if_then(t.gt(stop), break_);
+                    acc.set(acc.get() ^ (t << 2u32));
+                });
+                for_range(0u32, 5u32, |t| acc.set(acc.get() + t * xi));
+                for_range(0u32, 4u32, |a| {
+                    for_range(0u32, 8u32, |b| acc.set(acc.get() + a * b + (xi & b)));
+                });
+                // Starts at a value that differs per work item: not a counted loop.
+                for_range(i % 3u32, 6u32, |t| acc.set(acc.get() + t));
+                out.store(i, acc.get());
+            })
+            .unwrap();
+            let n = 203u32;
+            let xs: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2654435761) >> 9).collect();
+            for group in [1u32, 7, 64] {
+                let mut out = vec![0u32; n as usize];
+                ctx()
+                    .launch_ir(
+                        &k,
+                        &Grid::linear(n.div_ceil(group), group),
+                        &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+                    )
+                    .unwrap();
+                for (i, &xi) in xs.iter().enumerate() {
+                    let mut acc = 0u32;
+                    for t in 0..3u32 {
+                        acc = acc.wrapping_mul(3).wrapping_add(t).wrapping_add(xi);
+                    }
+                    for t in (-7i32..9).step_by(3).filter(|t| *t != 2) {
+                        acc = acc.wrapping_add((t * t) as u32);
+                    }
+                    let stop = if varying_break { xi % 16 } else { 9 };
+                    for t in (0..12u32).take_while(|t| *t <= stop) {
+                        acc ^= t << 2;
+                    }
+                    for t in 0..5u32 {
+                        acc = acc.wrapping_add(t.wrapping_mul(xi));
+                    }
+                    for a in 0..4u32 {
+                        for b in 0..8u32 {
+                            acc = acc.wrapping_add(a * b + (xi & b));
+                        }
+                    }
+                    for t in (i as u32 % 3)..6 {
+                        acc = acc.wrapping_add(t);
+                    }
+                    assert_eq!(
+                        out[i], acc,
+                        "varying break {varying_break}, group {group}, item {i}"
+                    );
+                }
+            }
+        }
+    });
+}

@@ -46,6 +46,10 @@ pub const SLOT_PRIVATE: usize = 11;
 pub const SLOT_PARAMS: usize = 12;
 /// Largest local array the CPU backend accepts per work item, in bytes.
 pub const MAX_ARRAY_BYTES: u32 = 64 << 10;
+/// Most trips of a loop that the lowering counts to unroll it.
+const MAX_COUNTED_TRIPS: u32 = 1 << 12;
+/// Most statements (all copies together) an unrolled loop may take.
+const MAX_UNROLLED_STMTS: usize = 512;
 /// Largest element (buffer, shared or array) the CPU backend accepts, in bytes.
 pub const MAX_ELEM_BYTES: u32 = 4096;
 
@@ -428,17 +432,135 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.fresh_block();
     }
 
+    /// For a counted loop (`for i in START..END` with constant bounds and step, as the IR
+    /// builder writes it: `i = START; loop { if i >= END { break } .. } continuing { i = i +
+    /// STEP }`) that runs at most `MAX_COUNTED_TRIPS` times and is small enough to copy four
+    /// times: the counter and the number of trips. The counter's value on entry must be a
+    /// constant in the current block.
+    fn constant_trips(
+        &mut self,
+        fx: &FnCtx,
+        body: &Block,
+        continuing: &Block,
+    ) -> Option<(LocalId, u32)> {
+        let ex = |h: &Handle| &fx.body.exprs[h.index()];
+        let (
+            [Stmt::Eval(get), Stmt::Eval(test), Stmt::If {
+                cond,
+                accept,
+                reject,
+            }, rest @ ..],
+            [Stmt::Eval(get2), Stmt::Eval(next), Stmt::LocalSet { local: set, value }],
+        ) = (&body.0[..], &continuing.0[..])
+        else {
+            return None;
+        };
+        let (Expr::LocalGet(l), Expr::LocalGet(l2)) = (ex(get), ex(get2)) else {
+            return None;
+        };
+        let Expr::Binary {
+            op: op @ (BinaryOp::Ge | BinaryOp::Gt),
+            lhs,
+            rhs,
+        } = ex(test)
+        else {
+            return None;
+        };
+        let Expr::Binary {
+            op: BinaryOp::Add,
+            lhs: step_lhs,
+            rhs: step,
+        } = ex(next)
+        else {
+            return None;
+        };
+        let (Expr::Literal(end), Expr::Literal(step)) = (ex(rhs), ex(step)) else {
+            return None;
+        };
+        let counted = l == l2
+            && set == l
+            && lhs == get
+            && step_lhs == get2
+            && value == next
+            && cond == test
+            && matches!(&accept.0[..], [Stmt::Break])
+            && reject.0.is_empty()
+            && !assigns(rest, *l);
+        let signed = match end.ty() {
+            ScalarType::I32 => true,
+            ScalarType::U32 => false,
+            _ => return None,
+        };
+        let LocalStore::Vars(vars) = &fx.locals[l.0 as usize] else {
+            return None;
+        };
+        if !counted || vars.len() != 1 || step.ty() != end.ty() {
+            return None;
+        }
+        let start = self.b.use_var(vars[0]);
+        let start = match self.b.func.dfg.value_def(start) {
+            ir::ValueDef::Result(inst, 0) => match self.b.func.dfg.insts[inst] {
+                ir::InstructionData::UnaryImm {
+                    opcode: ir::Opcode::Iconst,
+                    imm,
+                } => imm.bits() as u32,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let (end, step) = (end.to_bits() as u32, step.to_bits() as u32);
+        let done = |v: u32| match (op, signed) {
+            (BinaryOp::Ge, true) => v as i32 >= end as i32,
+            (BinaryOp::Gt, true) => v as i32 > end as i32,
+            (BinaryOp::Ge, false) => v >= end,
+            _ => v > end,
+        };
+        let (mut v, mut trips) = (start, 0u32);
+        while !done(v) {
+            trips += 1;
+            if trips > MAX_COUNTED_TRIPS {
+                return None;
+            }
+            v = v.wrapping_add(step);
+        }
+        let size = count_stmts(&body.0) + count_stmts(&continuing.0);
+        (size * trips.min(4) as usize <= MAX_UNROLLED_STMTS).then_some((*l, trips))
+    }
+
     /// `loop { body } continuing { continuing }`, each part lowered by `part` with the loop's
     /// `continue` and `break` targets on `fx.loops`; with `enter`, the loop runs at all only
-    /// when that flag is true.
+    /// when that flag is true. With `trips` (from [`Self::constant_trips`]) the loop is
+    /// unrolled: up to 4 trips become straight-line copies of the body (less its exit test,
+    /// which none of them takes) and of `continuing`; more trips, when 4 or 2 divides their
+    /// number, become a loop whose every pass runs 4 or 2 copies and tests for the exit only
+    /// before the first. (Unrolling further makes Cranelift keep every copy's loads live at
+    /// once, placing the arithmetic that uses them at the end, and spill.)
     fn lower_loop(
         &mut self,
         fx: &mut FnCtx,
         body: &Block,
         continuing: &Block,
         enter: Option<Value>,
+        trips: Option<u32>,
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
+        let copies = match trips {
+            Some(t) if t > 4 && t % 4 == 0 => 4,
+            Some(t) if t > 4 && t % 2 == 0 => 2,
+            _ => 1,
+        };
+        if let Some(trips) = trips.filter(|t| *t <= 4) {
+            let exit = self.b.create_block();
+            if let Some(flag) = enter {
+                let first = self.b.create_block();
+                self.b.ins().brif(flag, first, &[], exit, &[]);
+                self.b.switch_to_block(first);
+            }
+            self.loop_copies(fx, body, continuing, trips, exit, part)?;
+            self.b.ins().jump(exit, &[]);
+            self.b.switch_to_block(exit);
+            return Ok(());
+        }
         let (header, cont, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -455,8 +577,35 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.switch_to_block(cont);
         part(self, fx, continuing)?;
         fx.loops.pop();
+        self.loop_copies(fx, body, continuing, copies - 1, exit, part)?;
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// `n` passes of a counted loop in straight line: the body without its exit test (the
+    /// statement [`Self::constant_trips`] matched third), then `continuing`, each pass with
+    /// its own `continue` target and `exit` as its `break` target.
+    fn loop_copies(
+        &mut self,
+        fx: &mut FnCtx,
+        body: &Block,
+        continuing: &Block,
+        n: u32,
+        exit: ir::Block,
+        part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
+    ) -> R<()> {
+        let mut copy = body.clone();
+        copy.0.remove(2);
+        for _ in 0..n {
+            let cont = self.b.create_block();
+            fx.loops.push((cont, exit));
+            part(self, fx, &copy)?;
+            self.b.ins().jump(cont, &[]);
+            self.b.switch_to_block(cont);
+            part(self, fx, continuing)?;
+            fx.loops.pop();
+        }
         Ok(())
     }
 
@@ -622,7 +771,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     self.b.switch_to_block(merge);
                 }
                 Stmt::Loop { body, continuing } => {
-                    self.lower_loop(fx, body, continuing, None, &mut |l, fx, part| {
+                    self.lower_loop(fx, body, continuing, None, None, &mut |l, fx, part| {
                         l.uniform_block(fx, part, true)
                     })?;
                 }
@@ -719,7 +868,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Loop { body, continuing } => {
-                self.lower_loop(fx, body, continuing, None, &mut |l, fx, part| {
+                let trips = self
+                    .constant_trips(fx, body, continuing)
+                    .map(|(_, trips)| trips);
+                self.lower_loop(fx, body, continuing, None, trips, &mut |l, fx, part| {
                     l.block(fx, &part.0)
                 })?;
             }
@@ -1441,6 +1593,32 @@ fn array_bytes(l: &LocalDecl) -> R<u32> {
             l.name
         )),
     }
+}
+
+/// True if `stmts` assign local `l` anywhere.
+fn assigns(stmts: &[Stmt], l: LocalId) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::LocalSet { local, .. } | Stmt::LocalIndexSet { local, .. } => *local == l,
+        Stmt::If { accept, reject, .. } => assigns(&accept.0, l) || assigns(&reject.0, l),
+        Stmt::Loop { body, continuing } => assigns(&body.0, l) || assigns(&continuing.0, l),
+        _ => false,
+    })
+}
+
+/// The number of statements in `stmts`, nested ones included.
+fn count_stmts(stmts: &[Stmt]) -> usize {
+    stmts
+        .iter()
+        .map(|s| {
+            1 + match s {
+                Stmt::If { accept, reject, .. } => count_stmts(&accept.0) + count_stmts(&reject.0),
+                Stmt::Loop { body, continuing } => {
+                    count_stmts(&body.0) + count_stmts(&continuing.0)
+                }
+                _ => 0,
+            }
+        })
+        .sum()
 }
 
 /// True if the statement contains a `break` or `continue` that leaves it (not one that

@@ -652,7 +652,12 @@ impl Lowerer<'_, '_> {
                     } else {
                         None
                     };
-                    self.lower_loop(fx, body, continuing, enter, &mut |l, fx, part| {
+                    // A counter that varies per lane has no one trip count.
+                    let trips = self
+                        .constant_trips(fx, body, continuing)
+                        .filter(|(l, _)| qs.locals[l.0 as usize].is_none())
+                        .map(|(_, trips)| trips);
+                    self.lower_loop(fx, body, continuing, enter, trips, &mut |l, fx, part| {
                         l.quad_block(fx, qs, &part.0)
                     })?;
                 }
