@@ -2,8 +2,8 @@
 //! group barriers.
 //!
 //! Statements over 32-bit values and `bool`s whose control flow is `if`s, `return`s outside
-//! loops and loops whose every exit the whole quad takes together (no atomics, subgroup
-//! operations, calls or array locals) run their work items in quads: the whole body of a
+//! loops and loops whose every exit the whole quad takes together (no atomics, calls or array
+//! locals; subgroups have one lane on the CPU) run their work items in quads: the whole body of a
 //! kernel without group barriers, or one run of a kernel with them (see `super`). In a run,
 //! the private locals and values other runs share are loaded at the quad's start and stored
 //! at its end, one 16-byte access each for those that vary (the private layout keeps a quad's
@@ -101,7 +101,6 @@ fn expr_ok(e: &Expr) -> bool {
         e,
         Expr::LocalIndex { .. }
             | Expr::Atomic { .. }
-            | Expr::Subgroup { .. }
             | Expr::Call { .. }
             | Expr::Compose { .. }
             | Expr::Extract { .. }
@@ -927,6 +926,21 @@ impl Lowerer<'_, '_> {
                     first: None,
                     first_if: None,
                 }
+            }
+            // Subgroups have one lane on the CPU: each work item is its own subgroup.
+            Expr::Subgroup { op, arg, .. } => {
+                let from = fx.types[arg.index()]
+                    .as_scalar()
+                    .ok_or("non-scalar subgroup operand")?;
+                let a = self.lanes_of(fx, qs, arg)?;
+                Lanes::varying(match op {
+                    SubgroupOp::Ballot => self.vcast(a, from, ty)?,
+                    SubgroupOp::ExclusiveAdd => {
+                        let z = self.zero(ty);
+                        self.b.ins().splat(vty(ty), z)
+                    }
+                    _ => a,
+                })
             }
             other => return Err(format!("expression {other:?} in a vectorized body")),
         };
