@@ -609,3 +609,43 @@ fn grouped_reductions_fold_partials_level_by_level_in_order() {
         assert_eq!(sum, us.iter().map(|&x| x as u64).sum::<u64>());
     });
 }
+
+#[test]
+fn eight_and_sixteen_bit_inputs_widen_to_32_bits() {
+    // On the CPU, loads of 8- and 16-bit elements that are cast to 32 bits run four at a
+    // time; sign extension must follow the element type.
+    every_backend(|| {
+        let c = ctx();
+        for n in [7usize, 16385, 100_003] {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 37 % 256) as u8).collect();
+            let signed: Vec<i8> = bytes.iter().map(|b| *b as i8).collect();
+            let shorts: Vec<u16> = (0..n).map(|i| (i * 40503 % 65536) as u16).collect();
+            let sshorts: Vec<i16> = shorts.iter().map(|s| *s as i16).collect();
+            let got = c
+                .from(&bytes)
+                .map(|b| b.cast::<u32>() * 3)
+                .to_vec()
+                .unwrap();
+            let want: Vec<u32> = bytes.iter().map(|b| *b as u32 * 3).collect();
+            assert_eq!(got, want, "u8 map, n = {n}");
+            let got = c.from(&signed).map(|b| b.cast::<i32>()).sum().unwrap();
+            let want = signed.iter().map(|b| *b as i32).sum::<i32>();
+            assert_eq!(got, want, "i8 sum, n = {n}");
+            let got = c
+                .from(&shorts)
+                .map(|s| s.cast::<f32>() * 0.5)
+                .to_vec()
+                .unwrap();
+            let want: Vec<f32> = shorts.iter().map(|s| *s as f32 * 0.5).collect();
+            assert_eq!(got, want, "u16 map, n = {n}");
+            let got = c
+                .from(&sshorts)
+                .map(|s| s.cast::<u32>())
+                .filter(|s| s.gt(60000u32))
+                .count()
+                .unwrap();
+            let want = sshorts.iter().filter(|s| **s as u32 > 60000).count();
+            assert_eq!(got, want, "i16 filter, n = {n}");
+        }
+    });
+}

@@ -1,7 +1,8 @@
 //! Four work items at a time: f32x4/i32x4 lowering of kernel bodies and of the runs between
 //! group barriers.
 //!
-//! Statements over 32-bit values and `bool`s whose control flow is `if`s, `return`s outside
+//! Statements over 32-bit values and `bool`s (and loads of 8- and 16-bit integers that are
+//! only cast to 32 bits, which widen as they load) whose control flow is `if`s, `return`s outside
 //! loops and loops whose every exit the whole quad takes together (no atomics, calls or array
 //! locals; subgroups have one lane on the CPU) run their work items in quads: the whole body of a
 //! kernel without group barriers, or one run of a kernel with them (see `super`). In a run,
@@ -68,6 +69,9 @@ pub(super) struct QuadState {
 pub(super) struct QuadPlan {
     varying_exprs: Vec<bool>,
     varying_locals: Vec<bool>,
+    /// Per expression: a load of 8- or 16-bit integers whose only uses are casts to 32-bit
+    /// types, which quads widen as they load.
+    widened: Vec<bool>,
 }
 
 fn vty(s: ScalarType) -> types::Type {
@@ -238,7 +242,54 @@ pub(super) fn quad_plan(k: &Kernel) -> Option<QuadPlan> {
     Some(QuadPlan {
         varying_exprs: v.exprs,
         varying_locals: v.locals,
+        widened: widened_loads(&k.body),
     })
+}
+
+fn narrow(t: &Type) -> bool {
+    matches!(
+        t,
+        Type::Scalar(ScalarType::I8 | ScalarType::U8 | ScalarType::I16 | ScalarType::U16)
+    )
+}
+
+/// Per expression: a load (of any type) that no statement uses directly and that every other
+/// expression uses only through a cast to a 32-bit type.
+fn widened_loads(body: &Body) -> Vec<bool> {
+    let mut ok: Vec<bool> = body
+        .exprs
+        .iter()
+        .map(|e| matches!(e, Expr::Load { .. }))
+        .collect();
+    for e in &body.exprs {
+        let cast32 = matches!(
+            e,
+            Expr::Cast {
+                to: ScalarType::I32 | ScalarType::U32 | ScalarType::F32,
+                ..
+            }
+        );
+        if !cast32 {
+            for o in operands(e) {
+                ok[o.index()] = false;
+            }
+        }
+    }
+    each_stmt(&body.block.0, &mut |s| {
+        let direct: Vec<Handle> = match s {
+            Stmt::LocalSet { value, .. } => vec![*value],
+            Stmt::LocalIndexSet { index, value, .. } | Stmt::Store { index, value, .. } => {
+                vec![*index, *value]
+            }
+            Stmt::If { cond, .. } => vec![*cond],
+            Stmt::Return(Some(h)) => vec![*h],
+            _ => Vec::new(),
+        };
+        for h in direct {
+            ok[h.index()] = false;
+        }
+    });
+    ok
 }
 
 impl QuadPlan {
@@ -303,17 +354,24 @@ impl Lowerer<'_, '_> {
     /// The element type of a memory when quads can load and store it one 32-bit lane per
     /// element.
     fn quad_elem(&self, m: Memory) -> bool {
-        let elem = match m {
-            Memory::Buffer(p) => match self.k.params.get(p as usize).map(|p| &p.kind) {
-                Some(ParamKind::Buffer { elem, .. }) => elem,
-                _ => return false,
+        self.memory_elem(m)
+            .is_some_and(|e| allowed(e) && *e != Type::Scalar(ScalarType::Bool))
+    }
+
+    /// True when quads can load the elements of `m`: those [`Self::quad_elem`] allows, and
+    /// 8- and 16-bit integers, which they widen to 32 bits.
+    fn quad_load_elem(&self, m: Memory) -> bool {
+        self.quad_elem(m) || self.memory_elem(m).is_some_and(narrow)
+    }
+
+    fn memory_elem(&self, m: Memory) -> Option<&Type> {
+        match m {
+            Memory::Buffer(p) => match &self.k.params.get(p as usize)?.kind {
+                ParamKind::Buffer { elem, .. } => Some(elem),
+                ParamKind::Value(_) => None,
             },
-            Memory::Shared(s) => match self.k.shared.get(s as usize) {
-                Some(a) => &a.elem,
-                None => return false,
-            },
-        };
-        allowed(elem) && *elem != Type::Scalar(ScalarType::Bool)
+            Memory::Shared(s) => Some(&self.k.shared.get(s as usize)?.elem),
+        }
     }
 
     /// True when `stmts` (the whole body, or one run of a barrier kernel) can run in quads
@@ -328,9 +386,10 @@ impl Lowerer<'_, '_> {
             Stmt::Eval(h) => {
                 let (i, ty) = (h.index(), &fx.types[h.index()]);
                 let spilled_lanes = plan.varying_exprs[i] && self.spill_slot(fx, *h).is_some();
-                ok &= allowed(ty) && (!spilled_lanes || four_bytes(ty));
+                let widened = narrow(ty) && plan.widened[i] && self.spill_slot(fx, *h).is_none();
+                ok &= (allowed(ty) || widened) && (!spilled_lanes || four_bytes(ty));
                 if let Expr::Load { memory, .. } = &body.exprs[i] {
-                    ok &= self.quad_elem(*memory);
+                    ok &= self.quad_load_elem(*memory);
                 }
                 varies |= plan.varying_exprs[i];
             }
@@ -1092,6 +1151,9 @@ impl Lowerer<'_, '_> {
         Ok(match (from, to) {
             _ if from == to => a,
             (I32, U32) | (U32, I32) => a,
+            // Narrow loads arrive widened (zero- or sign-extended as their type says).
+            (I8 | U8 | I16 | U16, I32 | U32) => a,
+            (I8 | U8 | I16 | U16, F32) => self.b.ins().fcvt_from_sint(types::F32X4, a),
             (F32, I32) => self.b.ins().fcvt_to_sint_sat(types::I32X4, a),
             (I32, F32) => self.b.ins().fcvt_from_sint(types::F32X4, a),
             (Bool, I32 | U32) => {
@@ -1156,10 +1218,18 @@ impl Lowerer<'_, '_> {
         let elem = elem
             .as_scalar()
             .ok_or("vector load of non-scalar elements")?;
+        // 8- and 16-bit integers arrive in 32-bit lanes, extended as their type says.
+        let widen = narrow(&Type::Scalar(elem));
+        let lane_ty = if widen { ScalarType::U32 } else { elem };
         let gather = |l: &mut Self| {
-            l.per_lane(&[(idx.v, ScalarType::U32)], elem, |l, x| {
+            l.per_lane(&[(idx.v, ScalarType::U32)], lane_ty, |l, x| {
                 let (addr, _, _) = l.mem_elem(m, x[0], false)?;
-                Ok(l.b.ins().load(clty(elem), mem_flags(), addr, 0))
+                let v = l.b.ins().load(clty(elem), mem_flags(), addr, 0);
+                Ok(match (widen, elem.is_signed()) {
+                    (false, _) => v,
+                    (true, true) => l.b.ins().sextend(types::I32, v),
+                    (true, false) => l.b.ins().uextend(types::I32, v),
+                })
             })
         };
         let Some((first, guard)) = Self::contiguous(Some(idx)) else {
@@ -1179,9 +1249,13 @@ impl Lowerer<'_, '_> {
         let out = self.b.append_block_param(done, vty(elem));
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let off = self.b.ins().imul_imm_u(f64v, 4);
+        let off = self.b.ins().imul_imm_u(f64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
-        let v = self.b.ins().load(vty(elem), vec_flags(), addr, 0);
+        let v = if widen {
+            self.load_widened(elem, addr)
+        } else {
+            self.b.ins().load(vty(elem), vec_flags(), addr, 0)
+        };
         self.b.ins().jump(done, &[BlockArg::Value(v)]);
         self.b.switch_to_block(slow);
         let v = gather(self)?;
@@ -1192,6 +1266,26 @@ impl Lowerer<'_, '_> {
             first: None,
             first_if: None,
         })
+    }
+
+    /// Four adjacent 8- or 16-bit integers at `addr`, extended to an i32x4.
+    fn load_widened(&mut self, elem: ScalarType, addr: Value) -> Value {
+        let (word, vector, lanes) = if elem.size() == 1 {
+            (types::I32, types::I32X4, types::I8X16)
+        } else {
+            (types::I64, types::I64X2, types::I16X8)
+        };
+        let w = self.b.ins().load(word, vec_flags(), addr, 0);
+        let v = self.b.ins().scalar_to_vector(vector, w);
+        let mut v = self.b.ins().bitcast(lanes, mem_flags_little(), v);
+        for _ in 0..(if elem.size() == 1 { 2 } else { 1 }) {
+            v = if elem.is_signed() {
+                self.b.ins().swiden_low(v)
+            } else {
+                self.b.ins().uwiden_low(v)
+            };
+        }
+        v
     }
 
     fn quad_store(
