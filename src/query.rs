@@ -170,6 +170,13 @@ fn groups_for(n: usize) -> u32 {
 }
 
 /// The `[start, end)` chunk of the current work item.
+/// `n`, bounded also by the length of each of `memories` (which the host makes at least `n`
+/// long), so that each backend sees from the guard `i < bounded(..)` that accesses at `i` are
+/// in bounds and drops their checks ([`InBounds`](kiln_ir::InBounds)).
+fn bounded(n: Val<u32>, memories: &[Memory]) -> Val<u32> {
+    memories.iter().fold(n, |b, m| b.min(len_dyn(*m)))
+}
+
 fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
     let start = global_id(Axis::X) * chunk;
     (start, (start + chunk).min(n))
@@ -753,7 +760,8 @@ impl<'a, T: Row> Query<'a, T> {
                 .collect();
             let n = k.value::<u32>("n");
             let i = global_id(Axis::X);
-            if_then(i.lt(n), || {
+            let mems: Vec<Memory> = cols.iter().chain(&outs).copied().collect();
+            if_then(i.lt(bounded(n, &mems)), || {
                 self.element(&cols, i, &mut |vals| {
                     for (o, v) in outs.iter().zip(&vals) {
                         store_dyn(*o, i, v);
@@ -794,7 +802,7 @@ impl<'a, T: Row> Query<'a, T> {
                 .collect();
             let n = k.value::<u32>("n");
             let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
+            let (start, end) = chunk_range(bounded(n, &cols), chunk);
             let pos = Var::new("pos", offsets.load(global_id(Axis::X)));
             // Without branches, so a predicate that keeps elements at random costs no
             // mispredictions: a dropped element's store goes out of bounds and is skipped.
@@ -936,7 +944,7 @@ impl<'a, T: Row> Query<'a, T> {
             let item_counts = k.shared::<u32>("item_counts", SharedLen::Static(g));
             let n = k.value::<u32>("n");
             let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(n, chunk);
+            let (start, end) = chunk_range(bounded(n, &cols), chunk);
             let l = local_id(Axis::X);
             let kept = Var::new("kept", 0u32);
             for_range(start, end, |i| {
@@ -1165,7 +1173,7 @@ fn grouped_fold_kernel(
             .enumerate()
             .map(|(j, t)| k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g)))
             .collect();
-        let n = k.value::<u32>("n");
+        let n = bounded(k.value::<u32>("n"), &cols);
         let chunk = k.value::<u32>("chunk");
         let acc: Vec<AnyVar> = identity
             .iter()

@@ -266,6 +266,86 @@ fn out_of_bounds_loads_read_zero_and_stores_are_skipped() {
 }
 
 #[test]
+fn guards_bounding_an_index_by_a_length_keep_every_access_rule() {
+    // A guard `i < len(m)` lets backends drop the check of `m[i]` (kiln_ir::InBounds); these
+    // kernels mix such guards with ones that prove nothing, so dropping one check too many
+    // shows: `a` and `c` are prefixes of longer vectors whose tails are not zero, and a read or
+    // write past their ends would see or change a tail.
+    every_backend(|| {
+        let k = Kernel::build("guarded", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let [b, c, d, e, f, g] =
+                ["b", "c", "d", "e", "f", "g"].map(|name| k.buffer::<i32>(name, Access::ReadWrite));
+            let n = k.value::<u32>("n");
+            let i = global_id(Axis::X);
+            if_then(i.lt(n.min(a.len()).min(b.len())), || {
+                b.store(i, a.load(i) * 2i32)
+            });
+            // The guard bounds `i` by a's length, not c's: the store stays checked.
+            if_then(i.lt(a.len()), || {
+                let x = a.load(i);
+                if_then(x.gt(1010i32), || c.store(i, x));
+            });
+            // `<=` proves nothing: `a[len]` reads zero.
+            if_then(i.le(a.len()), || d.store(i, a.load(i) + 1i32));
+            // A loop whose exit compares its counter with min(i, len(a)).
+            let acc = Var::new("acc", 0i32);
+            for_range(0u32, i.min(a.len()), |j| acc.set(acc.get() + a.load(j)));
+            f.store(i, acc.get());
+            // Unguarded after all the guards above: checked again.
+            g.store(i, a.load(i));
+            if_then(i.ge(a.len()), return_);
+            e.store(i, a.load(i) - 1i32);
+        })
+        .unwrap();
+        let big: Vec<i32> = (0..64).map(|x| 1000 + x).collect();
+        let a = &big[..37];
+        for group in [1u32, 16, 64] {
+            let mut b = vec![-1i32; 41];
+            let mut c_big = vec![-2i32; 64];
+            let [mut d, mut e, mut f, mut g] = [0; 4].map(|_| vec![-1i32; 64]);
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(64 / group, group),
+                    &mut [
+                        LaunchArg::read(a),
+                        LaunchArg::read_write(&mut b),
+                        LaunchArg::read_write(&mut c_big[..30]),
+                        LaunchArg::read_write(&mut d),
+                        LaunchArg::read_write(&mut e),
+                        LaunchArg::read_write(&mut f),
+                        LaunchArg::read_write(&mut g),
+                        LaunchArg::value(1000u32),
+                    ],
+                )
+                .unwrap();
+            let at = |i: usize| a.get(i).copied().unwrap_or(0);
+            let want_b: Vec<i32> = (0..41)
+                .map(|i| if i < 37 { 2 * at(i) } else { -1 })
+                .collect();
+            let want_c: Vec<i32> = (0..64)
+                .map(|i| if i < 30 && at(i) > 1010 { at(i) } else { -2 })
+                .collect();
+            let want_d: Vec<i32> = (0..64)
+                .map(|i| if i <= 37 { at(i) + 1 } else { -1 })
+                .collect();
+            let want_e: Vec<i32> = (0..64)
+                .map(|i| if i < 37 { at(i) - 1 } else { -1 })
+                .collect();
+            let want_f: Vec<i32> = (0..64).map(|i| a[..i.min(37)].iter().sum()).collect();
+            let want_g: Vec<i32> = (0..64).map(at).collect();
+            assert_eq!(b, want_b, "guarded by both lengths, group {group}");
+            assert_eq!(c_big, want_c, "guarded by another length, group {group}");
+            assert_eq!(d, want_d, "guarded by <=, group {group}");
+            assert_eq!(e, want_e, "after an early return, group {group}");
+            assert_eq!(f, want_f, "loop bounded by a length, group {group}");
+            assert_eq!(g, want_g, "unguarded, group {group}");
+        }
+    });
+}
+
+#[test]
 fn integer_arithmetic_wraps() {
     every_backend(|| {
         let a = vec![i8::MAX, i8::MIN, 100, -100];

@@ -5,7 +5,9 @@
 //! layout is exact: struct and vector buffer elements are read and written at their byte
 //! offsets. Each IR rule where C differs (wrapping integer arithmetic, division by zero, shift
 //! amounts, saturating float-to-int casts, NaN in min/max, out-of-bounds memory) is written out
-//! explicitly, mostly as small helper functions emitted only when used. Names follow the IR's
+//! explicitly, mostly as small helper functions emitted only when used. A load or store whose
+//! guard already compares its index with the buffer's length ([`InBounds`]) is written without
+//! its bounds check, which could not fail there. Names follow the IR's
 //! names (which follow the Rust names), and each IR statement is one line of C.
 //!
 //! Buffer parameters become a pointer plus a `<name>_len` element count (`uint`), in parameter
@@ -594,7 +596,11 @@ impl Writer {
                         self.elem_ref(&name, &elem, sc, off, &i, *memory)
                     ));
                 }
-                let _ = writeln!(out, "{pad}if ({i} < {name}_len) {{ {} }}", parts.join(" "));
+                if cx.in_bounds.store(*memory, *index, *value) {
+                    let _ = writeln!(out, "{pad}{}", parts.join(" "));
+                } else {
+                    let _ = writeln!(out, "{pad}if ({i} < {name}_len) {{ {} }}", parts.join(" "));
+                }
             }
             Stmt::If {
                 cond,
@@ -777,6 +783,7 @@ impl Writer {
             Expr::Load { memory, index } => {
                 let (name, elem) = mem_info(cx.kernel, *memory)?;
                 let i = temp_name(*index, 0, &u32t);
+                let checked = !cx.in_bounds.load(h);
                 let vals = elem
                     .flatten()
                     .into_iter()
@@ -787,10 +794,14 @@ impl Writer {
                         } else {
                             r
                         };
-                        format!(
-                            "(({i} < {name}_len) ? {r} : {})",
-                            self.lit(ScalarValue::zero(s))
-                        )
+                        if checked {
+                            format!(
+                                "(({i} < {name}_len) ? {r} : {})",
+                                self.lit(ScalarValue::zero(s))
+                            )
+                        } else {
+                            r
+                        }
                     })
                     .collect();
                 Ok(Vals {

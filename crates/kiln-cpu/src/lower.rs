@@ -85,6 +85,8 @@ enum LocalStore {
 struct FnCtx<'a> {
     body: &'a Body,
     types: Vec<Type>,
+    /// The loads and stores whose bounds check cannot fail.
+    in_bounds: InBounds,
     vals: Vec<Option<Vec<Value>>>,
     params: Vec<Vec<Value>>,
     is_kernel: bool,
@@ -177,6 +179,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
             types,
+            in_bounds: InBounds::of(&k.body),
             params: std::mem::take(&mut lw.value_params),
             is_kernel: true,
             locals: Vec::new(),
@@ -844,7 +847,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             } => {
                 let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
-                let (addr, _, elem) = self.mem_elem(*memory, i, true)?;
+                let proven = fx.in_bounds.store(*memory, *index, *value);
+                let (addr, _, elem) = self.mem_elem(*memory, i, true, proven)?;
                 self.store_flat(&elem, addr, 0, &v);
             }
             Stmt::If {
@@ -959,12 +963,25 @@ impl<'a, 'f> Lowerer<'a, 'f> {
 
     /// Address of element `i` of a memory, redirected to the zero block (loads) or the sink
     /// (stores) when out of bounds; also returns the in-bounds flag and the element type.
-    fn mem_elem(&mut self, m: Memory, i: Value, write: bool) -> R<(Value, Value, Type)> {
+    /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
+    /// type. Out of bounds, the address is the zero page (`write` false) or the sink; a
+    /// `proven` index (see [`InBounds`]) is used without that check.
+    fn mem_elem(
+        &mut self,
+        m: Memory,
+        i: Value,
+        write: bool,
+        proven: bool,
+    ) -> R<(Value, Value, Type)> {
         let (base, len, elem) = self.memory(m)?;
         let i64v = self.b.ins().uextend(types::I64, i);
-        let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
+        if proven {
+            let yes = self.b.ins().iconst(types::I8, 1);
+            return Ok((addr, yes, elem));
+        }
+        let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
         let fallback = if write { self.sink } else { self.zeros };
         let addr = self.b.ins().select(inb, addr, fallback);
         Ok((addr, inb, elem))
@@ -1048,7 +1065,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
             Expr::Load { memory, index } => {
                 let i = self.get(fx, index)?[0];
-                let (addr, _, elem) = self.mem_elem(memory, i, false)?;
+                let (addr, _, elem) = self.mem_elem(memory, i, false, fx.in_bounds.load(h))?;
                 self.load_flat(&elem, addr, 0)
             }
             Expr::Len(m) => {
@@ -1156,7 +1173,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     None => None,
                 };
                 let s = comp(&ty)?;
-                let (addr, inb, _) = self.mem_elem(memory, i, true)?;
+                let (addr, inb, _) = self.mem_elem(memory, i, true, false)?;
                 let old = self.atomic(op, s, addr, v, c)?;
                 let z = self.zero(s);
                 vec![self.b.ins().select(inb, old, z)]
@@ -1185,6 +1202,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             body: &f.body,
             vals: vec![None; f.body.exprs.len()],
             types,
+            in_bounds: InBounds::of(&f.body),
             params: args,
             is_kernel: false,
             locals: Vec::new(),

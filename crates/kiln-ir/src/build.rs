@@ -1044,6 +1044,11 @@ pub fn load_dyn(memory: Memory, index: Val<u32>, ty: Type) -> AnyVal {
     }
 }
 
+/// The number of elements of any memory (for generated code).
+pub fn len_dyn(memory: Memory) -> Val<u32> {
+    typed(Expr::Len(memory), &[])
+}
+
 /// Stores an untyped value into element `index` of any memory (for generated code).
 pub fn store_dyn(memory: Memory, index: Val<u32>, value: &AnyVal) {
     push_stmt(

@@ -60,6 +60,7 @@
 //! * **Atomics** are relaxed read-modify-writes on 32/64-bit integers (`f32` for add and
 //!   exchange) and return the previous value.
 
+mod bounds;
 mod build;
 mod hash;
 mod ir;
@@ -68,6 +69,7 @@ mod source;
 mod types;
 mod validate;
 
+pub use bounds::InBounds;
 pub use build::*;
 pub use hash::{kernel_hash, KernelHash};
 pub use ir::*;

@@ -1,6 +1,7 @@
 //! The validator: types every expression, checks operands, scopes, memory access rights and
 //! control flow, and reports the first problem with where it is and why.
 
+use crate::bounds::InBounds;
 use crate::ir::*;
 use crate::types::{ScalarType, Type};
 use std::fmt;
@@ -138,6 +139,8 @@ pub struct TypedBody<'a> {
     pub params: &'a [Param],
     /// The body.
     pub body: &'a Body,
+    /// The body's loads and stores whose bounds check cannot fail.
+    pub in_bounds: InBounds,
     types: Vec<Type>,
 }
 
@@ -165,6 +168,7 @@ impl<'a> TypedBody<'a> {
             kernel,
             params,
             body,
+            in_bounds: InBounds::of(body),
             types,
         })
     }

@@ -717,7 +717,11 @@ impl Writer {
                     .collect();
                 let body = self.store(*memory, &i, &vals)?;
                 let m = self.mem(*memory)?;
-                let _ = writeln!(out, "{pad}if ({i} < {}) {{ {body} }}", m.len);
+                if cx.in_bounds.store(*memory, *index, *value) {
+                    let _ = writeln!(out, "{pad}{body}");
+                } else {
+                    let _ = writeln!(out, "{pad}if ({i} < {}) {{ {body} }}", m.len);
+                }
             }
             Stmt::If {
                 cond,
@@ -858,9 +862,9 @@ impl Writer {
         })
     }
 
-    /// Component values of element `i` of memory `m`, zero when `i` is out of bounds, with
-    /// the lines that must run first.
-    fn load(&mut self, m: Memory, i: &str, h: Handle) -> W<Vals> {
+    /// Component values of element `i` of memory `m`, with the lines that must run first.
+    /// When `checked`, an `i` out of bounds reads zero; otherwise a guard proved it in bounds.
+    fn load(&mut self, m: Memory, i: &str, h: Handle, checked: bool) -> W<Vals> {
         let info = self.mem(m)?;
         let (name, elem, storage, len) = (
             info.name.clone(),
@@ -869,7 +873,13 @@ impl Writer {
             info.len.clone(),
         );
         let flat = elem.flatten();
-        let guard = |s: ScalarType, v: String| format!("select({}, {v}, {i} < {len})", zero(s));
+        let guard = |s: ScalarType, v: String| {
+            if checked {
+                format!("select({}, {v}, {i} < {len})", zero(s))
+            } else {
+                v
+            }
+        };
         let mut pre = Vec::new();
         let comps = match storage {
             Storage::Typed(s) => vec![guard(s, format!("{name}[{i}]"))],
@@ -883,8 +893,10 @@ impl Writer {
                 .enumerate()
                 .map(|(c, (s, _))| {
                     let r = format!("{}[{i}]", component_name(&name, c, flat.len()));
-                    if *s == ScalarType::Bool {
+                    if *s == ScalarType::Bool && checked {
                         format!("({i} < {len} && {r} != 0u)")
+                    } else if *s == ScalarType::Bool {
+                        format!("({r} != 0u)")
                     } else {
                         guard(*s, r)
                     }
@@ -929,7 +941,7 @@ impl Writer {
                                 }
                             }
                         };
-                        if *s == ScalarType::Bool {
+                        if *s == ScalarType::Bool && checked {
                             format!("({i} < {len} && {v})")
                         } else {
                             guard(*s, v)
@@ -996,7 +1008,12 @@ impl Writer {
                         .collect(),
                 ))
             }
-            Expr::Load { memory, index } => self.load(*memory, &temp_name(*index, 0, &u32t), h),
+            Expr::Load { memory, index } => self.load(
+                *memory,
+                &temp_name(*index, 0, &u32t),
+                h,
+                !cx.in_bounds.load(h),
+            ),
             Expr::Len(m) => Ok(Vals::one(self.mem(*m)?.len.clone())),
             Expr::Binary { op, lhs, rhs } => {
                 let lt = cx.ty(*lhs)?;

@@ -882,7 +882,11 @@ impl Lowerer<'_, '_> {
             .as_scalar()
             .ok_or("non-scalar in a vectorized body")?;
         let lanes = match e {
-            Expr::Load { memory, index } => self.quad_load(qs, memory, index)?,
+            Expr::Load { memory, index } => {
+                // A guard proves the index of every lane only when every lane is active.
+                let proven = fx.in_bounds.load(h) && qs.full && !qs.may_have_returned;
+                self.quad_load(qs, memory, index, proven)?
+            }
             Expr::Binary { op, lhs, rhs } => {
                 let s = fx.types[lhs.index()]
                     .as_scalar()
@@ -1212,7 +1216,7 @@ impl Lowerer<'_, '_> {
         self.per_lane(args, out, |l, x| l.math(fun, s, x))
     }
 
-    fn quad_load(&mut self, qs: &QuadState, m: Memory, index: Handle) -> R<Lanes> {
+    fn quad_load(&mut self, qs: &QuadState, m: Memory, index: Handle, proven: bool) -> R<Lanes> {
         let idx = qs.lanes[index.index()].ok_or("varying load with a uniform index")?;
         let (base, len, elem) = self.memory(m)?;
         let elem = elem
@@ -1223,7 +1227,7 @@ impl Lowerer<'_, '_> {
         let lane_ty = if widen { ScalarType::U32 } else { elem };
         let gather = |l: &mut Self| {
             l.per_lane(&[(idx.v, ScalarType::U32)], lane_ty, |l, x| {
-                let (addr, _, _) = l.mem_elem(m, x[0], false)?;
+                let (addr, _, _) = l.mem_elem(m, x[0], false, proven)?;
                 let v = l.b.ins().load(clty(elem), mem_flags(), addr, 0);
                 Ok(match (widen, elem.is_signed()) {
                     (false, _) => v,
@@ -1236,6 +1240,15 @@ impl Lowerer<'_, '_> {
             return Ok(Lanes::varying(gather(self)?));
         };
         let f64v = self.b.ins().uextend(types::I64, first);
+        if proven && guard.is_none() {
+            let off = self.b.ins().imul_imm_u(f64v, elem.size() as i64);
+            let addr = self.b.ins().iadd(base, off);
+            return Ok(Lanes::varying(if widen {
+                self.load_widened(elem, addr)
+            } else {
+                self.b.ins().load(vty(elem), vec_flags(), addr, 0)
+            }));
+        }
         let last = self.b.ins().iadd_imm_s(f64v, 3);
         let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
         if let Some(c) = guard {
@@ -1298,6 +1311,16 @@ impl Lowerer<'_, '_> {
     ) -> R<()> {
         let v = self.lanes_of(fx, qs, value)?;
         let idx = self.lanes_of(fx, qs, index)?;
+        // A guard proves the index of every lane only when every lane is active.
+        let proven = fx.in_bounds.store(m, index, value) && qs.full && !qs.may_have_returned;
+        if let (true, Some((first, None))) = (proven, Self::contiguous(qs.lanes[index.index()])) {
+            let (base, _, _) = self.memory(m)?;
+            let f64v = self.b.ins().uextend(types::I64, first);
+            let off = self.b.ins().imul_imm_u(f64v, 4);
+            let addr = self.b.ins().iadd(base, off);
+            self.b.ins().store(vec_flags(), v, addr, 0);
+            return Ok(());
+        }
         let returned = self.b.use_var(qs.returned);
         let live = self.b.ins().band_not(qs.active, returned);
         let (fast, slow, done) = (
@@ -1339,7 +1362,7 @@ impl Lowerer<'_, '_> {
             let on = self.b.ins().icmp_imm_s(IntCC::NotEqual, on, 0);
             let i = self.b.ins().extractlane(idx, k);
             let x = self.b.ins().extractlane(v, k);
-            let (addr, _, _) = self.mem_elem(m, i, true)?;
+            let (addr, _, _) = self.mem_elem(m, i, true, false)?;
             let addr = self.b.ins().select(on, addr, self.sink);
             self.b.ins().store(mem_flags(), x, addr, 0);
         }
