@@ -6,8 +6,8 @@
 //!   then an ordered scatter (the output keeps the input order).
 //! * reductions (`sum`, `fold`, `min`, ...): each group folds its chunk into one partial (four
 //!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
-//!   one work item folds the partials; the grouped plan instead folds the partials with groups
-//!   again, level by level, until one is left. Extra memory is one value per group.
+//!   one work item folds the partials; the grouped plan instead folds the partials with one
+//!   group of work items, a few partials each. Extra memory is one value per group.
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
 //! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
@@ -582,9 +582,9 @@ impl<'a, T> Query<'a, T> {
         Ok(result)
     }
 
-    /// The grouped plan's reduction: groups fold the elements into one partial each, then
-    /// groups fold those partials, level by level, until one is left. Returns the device
-    /// memory holding it (one value per column).
+    /// The grouped plan's reduction: groups fold the elements into one partial each, then one
+    /// group folds the partials. Returns the device memory holding the result (one value per
+    /// column).
     fn grouped_reduce(
         &self,
         identity: &[ScalarValue],
@@ -594,8 +594,8 @@ impl<'a, T> Query<'a, T> {
         let g = grouped_size(self.ctx.device().max_group_size);
         let kernel =
             self.grouped_reduce_kernel("query_reduce_grouped", identity, op, &|v| v, order, g)?;
-        let mut groups = grouped_groups(self.len, g);
-        let mut partials = self.alloc_columns(identity, groups)?;
+        let groups = grouped_groups(self.len, g);
+        let partials = self.alloc_columns(identity, groups)?;
         let mut args = self.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
@@ -630,22 +630,19 @@ impl<'a, T> Query<'a, T> {
                 )
             },
         )?;
-        while groups > 1 {
-            let folded = groups;
-            groups = grouped_groups(folded as usize, g);
-            let next = self.alloc_columns(identity, groups)?;
-            let mut args: Vec<LaunchArg> = partials
-                .iter()
-                .chain(&next)
-                .map(|m| LaunchArg::Device(&**m))
-                .collect();
-            args.extend([value_bytes(folded), value_bytes(ITEM_CHUNK)]);
-            self.ctx
-                .launch_ir(&combine, &Grid::linear(groups, g), &mut args)?;
-            drop(args);
-            partials = next;
-        }
-        Ok(partials)
+        // One group folds all the partials (a few per work item: there are n / 4096 of them
+        // with g = 256), so the reduction is two launches whatever n is.
+        let result = self.alloc_columns(identity, 1)?;
+        let mut args: Vec<LaunchArg> = partials
+            .iter()
+            .chain(&result)
+            .map(|m| LaunchArg::Device(&**m))
+            .collect();
+        args.extend([value_bytes(groups), value_bytes(groups.div_ceil(g))]);
+        self.ctx
+            .launch_ir(&combine, &Grid::linear(1, g), &mut args)?;
+        drop(args);
+        Ok(result)
     }
 
     /// Device memory for `n` values of each of `identity`'s columns.
