@@ -345,6 +345,118 @@ fn guards_bounding_an_index_by_a_length_keep_every_access_rule() {
     });
 }
 
+/// `x % y` on floats is C's `fmod`, exact, for every pair of special values (zeros, subnormals,
+/// the extremes, infinities, NaN) in f32 and f64. Two remainders share the kernel: with its
+/// first float-based `fmod`, lavapipe got `2.5 % 2^-126` wrong next to another `%`.
+#[test]
+fn float_remainders_are_exact_for_every_pair_of_specials() {
+    /// `y % (x + x)` and `y % x` for every pair, against `host` computing both.
+    fn check<T>(specials: &[T], host: impl Fn(T, T) -> [T; 2], same: impl Fn(T, T) -> bool)
+    where
+        T: Scalar + Default + Copy + std::fmt::Debug,
+        Val<T>: std::ops::Rem<Output = Val<T>> + std::ops::Add<Output = Val<T>>,
+    {
+        let k = Kernel::build("remainders", |k| {
+            let (a, b) = (
+                k.buffer::<T>("a", Access::Read),
+                k.buffer::<T>("b", Access::Read),
+            );
+            let [out0, out1] = ["out0", "out1"].map(|name| k.buffer::<T>(name, Access::ReadWrite));
+            let i = global_id(Axis::X);
+            if_then(i.lt(out0.len()), || {
+                let (x, y) = (a.load(i), b.load(i));
+                out0.store(i, y % (x + x));
+                out1.store(i, y % x);
+            });
+        })
+        .unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for x in specials {
+            for y in specials {
+                a.push(*x);
+                b.push(*y);
+            }
+        }
+        let [mut out0, mut out1] = [0; 2].map(|_| vec![T::default(); a.len()]);
+        let c = ctx();
+        let launched = c.launch_ir(
+            &k,
+            &Grid::linear((a.len() as u32).div_ceil(16), 16),
+            &mut [
+                LaunchArg::read(&a),
+                LaunchArg::read(&b),
+                LaunchArg::read_write(&mut out0),
+                LaunchArg::read_write(&mut out1),
+            ],
+        );
+        if let Err(e) = launched {
+            assert!(
+                T::TYPE == ScalarType::F64 && !c.device().features.f64,
+                "only f64 may be missing: {e}"
+            );
+            return;
+        }
+        for i in 0..a.len() {
+            let want = host(a[i], b[i]);
+            for (got, want) in [(out0[i], want[0]), (out1[i], want[1])] {
+                assert!(
+                    same(got, want),
+                    "a = {:?}, b = {:?}: got {got:?}, want {want:?}",
+                    a[i],
+                    b[i]
+                );
+            }
+        }
+    }
+    every_backend(|| {
+        let f32s = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            0.5,
+            2.5,
+            3e9,
+            -7.25e-3,
+            1e-40,
+            -1e-45,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        check(
+            &f32s,
+            |x, y| [y % (x + x), y % x],
+            |g, w| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+        );
+        let f64s = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            0.5,
+            2.5,
+            3e9,
+            -7.25e-3,
+            1e300,
+            1e-310,
+            -5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        check(
+            &f64s,
+            |x, y| [y % (x + x), y % x],
+            |g, w| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+        );
+    });
+}
+
 #[test]
 fn integer_arithmetic_wraps() {
     every_backend(|| {

@@ -268,6 +268,53 @@ fn float_bits(s: ScalarType) -> (&'static str, &'static str, &'static str, &'sta
     }
 }
 
+/// The helper computing `x % y` on floats of type `s` exactly (C's `fmod`), on the bits: both
+/// mantissas get their implicit bit (subnormals are normalized first), then a shift-and-subtract
+/// long division over the exponent difference leaves the remainder, which is always
+/// representable. Integer operations only, so it holds on drivers that flush subnormals or whose
+/// `frexp`/`ldexp` are loose (lavapipe gave 0.5 for `2.5 % 2^-126` next to a second `%` in the
+/// same kernel with the float-based version this replaces).
+fn fmod_helper(s: ScalarType) -> String {
+    let (u, abs_mask, inf, sign) = float_bits(s);
+    let t = rt(s);
+    let (mb, mant, imp, zero) = if s == ScalarType::F32 {
+        (23, "0x7fffffu", "0x800000u", "0u")
+    } else {
+        (52, "0xffffffffffffflu", "0x10000000000000lu", "0lu")
+    };
+    let normalize = |f: &str, e: &str| {
+        format!(
+            "  if ({e} == 0) {{ {e} = 1; loop {{ if (({f} & {imp}) != {zero}) {{ break; }} {f} = {f} << 1u; {e} = {e} - 1; }} }} else {{ {f} = {f} | {imp}; }}\n"
+        )
+    };
+    format!(
+        "// x % y exactly (C fmod) on the bits: long division of the mantissas.\n\
+         fn kiln_fmod_{t}(x: {t}, y: {t}) -> {t} {{\n\
+         \x20 let mx = bitcast<{u}>(x) & {abs_mask}; let my = bitcast<{u}>(y) & {abs_mask};\n\
+         \x20 if (mx >= {inf} || my > {inf} || my == {zero}) {{ return (x - x) / (y - y); }}\n\
+         \x20 if (mx < my) {{ return x; }}\n\
+         \x20 var ex = i32(mx >> {mb}u); var fx = mx & {mant};\n\
+         {}\
+         \x20 var ey = i32(my >> {mb}u); var fy = my & {mant};\n\
+         {}\
+         \x20 var k = ex - ey;\n\
+         \x20 loop {{\n\
+         \x20   if (fx >= fy) {{ fx = fx - fy; }}\n\
+         \x20   if (k == 0) {{ break; }}\n\
+         \x20   fx = fx << 1u; k = k - 1;\n\
+         \x20 }}\n\
+         \x20 let sign = bitcast<{u}>(x) & {sign};\n\
+         \x20 if (fx == {zero}) {{ return bitcast<{t}>(sign); }}\n\
+         \x20 var e = ey;\n\
+         \x20 loop {{ if ((fx & {imp}) != {zero}) {{ break; }} fx = fx << 1u; e = e - 1; }}\n\
+         \x20 if (e >= 1) {{ return bitcast<{t}>(sign | ({u}(e) << {mb}u) | (fx & {mant})); }}\n\
+         \x20 return bitcast<{t}>(sign | (fx >> u32(1 - e)));\n\
+         }}",
+        normalize("fx", "ex"),
+        normalize("fy", "ey"),
+    )
+}
+
 struct Writer {
     helpers: BTreeSet<String>,
     needs: Needs,
@@ -1191,14 +1238,8 @@ impl Writer {
         if s.is_float() {
             return Ok(match op {
                 BinaryOp::Rem => {
-                    let t = rt(s);
-                    let name = format!("kiln_fmod_{t}");
-                    let (_, abs_mask, inf, _) = float_bits(s);
-                    let (u, z) = (float_bits(s).0, zero(s));
-                    self.helper(format!(
-                        "// x % y exactly (C fmod): subtract the largest y * 2^k that fits, which is exact.\nfn {name}(x: {t}, y: {t}) -> {t} {{\n  let ax = abs(x); let ay = abs(y);\n  if ((bitcast<{u}>(x) & {abs_mask}) >= {inf} || (bitcast<{u}>(y) & {abs_mask}) > {inf} || ay == {z}) {{ return (x - x) / (y - y); }}\n  if (ax < ay) {{ return x; }}\n  var r = ax;\n  loop {{\n    if (r < ay) {{ break; }}\n    var t = ldexp(ay, frexp(r).exp - frexp(ay).exp);\n    if (t > r) {{ t = t * 0.5; }}\n    r = r - t;\n  }}\n  return select(r, -r, x < {z});\n}}"
-                    ));
-                    format!("{name}({a}, {b})")
+                    self.helper(fmod_helper(s));
+                    format!("kiln_fmod_{}({a}, {b})", rt(s))
                 }
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                     format!("({a} {} {b})", op.symbol())
