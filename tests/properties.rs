@@ -1,4 +1,4 @@
-//! Property tests: random expression trees over f32, i32 and u32, on inputs that include NaN,
+//! Property tests: random expression trees over f32, f64, i32, i64 and u32, on inputs that include NaN,
 //! infinities, -0.0, subnormals and integer extremes, give the same results on every backend
 //! present (integers bit for bit; floats equal or both NaN, see [`same`] for wgpu). Every
 //! generated kernel is also
@@ -42,20 +42,50 @@ const F32_SPECIALS: [f32; 14] = [
     -7.25e-3,
 ];
 const I32_SPECIALS: [i32; 9] = [0, 1, -1, 2, 31, 33, i32::MIN, i32::MAX, -7];
+const F64_SPECIALS: [f64; 15] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.5,
+    0.5,
+    2.5,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::MAX,
+    f64::MIN_POSITIVE,
+    1e-310,
+    3e9,
+    -7.25e-3,
+    1e300,
+];
+const I64_SPECIALS: [i64; 10] = [0, 1, -1, 2, 63, 65, i64::MIN, i64::MAX, -7, 1 << 40];
+
+/// The special values of type `t`, as bits.
+fn specials(t: ScalarType) -> Vec<u64> {
+    match t {
+        ScalarType::F32 => F32_SPECIALS.iter().map(|f| f.to_bits() as u64).collect(),
+        ScalarType::F64 => F64_SPECIALS.iter().map(|f| f.to_bits()).collect(),
+        ScalarType::I64 => I64_SPECIALS.iter().map(|i| *i as u64).collect(),
+        _ => I32_SPECIALS.iter().map(|i| *i as u32 as u64).collect(),
+    }
+}
+
+/// Whether the bits `x` of a value of float type `t` are a finite number.
+fn finite(t: ScalarType, x: u64) -> bool {
+    match t {
+        ScalarType::F64 => f64::from_bits(x).is_finite(),
+        _ => f32::from_bits(x as u32).is_finite(),
+    }
+}
 
 fn lit_bits(t: ScalarType) -> BoxedStrategy<u64> {
-    match t {
-        ScalarType::F32 => prop_oneof![
-            proptest::sample::select(F32_SPECIALS.to_vec()).prop_map(|f| f.to_bits() as u64),
-            any::<u32>().prop_map(|b| b as u64)
-        ]
-        .boxed(),
-        _ => prop_oneof![
-            proptest::sample::select(I32_SPECIALS.to_vec()).prop_map(|i| i as u32 as u64),
-            any::<u32>().prop_map(|b| b as u64)
-        ]
-        .boxed(),
-    }
+    let any_bits = if t.size() == 8 {
+        any::<u64>().boxed()
+    } else {
+        any::<u32>().prop_map(|b| b as u64).boxed()
+    };
+    prop_oneof![proptest::sample::select(specials(t)), any_bits].boxed()
 }
 
 fn tree(t: ScalarType) -> BoxedStrategy<E> {
@@ -108,6 +138,17 @@ fn tree(t: ScalarType) -> BoxedStrategy<E> {
         } else {
             vec![MathFn::Min, MathFn::Max]
         };
+        // Casts through every other width and kind.
+        let other_float = if t == ScalarType::F64 {
+            ScalarType::F32
+        } else {
+            ScalarType::F64
+        };
+        let other_int = if t == ScalarType::I64 {
+            ScalarType::I32
+        } else {
+            ScalarType::I64
+        };
         let via: Vec<ScalarType> = if float {
             vec![
                 ScalarType::I32,
@@ -115,7 +156,7 @@ fn tree(t: ScalarType) -> BoxedStrategy<E> {
                 ScalarType::I8,
                 ScalarType::U16,
                 ScalarType::I64,
-                ScalarType::F64,
+                other_float,
             ]
         } else {
             vec![
@@ -123,7 +164,7 @@ fn tree(t: ScalarType) -> BoxedStrategy<E> {
                 ScalarType::I8,
                 ScalarType::U8,
                 ScalarType::I16,
-                ScalarType::I64,
+                other_int,
                 ScalarType::U64,
                 ScalarType::F64,
             ]
@@ -266,11 +307,8 @@ fn build(e: &E, t: ScalarType, a: &AnyVal, b: &AnyVal) -> AnyVal {
 /// Whether a float tree has a NaN or infinite literal. Vulkan lets a driver assume float
 /// arithmetic sees neither (lavapipe simplifies `(x - trunc(x)) - x` to `-trunc(x)`, which is
 /// wrong for infinite x), so on wgpu float trees are compared on finite values only.
-fn has_non_finite_literal(e: &E) -> bool {
-    any_node(
-        e,
-        &|n| matches!(n, E::Lit(bits) if !f32::from_bits(*bits as u32).is_finite()),
-    )
+fn has_non_finite_literal(e: &E, t: ScalarType) -> bool {
+    any_node(e, &|n| matches!(n, E::Lit(bits) if !finite(t, *bits)))
 }
 
 /// Whether `pred` holds for `e` or any node below it.
@@ -288,16 +326,21 @@ fn any_node(e: &E, pred: &dyn Fn(&E) -> bool) -> bool {
 /// The documented float bound on wgpu, in ulps from the CPU's result.
 const WGPU_ULPS: u64 = 4;
 
-fn ulps(a: f32, b: f32) -> u64 {
-    let key = |f: f32| {
-        let b = f.to_bits() as i32 as i64;
-        if b < 0 {
-            i32::MIN as i64 - b
+fn ulps(t: ScalarType, a: u64, b: u64) -> u64 {
+    // Floats ordered as sign-magnitude integers, so neighbours differ by one.
+    let key = |bits: u64| -> i128 {
+        let (v, min) = if t == ScalarType::F64 {
+            (bits as i64 as i128, i64::MIN as i128)
         } else {
-            b
+            (bits as u32 as i32 as i128, i32::MIN as i128)
+        };
+        if v < 0 {
+            min - v
+        } else {
+            v
         }
     };
-    (key(a) - key(b)).unsigned_abs()
+    (key(a) - key(b)).unsigned_abs() as u64
 }
 
 /// Whether a tree uses `fma`, which wgpu leaves to the driver (Vulkan allows it to round
@@ -306,14 +349,10 @@ fn has_fma(e: &E) -> bool {
     any_node(e, &|n| matches!(n, E::Math(MathFn::Fma, _)))
 }
 
-fn inputs(t: ScalarType) -> (Vec<u32>, Vec<u32>) {
+fn inputs(t: ScalarType) -> (Vec<u64>, Vec<u64>) {
     let mut a = Vec::new();
     let mut b = Vec::new();
-    let specials: Vec<u32> = if t.is_float() {
-        F32_SPECIALS.iter().map(|f| f.to_bits()).collect()
-    } else {
-        I32_SPECIALS.iter().map(|i| *i as u32).collect()
-    };
+    let specials = specials(t);
     for (i, x) in specials.iter().enumerate() {
         for (j, y) in specials.iter().enumerate() {
             if (i + j) % 3 == 0 {
@@ -327,33 +366,80 @@ fn inputs(t: ScalarType) -> (Vec<u32>, Vec<u32>) {
         s ^= s << 13;
         s ^= s >> 17;
         s ^= s << 5;
-        a.push(if t.is_float() {
-            (f32::from_bits(s) % 1e6).to_bits()
-        } else {
-            s
+        let wide = ((s as u64) << 32) | s.rotate_left(7) as u64;
+        a.push(match t {
+            ScalarType::F32 => (f32::from_bits(s) % 1e6).to_bits() as u64,
+            ScalarType::F64 => (f64::from_bits(wide) % 1e6).to_bits(),
+            ScalarType::I64 => wide,
+            _ => s as u64,
         });
         s = s.wrapping_mul(0x0100_0193);
-        b.push(if t.is_float() {
-            ((s % 2000) as f32 * 0.25 - 250.0).to_bits()
-        } else {
-            s % 97
+        b.push(match t {
+            ScalarType::F32 => ((s % 2000) as f32 * 0.25 - 250.0).to_bits() as u64,
+            ScalarType::F64 => ((s % 2000) as f64 * 0.25 - 250.0).to_bits(),
+            _ => (s % 97) as u64,
         });
     }
     (a, b)
+}
+
+/// Runs `k` over the inputs (bits of type `t`) on `c`; returns the output's bits.
+fn run(
+    c: &kiln::Context,
+    k: &Kernel,
+    t: ScalarType,
+    a: &[u64],
+    b: &[u64],
+    outputs: usize,
+) -> Result<Vec<u64>, kiln::Error> {
+    let grid = Grid::linear((a.len() as u32).div_ceil(16), 16);
+    if t.size() == 8 {
+        let mut out = vec![0u64; outputs];
+        c.launch_ir(
+            k,
+            &grid,
+            &mut [
+                LaunchArg::read(a),
+                LaunchArg::read(b),
+                LaunchArg::read_write(&mut out),
+            ],
+        )?;
+        return Ok(out);
+    }
+    let narrow = |v: &[u64]| v.iter().map(|x| *x as u32).collect::<Vec<u32>>();
+    let (a, b) = (narrow(a), narrow(b));
+    let mut out = vec![0u32; outputs];
+    c.launch_ir(
+        k,
+        &grid,
+        &mut [
+            LaunchArg::read(&a),
+            LaunchArg::read(&b),
+            LaunchArg::read_write(&mut out),
+        ],
+    )?;
+    Ok(out.into_iter().map(u64::from).collect())
 }
 
 /// Whether `y` (from `backend`) agrees with the CPU's `x`. On wgpu, Vulkan lets the driver
 /// rewrite float arithmetic as if it were exact (lavapipe reassociates products with constants
 /// and folds `0 * x` to 0, dropping a NaN), so there a float result may be within
 /// [`WGPU_ULPS`] of the CPU's, and where the CPU's is NaN wgpu's may be a number.
-fn same(t: ScalarType, backend: kiln::BackendKind, x: u32, y: u32) -> bool {
+fn same(t: ScalarType, backend: kiln::BackendKind, x: u64, y: u64) -> bool {
     if t.is_float() {
-        let (f, g) = (f32::from_bits(x), f32::from_bits(y));
+        let (f, g) = if t == ScalarType::F64 {
+            (f64::from_bits(x), f64::from_bits(y))
+        } else {
+            (
+                f32::from_bits(x as u32) as f64,
+                f32::from_bits(y as u32) as f64,
+            )
+        };
         if f == g || (f.is_nan() && g.is_nan()) {
             return true;
         }
         backend == kiln::BackendKind::Wgpu
-            && (f.is_nan() || (f.is_finite() && g.is_finite() && ulps(f, g) <= WGPU_ULPS))
+            && (f.is_nan() || (f.is_finite() && g.is_finite() && ulps(t, x, y) <= WGPU_ULPS))
     } else {
         x == y
     }
@@ -395,8 +481,7 @@ fn check(t: ScalarType) {
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
             let mut results = Vec::new();
             for c in &contexts {
-                let mut out = vec![0u32; n * trees.len()];
-                c.launch_ir(&k, &Grid::linear((n as u32).div_ceil(16), 16), &mut [LaunchArg::read(&a), LaunchArg::read(&b), LaunchArg::read_write(&mut out)])
+                let out = run(c, &k, t, &a, &b, n * trees.len())
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", c.device().backend)))?;
                 results.push((c.device().backend, out));
             }
@@ -404,13 +489,12 @@ fn check(t: ScalarType) {
             for (backend, out) in &results[1..] {
                 for (idx, (x, y)) in reference.iter().zip(out).enumerate() {
                     let (j, i) = (idx / n, idx % n);
-                    let finite = |bits: u32| f32::from_bits(bits).is_finite();
                     if *backend == kiln::BackendKind::Wgpu
                         && t.is_float()
                         && (has_fma(&trees[j])
-                            || !finite(a[i])
-                            || !finite(b[i])
-                            || has_non_finite_literal(&trees[j]))
+                            || !finite(t, a[i])
+                            || !finite(t, b[i])
+                            || has_non_finite_literal(&trees[j], t))
                     {
                         continue;
                     }
@@ -436,4 +520,14 @@ fn random_i32_expressions_agree_on_every_backend() {
 #[test]
 fn random_u32_expressions_agree_on_every_backend() {
     check(ScalarType::U32);
+}
+
+#[test]
+fn random_f64_expressions_agree_on_every_backend() {
+    check(ScalarType::F64);
+}
+
+#[test]
+fn random_i64_expressions_agree_on_every_backend() {
+    check(ScalarType::I64);
 }

@@ -1307,6 +1307,16 @@ impl Writer {
         if to.is_float() {
             return format!("{}({x})", rt(to));
         }
+        if from.is_int() && from.is_signed() && from.bits() <= 32 && to.bits() == 64 {
+            // Sign extension spelled out: lavapipe compares `i64(x)` of a negative i32 `x` as
+            // if it were positive (`i64(x) > 0` is true), though it stores the right value.
+            let ext =
+                format!("(u64(bitcast<u32>({x})) | select(0lu, 0xffffffff00000000lu, ({x}) < 0i))");
+            return match to {
+                ScalarType::I64 => format!("bitcast<i64>{ext}"),
+                _ => ext,
+            };
+        }
         if from.is_int() {
             return wrap(to, format!("{}({x})", rt(reg(to))));
         }
