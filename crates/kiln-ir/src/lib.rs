@@ -27,6 +27,8 @@
 //!   `abs(MIN) = MIN`.
 //! * **Integer division by zero**: `x / 0 = x` and `x % 0 = 0`. **Signed `MIN / -1 = MIN`** and
 //!   `MIN % -1 = 0`. Division truncates toward zero; `%` has the sign of the dividend.
+//! * **Float `%`** is C's `fmod`: exact, with the sign of the dividend; `x % 0`, `inf % y` and
+//!   NaN operands give NaN, and `x % inf = x` for finite `x`.
 //! * **Shifts** use the shift amount modulo the bit width: `x << 33` on `u32` is `x << 1`.
 //!   `>>` is arithmetic on signed types and logical on unsigned ones.
 //! * **Float to integer casts** saturate: values above the target's maximum give the maximum,
