@@ -1,4 +1,5 @@
-//! Property tests: random expression trees over f32, f64, i32, i64 and u32, on inputs that include NaN,
+//! Property tests: random expression trees over f32, f64, i32, i64, u32, i16 and u8 (packed in
+//! 32-bit words on WGSL), on inputs that include NaN,
 //! infinities, -0.0, subnormals and integer extremes, give the same results on every backend
 //! present (integers bit for bit; floats equal or both NaN, see [`same`] for wgpu). Every
 //! generated kernel is also
@@ -67,6 +68,14 @@ fn specials(t: ScalarType) -> Vec<u64> {
         ScalarType::F32 => F32_SPECIALS.iter().map(|f| f.to_bits() as u64).collect(),
         ScalarType::F64 => F64_SPECIALS.iter().map(|f| f.to_bits()).collect(),
         ScalarType::I64 => I64_SPECIALS.iter().map(|i| *i as u64).collect(),
+        ScalarType::I16 => [0i16, 1, -1, 2, 15, 17, i16::MIN, i16::MAX, -7]
+            .iter()
+            .map(|i| *i as u16 as u64)
+            .collect(),
+        ScalarType::U8 => [0u8, 1, 2, 7, 9, 127, 128, 200, 255]
+            .iter()
+            .map(|i| *i as u64)
+            .collect(),
         _ => I32_SPECIALS.iter().map(|i| *i as u32 as u64).collect(),
     }
 }
@@ -80,11 +89,8 @@ fn finite(t: ScalarType, x: u64) -> bool {
 }
 
 fn lit_bits(t: ScalarType) -> BoxedStrategy<u64> {
-    let any_bits = if t.size() == 8 {
-        any::<u64>().boxed()
-    } else {
-        any::<u32>().prop_map(|b| b as u64).boxed()
-    };
+    let mask = u64::MAX >> (64 - t.bits());
+    let any_bits = any::<u64>().prop_map(move |b| b & mask).boxed();
     prop_oneof![proptest::sample::select(specials(t)), any_bits].boxed()
 }
 
@@ -371,7 +377,7 @@ fn inputs(t: ScalarType) -> (Vec<u64>, Vec<u64>) {
             ScalarType::F32 => (f32::from_bits(s) % 1e6).to_bits() as u64,
             ScalarType::F64 => (f64::from_bits(wide) % 1e6).to_bits(),
             ScalarType::I64 => wide,
-            _ => s as u64,
+            _ => s as u64 & (u64::MAX >> (64 - t.bits())),
         });
         s = s.wrapping_mul(0x0100_0193);
         b.push(match t {
@@ -392,33 +398,38 @@ fn run(
     b: &[u64],
     outputs: usize,
 ) -> Result<Vec<u64>, kiln::Error> {
-    let grid = Grid::linear((a.len() as u32).div_ceil(16), 16);
-    if t.size() == 8 {
-        let mut out = vec![0u64; outputs];
-        c.launch_ir(
-            k,
-            &grid,
-            &mut [
-                LaunchArg::read(a),
-                LaunchArg::read(b),
-                LaunchArg::read_write(&mut out),
-            ],
-        )?;
-        return Ok(out);
+    match t.size() {
+        8 => launch(c, k, a, b, outputs, |x| x),
+        4 => launch(c, k, a, b, outputs, |x| x as u32),
+        2 => launch(c, k, a, b, outputs, |x| x as u16),
+        _ => launch(c, k, a, b, outputs, |x| x as u8),
     }
-    let narrow = |v: &[u64]| v.iter().map(|x| *x as u32).collect::<Vec<u32>>();
-    let (a, b) = (narrow(a), narrow(b));
-    let mut out = vec![0u32; outputs];
+}
+
+/// [`run`] with the values held as `W` on the host.
+fn launch<W: kiln::ir::IrType + Default + Copy + Into<u64>>(
+    c: &kiln::Context,
+    k: &Kernel,
+    a: &[u64],
+    b: &[u64],
+    outputs: usize,
+    narrow: fn(u64) -> W,
+) -> Result<Vec<u64>, kiln::Error> {
+    let (a, b): (Vec<W>, Vec<W>) = (
+        a.iter().map(|x| narrow(*x)).collect(),
+        b.iter().map(|x| narrow(*x)).collect(),
+    );
+    let mut out = vec![W::default(); outputs];
     c.launch_ir(
         k,
-        &grid,
+        &Grid::linear((a.len() as u32).div_ceil(16), 16),
         &mut [
             LaunchArg::read(&a),
             LaunchArg::read(&b),
             LaunchArg::read_write(&mut out),
         ],
     )?;
-    Ok(out.into_iter().map(u64::from).collect())
+    Ok(out.into_iter().map(Into::into).collect())
 }
 
 /// Whether `y` (from `backend`) agrees with the CPU's `x`. On wgpu, Vulkan lets the driver
@@ -531,4 +542,14 @@ fn random_f64_expressions_agree_on_every_backend() {
 #[test]
 fn random_i64_expressions_agree_on_every_backend() {
     check(ScalarType::I64);
+}
+
+#[test]
+fn random_i16_expressions_agree_on_every_backend() {
+    check(ScalarType::I16);
+}
+
+#[test]
+fn random_u8_expressions_agree_on_every_backend() {
+    check(ScalarType::U8);
 }
