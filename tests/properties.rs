@@ -1,11 +1,15 @@
-//! Property tests: random expression trees over f32, f64, i32, i64, u32, i16 and u8 (packed in
-//! 32-bit words on WGSL), on inputs that include NaN,
-//! infinities, -0.0, subnormals and integer extremes, give the same results on every backend
-//! present (integers bit for bit; floats equal or both NaN, see [`same`] for wgpu). Every
-//! generated kernel is also
-//! compiled by NVRTC and ptxas when present. `KILN_PROPTEST_CASES` sets the number of cases
-//! per type (default 24; six trees per case share one kernel); the cases are the same on every
-//! run unless `KILN_PROPTEST_RANDOM` is set.
+//! Property tests.
+//!
+//! Random expression trees over f32, f64, i32, i64, u32, i16 and u8 (the last two packed in
+//! 32-bit words on WGSL), on inputs that include NaN, infinities, -0.0, subnormals and integer
+//! extremes, give the same results on every backend present (integers bit for bit; floats equal
+//! or both NaN, see [`same`] for wgpu). Every generated kernel is also compiled by NVRTC and
+//! ptxas when present. Random queries (map and filter stages, then a terminal) give a plain
+//! loop's answer on every backend with both plans.
+//!
+//! `KILN_PROPTEST_CASES` sets the number of cases per test (default 24 for trees, six per case
+//! sharing one kernel, and 12 for queries); the cases are the same on every run unless
+//! `KILN_PROPTEST_RANDOM` is set.
 
 mod common;
 
@@ -552,4 +556,185 @@ fn random_i16_expressions_agree_on_every_backend() {
 #[test]
 fn random_u8_expressions_agree_on_every_backend() {
     check(ScalarType::U8);
+}
+
+/// One stage of a random query over `i32`.
+#[derive(Clone, Copy, Debug)]
+enum Stage {
+    /// `x * 3 + c` (wrapping).
+    MulAdd(i32),
+    /// `(x >> 3) ^ c`.
+    ShiftXor(i32),
+    /// `abs(x).min(c)` (`abs(MIN) = MIN`).
+    AbsMin(i32),
+    /// keep `x > c`.
+    Above(i32),
+    /// keep `x % 7 == c % 7` (Rust's `%`: the sign of `x`).
+    Residue(i32),
+}
+
+/// What a random query ends with.
+#[derive(Clone, Copy, Debug)]
+enum Terminal {
+    ToVec,
+    Sum,
+    Count,
+    Min,
+    Max,
+}
+
+/// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Elements(Vec<i32>),
+    Value(Option<i64>),
+}
+
+fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
+    let kept: Vec<i32> = xs
+        .iter()
+        .filter_map(|&x| {
+            let mut x = x;
+            for s in stages {
+                match *s {
+                    Stage::MulAdd(c) => x = x.wrapping_mul(3).wrapping_add(c),
+                    Stage::ShiftXor(c) => x = (x >> 3) ^ c,
+                    Stage::AbsMin(c) => x = x.wrapping_abs().min(c),
+                    Stage::Above(c) if x <= c => return None,
+                    Stage::Residue(c) if x % 7 != c % 7 => return None,
+                    _ => {}
+                }
+            }
+            Some(x)
+        })
+        .collect();
+    match end {
+        Terminal::ToVec => Answer::Elements(kept),
+        Terminal::Sum => Answer::Value(Some(
+            kept.iter().fold(0i32, |a, b| a.wrapping_add(*b)) as i64
+        )),
+        Terminal::Count => Answer::Value(Some(kept.len() as i64)),
+        Terminal::Min => Answer::Value(kept.iter().min().map(|v| *v as i64)),
+        Terminal::Max => Answer::Value(kept.iter().max().map(|v| *v as i64)),
+    }
+}
+
+fn answer_on(
+    c: &kiln::Context,
+    xs: &[i32],
+    stages: &[Stage],
+    end: Terminal,
+) -> Result<Answer, kiln::Error> {
+    let mut q = c.from(xs);
+    for s in stages.iter().copied() {
+        q = match s {
+            Stage::MulAdd(k) => q.map(move |x| x * 3i32 + k),
+            Stage::ShiftXor(k) => q.map(move |x| (x >> 3i32) ^ k),
+            Stage::AbsMin(k) => q.map(move |x| x.abs().min(k)),
+            Stage::Above(k) => q.filter(move |x| x.gt(k)),
+            Stage::Residue(k) => q.filter(move |x| (x % 7i32).eq(k % 7)),
+        };
+    }
+    Ok(match end {
+        Terminal::ToVec => Answer::Elements(q.to_vec()?),
+        Terminal::Sum => Answer::Value(Some(q.sum()? as i64)),
+        Terminal::Count => Answer::Value(Some(q.count()? as i64)),
+        Terminal::Min => Answer::Value(q.min()?.map(|v| v as i64)),
+        Terminal::Max => Answer::Value(q.max()?.map(|v| v as i64)),
+    })
+}
+
+/// Random queries (one to four map and filter stages, then a terminal) over inputs whose sizes
+/// straddle the planner's chunks give the plain loop's answer on every backend, with both the
+/// chunked and the grouped plan.
+#[test]
+fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
+    let contexts = common::contexts();
+    let cases = std::env::var("KILN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() {
+        TestRunner::new(config)
+    } else {
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
+    };
+    let k = || any::<i32>().prop_map(|v| v % 1000);
+    let stage = prop_oneof![
+        k().prop_map(Stage::MulAdd),
+        k().prop_map(Stage::ShiftXor),
+        any::<i32>().prop_map(Stage::AbsMin),
+        k().prop_map(Stage::Above),
+        k().prop_map(Stage::Residue),
+    ];
+    let end = prop_oneof![
+        3 => Just(Terminal::ToVec),
+        1 => Just(Terminal::Sum),
+        1 => Just(Terminal::Count),
+        1 => Just(Terminal::Min),
+        1 => Just(Terminal::Max),
+    ];
+    let len = prop_oneof![
+        Just(0usize),
+        Just(1),
+        Just(16383),
+        Just(16385),
+        Just(4 * 16384 + 3),
+        0usize..70_000
+    ];
+    let strategy = (
+        len,
+        proptest::collection::vec(stage, 1..5),
+        end,
+        any::<u32>(),
+        any::<bool>(),
+    );
+    runner
+        .run(&strategy, |(n, stages, end, seed, wide)| {
+            let mut s = seed | 1;
+            let xs: Vec<i32> = (0..n)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 17;
+                    s ^= s << 5;
+                    if wide {
+                        s as i32
+                    } else {
+                        (s % 2001) as i32 - 1000
+                    }
+                })
+                .collect();
+            let want = answer_on_host(&xs, &stages, end);
+            for c in &contexts {
+                for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+                    c.set_plan_shape(shape);
+                    let got = answer_on(c, &xs, &stages, end).map_err(|e| {
+                        TestCaseError::fail(format!("{} {shape:?}: {e}", c.device().backend))
+                    })?;
+                    prop_assert!(
+                        got == want,
+                        "{} {shape:?}, n = {n}, {stages:?} then {end:?}: got {:?}, want {:?}",
+                        c.device().backend,
+                        short(&got),
+                        short(&want)
+                    );
+                }
+                c.set_plan_shape(kiln::PlanShape::Auto);
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// An answer cut to its first elements, for failure messages.
+fn short(a: &Answer) -> String {
+    match a {
+        Answer::Elements(v) => format!("{} elements, first {:?}", v.len(), &v[..v.len().min(8)]),
+        Answer::Value(v) => format!("{v:?}"),
+    }
 }
