@@ -1317,6 +1317,10 @@ impl Writer {
                 _ => ext,
             };
         }
+        if from.is_int() && from.bits() <= 32 && to == ScalarType::I64 {
+            // Likewise `i64(x)` of a u32: lavapipe found `i64(0u) > 0` true. Through u64 it holds.
+            return format!("bitcast<i64>(u64({x}))");
+        }
         if from.is_int() {
             return wrap(to, format!("{}({x})", rt(reg(to))));
         }
