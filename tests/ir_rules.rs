@@ -457,6 +457,43 @@ fn float_remainders_are_exact_for_every_pair_of_specials() {
     });
 }
 
+/// Integers widened to 64 bits compare as their values. lavapipe compared `i64(x)` of a
+/// negative i32 as positive and found `i64(0u) > 0` true until the WGSL writer spelled the
+/// extensions out.
+#[test]
+fn integers_widened_to_64_bits_compare_as_their_values() {
+    fn check<A: Scalar + Copy + Default>(xs: &[A], wide: impl Fn(A) -> i64)
+    where
+        Val<A>: Copy,
+    {
+        // Bit 0: > 0, bit 1: < 0, bit 2: == 0, then the sign in the high bits.
+        let got = unary(xs, |x| {
+            let v = x.cast::<i64>();
+            select(v.gt(0i64), 1i64, 0i64)
+                + select(v.lt(0i64), 2i64, 0i64)
+                + select(v.eq(0i64), 4i64, 0i64)
+                + v.sign() * 16i64
+        });
+        let got_u = unary(xs, |x| {
+            let v = x.cast::<u64>();
+            select(v.gt(0u64), 1u64, 0u64) + select(v.eq(0u64), 4u64, 0u64)
+        });
+        for (i, x) in xs.iter().enumerate() {
+            let v = wide(*x);
+            let want = (v > 0) as i64 + 2 * (v < 0) as i64 + 4 * (v == 0) as i64 + 16 * v.signum();
+            assert_eq!(got[i], want, "{}: element {i}", A::TYPE.name());
+            let want_u = (v as u64 > 0) as u64 + 4 * (v == 0) as u64;
+            assert_eq!(got_u[i], want_u, "{} as u64: element {i}", A::TYPE.name());
+        }
+    }
+    every_backend(|| {
+        check(&[0u32, 1, 255, 0x8000_0000, u32::MAX], |x| x as i64);
+        check(&[0i32, 1, -1, i32::MIN, i32::MAX, -29871], |x| x as i64);
+        check(&[0u8, 1, 128, 255], |x| x as i64);
+        check(&[0i16, -1, i16::MIN, 300], |x| x as i64);
+    });
+}
+
 #[test]
 fn integer_arithmetic_wraps() {
     every_backend(|| {
