@@ -569,17 +569,13 @@ impl<'a, T> Query<'a, T> {
         self.ctx
             .launch_ir(&chunked, &Grid::linear(groups, per_group), &mut args)?;
         drop(args);
-        let result = self.alloc_columns(identity, 1)?;
-        let mut args: Vec<LaunchArg> = partials
-            .iter()
-            .chain(&result)
-            .map(|m| LaunchArg::Device(&**m))
-            .collect();
-        args.push(value_bytes(groups * per_group));
-        self.ctx
-            .launch_ir(&finish, &Grid::linear(1, 1), &mut args)?;
-        drop(args);
-        Ok(result)
+        self.fold_partials(
+            identity,
+            &finish,
+            &partials,
+            &[groups * per_group],
+            Grid::linear(1, 1),
+        )
     }
 
     /// The grouped plan's reduction: groups fold the elements into one partial each, then one
@@ -632,15 +628,34 @@ impl<'a, T> Query<'a, T> {
         )?;
         // One group folds all the partials (a few per work item: there are n / 4096 of them
         // with g = 256), so the reduction is two launches whatever n is.
+        self.fold_partials(
+            identity,
+            &combine,
+            &partials,
+            &[groups, groups.div_ceil(g)],
+            Grid::linear(1, g),
+        )
+    }
+
+    /// Launches `kernel` on `grid` to fold `partials` into one value per column of
+    /// `identity`, passing `values` after the buffers. Returns the device memory holding the
+    /// result.
+    fn fold_partials(
+        &self,
+        identity: &[ScalarValue],
+        kernel: &Kernel,
+        partials: &Columns,
+        values: &[u32],
+        grid: Grid,
+    ) -> Result<Columns> {
         let result = self.alloc_columns(identity, 1)?;
         let mut args: Vec<LaunchArg> = partials
             .iter()
             .chain(&result)
             .map(|m| LaunchArg::Device(&**m))
             .collect();
-        args.extend([value_bytes(groups), value_bytes(groups.div_ceil(g))]);
-        self.ctx
-            .launch_ir(&combine, &Grid::linear(1, g), &mut args)?;
+        args.extend(values.iter().map(|v| value_bytes(*v)));
+        self.ctx.launch_ir(kernel, &grid, &mut args)?;
         drop(args);
         Ok(result)
     }
