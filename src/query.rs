@@ -169,7 +169,6 @@ fn groups_for(n: usize) -> u32 {
     (n as u64).div_ceil(CHUNK as u64).max(1) as u32
 }
 
-/// The `[start, end)` chunk of the current work item.
 /// `n`, bounded also by the length of each of `memories` (which the host makes at least `n`
 /// long), so that each backend sees from the guard `i < bounded(..)` that accesses at `i` are
 /// in bounds and drops their checks ([`InBounds`](kiln_ir::InBounds)).
@@ -177,6 +176,7 @@ fn bounded(n: Val<u32>, memories: &[Memory]) -> Val<u32> {
     memories.iter().fold(n, |b, m| b.min(len_dyn(*m)))
 }
 
+/// The `[start, end)` chunk of the current work item.
 fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
     let start = global_id(Axis::X) * chunk;
     (start, (start + chunk).min(n))

@@ -961,8 +961,6 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         })
     }
 
-    /// Address of element `i` of a memory, redirected to the zero block (loads) or the sink
-    /// (stores) when out of bounds; also returns the in-bounds flag and the element type.
     /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
     /// type. Out of bounds, the address is the zero page (`write` false) or the sink; a
     /// `proven` index (see [`InBounds`]) is used without that check.

@@ -920,12 +920,10 @@ impl Writer {
             info.len.clone(),
         );
         let flat = elem.flatten();
-        let guard = |s: ScalarType, v: String| {
-            if checked {
-                format!("select({}, {v}, {i} < {len})", zero(s))
-            } else {
-                v
-            }
+        let guard = |s: ScalarType, v: String| match (checked, s) {
+            (false, _) => v,
+            (true, ScalarType::Bool) => format!("({i} < {len} && {v})"),
+            (true, _) => format!("select({}, {v}, {i} < {len})", zero(s)),
         };
         let mut pre = Vec::new();
         let comps = match storage {
@@ -940,10 +938,8 @@ impl Writer {
                 .enumerate()
                 .map(|(c, (s, _))| {
                     let r = format!("{}[{i}]", component_name(&name, c, flat.len()));
-                    if *s == ScalarType::Bool && checked {
-                        format!("({i} < {len} && {r} != 0u)")
-                    } else if *s == ScalarType::Bool {
-                        format!("({r} != 0u)")
+                    if *s == ScalarType::Bool {
+                        guard(*s, format!("({r} != 0u)"))
                     } else {
                         guard(*s, r)
                     }
@@ -988,11 +984,7 @@ impl Writer {
                                 }
                             }
                         };
-                        if *s == ScalarType::Bool && checked {
-                            format!("({i} < {len} && {v})")
-                        } else {
-                            guard(*s, v)
-                        }
+                        guard(*s, v)
                     })
                     .collect()
             }

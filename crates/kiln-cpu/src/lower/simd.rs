@@ -65,6 +65,13 @@ pub(super) struct QuadState {
     iota: Value,
 }
 
+impl QuadState {
+    /// True where all four lanes are known to run: outside varying `if`s, before any `return`.
+    fn all_active(&self) -> bool {
+        self.full && !self.may_have_returned
+    }
+}
+
 /// How a kernel runs in quads: which of its expressions and locals vary per work item.
 pub(super) struct QuadPlan {
     varying_exprs: Vec<bool>,
@@ -884,7 +891,7 @@ impl Lowerer<'_, '_> {
         let lanes = match e {
             Expr::Load { memory, index } => {
                 // A guard proves the index of every lane only when every lane is active.
-                let proven = fx.in_bounds.load(h) && qs.full && !qs.may_have_returned;
+                let proven = fx.in_bounds.load(h) && qs.all_active();
                 self.quad_load(qs, memory, index, proven)?
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -1241,13 +1248,7 @@ impl Lowerer<'_, '_> {
         };
         let f64v = self.b.ins().uextend(types::I64, first);
         if proven && guard.is_none() {
-            let off = self.b.ins().imul_imm_u(f64v, elem.size() as i64);
-            let addr = self.b.ins().iadd(base, off);
-            return Ok(Lanes::varying(if widen {
-                self.load_widened(elem, addr)
-            } else {
-                self.b.ins().load(vty(elem), vec_flags(), addr, 0)
-            }));
+            return Ok(Lanes::varying(self.load_contiguous(elem, base, f64v)));
         }
         let last = self.b.ins().iadd_imm_s(f64v, 3);
         let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
@@ -1262,13 +1263,7 @@ impl Lowerer<'_, '_> {
         let out = self.b.append_block_param(done, vty(elem));
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let off = self.b.ins().imul_imm_u(f64v, elem.size() as i64);
-        let addr = self.b.ins().iadd(base, off);
-        let v = if widen {
-            self.load_widened(elem, addr)
-        } else {
-            self.b.ins().load(vty(elem), vec_flags(), addr, 0)
-        };
+        let v = self.load_contiguous(elem, base, f64v);
         self.b.ins().jump(done, &[BlockArg::Value(v)]);
         self.b.switch_to_block(slow);
         let v = gather(self)?;
@@ -1279,6 +1274,26 @@ impl Lowerer<'_, '_> {
             first: None,
             first_if: None,
         })
+    }
+
+    /// The four elements of type `elem` from index `first` (64-bit) of the memory at `base`
+    /// on, as one vector; 8- and 16-bit integers widened to 32-bit lanes.
+    fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value) -> Value {
+        let off = self.b.ins().imul_imm_u(first, elem.size() as i64);
+        let addr = self.b.ins().iadd(base, off);
+        if narrow(&Type::Scalar(elem)) {
+            self.load_widened(elem, addr)
+        } else {
+            self.b.ins().load(vty(elem), vec_flags(), addr, 0)
+        }
+    }
+
+    /// Stores the four 32-bit lanes of `v` at index `first` (64-bit) of the memory at `base`
+    /// on.
+    fn store_contiguous(&mut self, base: Value, first: Value, v: Value) {
+        let off = self.b.ins().imul_imm_u(first, 4);
+        let addr = self.b.ins().iadd(base, off);
+        self.b.ins().store(vec_flags(), v, addr, 0);
     }
 
     /// Four adjacent 8- or 16-bit integers at `addr`, extended to an i32x4.
@@ -1312,13 +1327,11 @@ impl Lowerer<'_, '_> {
         let v = self.lanes_of(fx, qs, value)?;
         let idx = self.lanes_of(fx, qs, index)?;
         // A guard proves the index of every lane only when every lane is active.
-        let proven = fx.in_bounds.store(m, index, value) && qs.full && !qs.may_have_returned;
+        let proven = fx.in_bounds.store(m, index, value) && qs.all_active();
         if let (true, Some((first, None))) = (proven, Self::contiguous(qs.lanes[index.index()])) {
             let (base, _, _) = self.memory(m)?;
             let f64v = self.b.ins().uextend(types::I64, first);
-            let off = self.b.ins().imul_imm_u(f64v, 4);
-            let addr = self.b.ins().iadd(base, off);
-            self.b.ins().store(vec_flags(), v, addr, 0);
+            self.store_contiguous(base, f64v, v);
             return Ok(());
         }
         let returned = self.b.use_var(qs.returned);
@@ -1337,7 +1350,7 @@ impl Lowerer<'_, '_> {
                 if let Some(c) = guard {
                     inb = self.b.ins().band(inb, c);
                 }
-                let ok = if qs.full && !qs.may_have_returned {
+                let ok = if qs.all_active() {
                     inb
                 } else {
                     let all = self.b.ins().vall_true(live);
@@ -1345,9 +1358,7 @@ impl Lowerer<'_, '_> {
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                let off = self.b.ins().imul_imm_u(f64v, 4);
-                let addr = self.b.ins().iadd(base, off);
-                self.b.ins().store(vec_flags(), v, addr, 0);
+                self.store_contiguous(base, f64v, v);
                 self.b.ins().jump(done, &[]);
             }
             None => {
