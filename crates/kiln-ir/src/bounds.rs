@@ -26,17 +26,15 @@ type Facts = Vec<(Handle, Memory)>;
 impl InBounds {
     /// Finds the proven loads and stores of `body`.
     pub fn of(body: &Body) -> InBounds {
-        let mut seen = vec![None; body.exprs.len()];
-        let mut stores = HashMap::new();
-        Walk {
+        let mut walk = Walk {
             exprs: &body.exprs,
-            loads: &mut seen,
-            stores: &mut stores,
-        }
-        .block(&body.block, &mut Vec::new());
+            loads: vec![None; body.exprs.len()],
+            stores: HashMap::new(),
+        };
+        walk.block(&body.block, &mut Vec::new());
         InBounds {
-            loads: seen.into_iter().map(|s| s == Some(true)).collect(),
-            stores,
+            loads: walk.loads.into_iter().map(|s| s == Some(true)).collect(),
+            stores: walk.stores,
         }
     }
 
@@ -57,8 +55,8 @@ impl InBounds {
 struct Walk<'a> {
     exprs: &'a [Expr],
     /// Per expression: `None` until evaluated, then whether every evaluation was proven.
-    loads: &'a mut Vec<Option<bool>>,
-    stores: &'a mut HashMap<(Memory, Handle, Handle), bool>,
+    loads: Vec<Option<bool>>,
+    stores: HashMap<(Memory, Handle, Handle), bool>,
 }
 
 impl Walk<'_> {
