@@ -16,7 +16,6 @@ mod common;
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 #[derive(Clone, Debug)]
 enum E {
@@ -461,28 +460,9 @@ fn same(t: ScalarType, backend: kiln::BackendKind, x: u64, y: u64) -> bool {
     }
 }
 
-/// A runner of `KILN_PROPTEST_CASES` cases (`default` without it), the same ones on every run
-/// unless `KILN_PROPTEST_RANDOM` is set.
-fn runner(default: u32) -> TestRunner {
-    let cases = std::env::var("KILN_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() {
-        TestRunner::new(config)
-    } else {
-        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
-    }
-}
-
 fn check(t: ScalarType) {
     let contexts = common::contexts();
-    let mut runner = runner(24);
+    let mut runner = common::proptest_runner(24);
     let (a, b) = inputs(t);
     let n = a.len();
     runner
@@ -656,7 +636,7 @@ fn answer_on(
 #[test]
 fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
     let contexts = common::contexts();
-    let mut runner = runner(12);
+    let mut runner = common::proptest_runner(12);
     let k = || any::<i32>().prop_map(|v| v % 1000);
     let stage = prop_oneof![
         k().prop_map(Stage::MulAdd),

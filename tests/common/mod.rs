@@ -8,6 +8,7 @@
 //! (required when `KILN_REQUIRE` contains `validators`).
 
 use kiln::{BackendKind, Context};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::cell::RefCell;
 
 thread_local! {
@@ -194,5 +195,24 @@ pub fn ulp_bound(name: &str) -> u32 {
     match name {
         "exp" | "exp2" | "ln" | "log2" | "log10" | "pow" | "sinh" | "cosh" | "tanh" => 16,
         _ => 4,
+    }
+}
+
+/// A runner of `KILN_PROPTEST_CASES` cases (`default` without it), the same ones on every run
+/// unless `KILN_PROPTEST_RANDOM` is set.
+pub fn proptest_runner(default: u32) -> TestRunner {
+    let cases = std::env::var("KILN_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() {
+        TestRunner::new(config)
+    } else {
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
     }
 }

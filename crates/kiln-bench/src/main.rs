@@ -300,6 +300,65 @@ fn main() -> Result<(), Error> {
                 "rayon",
                 rayon_mm,
             ));
+            let bodies = if quick { 1024usize } else { 4096 };
+            let coord = |k: usize| (0..bodies).map(move |i| ((i * k) % 101) as f32 * 0.1);
+            let (px, py, pz): (Vec<f32>, Vec<f32>, Vec<f32>) =
+                (coord(7).collect(), coord(13).collect(), coord(29).collect());
+            let mass: Vec<f32> = (0..bodies).map(|i| 1.0 + (i % 3) as f32).collect();
+            let (mut vx, mut vy, mut vz) =
+                (vec![0f32; bodies], vec![0f32; bodies], vec![0f32; bodies]);
+            let kiln_nbody = best(reps, || {
+                let args = (&px, &py, &pz, &mass, &mut vx, &mut vy, &mut vz, 0.01f32);
+                ctx.launch(kernels::nbody_step, bodies, args).unwrap()
+            });
+            let mut v = vec![[0f32; 3]; bodies];
+            let rayon_nbody = best(reps, || {
+                v.par_iter_mut().enumerate().for_each(|(i, v)| {
+                    let mut a = [0f32; 3];
+                    for j in 0..bodies {
+                        let d = [px[j] - px[i], py[j] - py[i], pz[j] - pz[i]];
+                        let inv = 1.0 / (d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + 0.01).sqrt();
+                        let s = mass[j] * inv * inv * inv;
+                        a.iter_mut().zip(d).for_each(|(a, d)| *a += d * s);
+                    }
+                    v.iter_mut().zip(a).for_each(|(v, a)| *v += a * 0.01);
+                })
+            });
+            rows.push(row(
+                "n-body step (1024/4096 bodies)",
+                kiln_nbody,
+                "rayon",
+                rayon_nbody,
+            ));
+            let (w, h, iters) = (1024usize, 768usize, 256u32);
+            let mut escape = vec![0u32; w * h];
+            let kiln_mandel = best(reps, || {
+                let args = (w as u32, h as u32, iters, &mut escape);
+                ctx.launch(kernels::mandelbrot, (w, h), args).unwrap()
+            });
+            let mut escape2 = vec![0u32; w * h];
+            let rayon_mandel = best(reps, || {
+                escape2.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+                    let cy = -1.25 + 2.5 * y as f32 / h as f32;
+                    for (x, out) in row.iter_mut().enumerate() {
+                        let cx = -2.0 + 3.0 * x as f32 / w as f32;
+                        let (mut zx, mut zy, mut k) = (0f32, 0f32, 0u32);
+                        while k < iters && zx * zx + zy * zy <= 4.0 {
+                            let t = zx * zx - zy * zy + cx;
+                            zy = 2.0 * zx * zy + cy;
+                            zx = t;
+                            k += 1;
+                        }
+                        *out = k;
+                    }
+                })
+            });
+            rows.push(row(
+                "mandelbrot (1024 x 768, 256 iterations)",
+                kiln_mandel,
+                "rayon",
+                rayon_mandel,
+            ));
         }
 
         let cold = Context::with_backend(kind)?;

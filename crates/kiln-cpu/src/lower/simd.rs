@@ -2,9 +2,9 @@
 //! group barriers.
 //!
 //! Statements over 32-bit values and `bool`s (and loads of 8- and 16-bit integers that are
-//! only cast to 32 bits, which widen as they load) whose control flow is `if`s, `return`s outside
-//! loops and loops whose every exit the whole quad takes together (no atomics, calls or array
-//! locals; subgroups have one lane on the CPU) run their work items in quads: the whole body of a
+//! only cast to 32 bits, which widen as they load), with any structured control flow (no
+//! atomics, calls or array locals; subgroups have one lane on the CPU), run their work items
+//! in quads: the whole body of a
 //! kernel without group barriers, or one run of a kernel with them (see `super`). In a run,
 //! the private locals and values other runs share are loaded at the quad's start and stored
 //! at its end, one 16-byte access each for those that vary (the private layout keeps a quad's
@@ -14,7 +14,13 @@
 //! under a varying condition. An index equal to the work item's global id plus a uniform value
 //! is tracked as contiguous, so its loads and stores become vector loads and stores when all
 //! four lanes are in bounds. `if` on a varying condition becomes lane masks; stores write, and
-//! local assignments change, only active lanes. Operations without a vector instruction run
+//! local assignments change, only active lanes. A loop that all four lanes leave together
+//! (its exits depend on uniform values only) keeps scalar jumps, even when only some lanes
+//! entered it; a loop whose lanes may leave at different times runs until every lane has
+//! left, and a lane that breaks, continues or returns is masked off until it comes back (see
+//! [`MaskedLoop`]). A local declared inside a block and assigned there before it is read stays
+//! uniform when only control flow outside that block varies, so a `for` counter inside
+//! `if i < n` keeps scalar jumps and loads. Operations without a vector instruction run
 //! lane by lane with the scalar lowering, so every IR rule holds unchanged. A quad is four
 //! neighbours along x: one-dimensional groups stop before their last partial quad, which the
 //! scalar loop finishes; groups of two or three dimensions run in quads when their rows are a
@@ -58,9 +64,18 @@ pub(super) struct QuadState {
     active: Value,
     /// True where every lane is known to be active (outside varying `if`s).
     full: bool,
-    /// True once a `return` has been lowered, so some lanes may have left.
-    may_have_returned: bool,
-    returned: Variable,
+    /// True once a `return`, or a loop whose lanes may leave it at different times, has been
+    /// lowered, so some lanes may have left.
+    may_have_exited: bool,
+    /// The lanes that have left: returned, or broken out of or continued past the rest of an
+    /// iteration of a loop they are still inside (see [`MaskedLoop`]). Their stores are
+    /// skipped, and inside such a loop their locals are kept.
+    exited: Variable,
+    /// The loops around the statement being lowered, innermost last: `None` for a loop that
+    /// every lane leaves together (its `break` and `continue` are jumps).
+    loops: Vec<Option<MaskedLoop>>,
+    /// [`QuadPlan::varying_exprs`].
+    varying_exprs: Vec<bool>,
     first_item: Value,
     iota: Value,
 }
@@ -68,8 +83,25 @@ pub(super) struct QuadState {
 impl QuadState {
     /// True where all four lanes are known to run: outside varying `if`s, before any `return`.
     fn all_active(&self) -> bool {
-        self.full && !self.may_have_returned
+        self.full && !self.may_have_exited
     }
+
+    /// True inside a loop whose lanes may leave it at different times: lanes that left come
+    /// back (after the iteration or the loop), so their locals must be kept.
+    fn in_masked_loop(&self) -> bool {
+        self.loops.iter().any(Option::is_some)
+    }
+}
+
+/// A loop some of whose lanes may leave before the others: a `break`, `continue` or `return`
+/// under a condition that varies per lane. Its `break` and `continue` add the active lanes to
+/// [`QuadState::exited`] and to `broken` or `skipped`; the lanes in `skipped` come back for
+/// the next iteration, those in `broken` after the loop, which runs while any lane it started
+/// with has not left.
+#[derive(Clone, Copy)]
+struct MaskedLoop {
+    broken: Variable,
+    skipped: Variable,
 }
 
 /// How a kernel runs in quads: which of its expressions and locals vary per work item.
@@ -136,7 +168,107 @@ struct Variance<'a> {
     body: &'a Body,
     exprs: Vec<bool>,
     locals: Vec<bool>,
+    /// Per local, [`local_scopes`].
+    scopes: Vec<Option<usize>>,
     changed: bool,
+}
+
+/// Numbers the blocks of a body in the order [`Variance::mark_locals`] visits them (the body
+/// itself is 0) and records, per local, where it is accessed.
+struct ScopeWalk<'a> {
+    body: &'a Body,
+    parents: Vec<usize>,
+    /// Per local, the blocks it is accessed in directly.
+    blocks: Vec<Vec<usize>>,
+    /// Per (block, local): whether the first statement of the block that accesses the local
+    /// (directly or in a nested block) assigns it directly.
+    first_is_set: std::collections::HashMap<(usize, usize), bool>,
+}
+
+impl ScopeWalk<'_> {
+    fn access(&mut self, path: &[usize], local: usize, set: bool) {
+        let here = *path.last().expect("a block");
+        self.blocks[local].push(here);
+        for &b in path {
+            self.first_is_set
+                .entry((b, local))
+                .or_insert(set && b == here);
+        }
+    }
+
+    fn walk(&mut self, b: &Block, path: &mut Vec<usize>) {
+        for s in &b.0 {
+            match s {
+                Stmt::LocalSet { local, .. } => self.access(path, local.0 as usize, true),
+                Stmt::LocalIndexSet { local, .. } => self.access(path, local.0 as usize, false),
+                Stmt::Eval(h) => match &self.body.exprs[h.index()] {
+                    Expr::LocalGet(l) | Expr::LocalIndex { local: l, .. } => {
+                        self.access(path, l.0 as usize, false)
+                    }
+                    _ => {}
+                },
+                Stmt::If { accept, reject, .. } => {
+                    self.nested(accept, path);
+                    self.nested(reject, path);
+                }
+                Stmt::Loop { body, continuing } => {
+                    self.nested(body, path);
+                    self.nested(continuing, path);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn nested(&mut self, b: &Block, path: &mut Vec<usize>) {
+        let id = self.parents.len();
+        self.parents.push(*path.last().expect("a block"));
+        path.push(id);
+        self.walk(b, path);
+        path.pop();
+    }
+}
+
+/// Per local: the innermost block that holds every access to it, when the first statement
+/// of that block to access it assigns it directly, so each time the block runs the local is
+/// assigned before it is read; `None` otherwise. Control flow that varies outside that block
+/// does not make the local vary: only work items running the block see it (a `for` counter
+/// inside an `if i < n` stays the same for all four lanes).
+fn local_scopes(body: &Body) -> Vec<Option<usize>> {
+    let mut w = ScopeWalk {
+        body,
+        parents: vec![usize::MAX],
+        blocks: vec![Vec::new(); body.locals.len()],
+        first_is_set: Default::default(),
+    };
+    w.walk(&body.block, &mut vec![0]);
+    let ancestors = |mut b: usize| {
+        let mut chain = vec![b];
+        while b != 0 {
+            b = w.parents[b];
+            chain.push(b);
+        }
+        chain.reverse();
+        chain
+    };
+    w.blocks
+        .iter()
+        .enumerate()
+        .map(|(local, blocks)| {
+            let mut common = ancestors(*blocks.first()?);
+            for b in &blocks[1..] {
+                let chain = ancestors(*b);
+                let same = common
+                    .iter()
+                    .zip(&chain)
+                    .take_while(|(x, y)| x == y)
+                    .count();
+                common.truncate(same);
+            }
+            let scope = *common.last()?;
+            (w.first_is_set.get(&(scope, local)) == Some(&true)).then_some(scope)
+        })
+        .collect()
 }
 
 impl Variance<'_> {
@@ -168,12 +300,22 @@ impl Variance<'_> {
     }
 
     /// Marks the locals `b` assigns a varying value, or assigns under control flow that
-    /// differs between work items (`ctl`).
-    fn mark_locals(&mut self, b: &Block, ctl: bool) {
+    /// differs between work items inside the local's scope ([`local_scopes`]). `path` holds
+    /// the blocks from the body down to `b`, each with whether entering it makes control
+    /// flow vary (an arm of an `if` on a varying condition, a loop that work items may leave
+    /// at different times); `next` numbers the blocks as [`ScopeWalk`] does.
+    fn mark_locals(&mut self, b: &Block, path: &mut Vec<(usize, bool)>, next: &mut usize) {
         for s in &b.0 {
             match s {
-                Stmt::LocalSet { local, value } if ctl || self.exprs[value.index()] => {
-                    self.set_local(*local)
+                Stmt::LocalSet { local, value } => {
+                    let after = match self.scopes[local.0 as usize] {
+                        Some(scope) => path.iter().position(|(b, _)| *b == scope).unwrap_or(0),
+                        None => 0,
+                    };
+                    let ctl = path[after + 1..].iter().any(|(_, varies)| *varies);
+                    if ctl || self.exprs[value.index()] {
+                        self.set_local(*local)
+                    }
                 }
                 Stmt::LocalIndexSet { local, .. } => self.set_local(*local),
                 Stmt::If {
@@ -181,42 +323,55 @@ impl Variance<'_> {
                     accept,
                     reject,
                 } => {
-                    let c = ctl || self.exprs[cond.index()];
-                    self.mark_locals(accept, c);
-                    self.mark_locals(reject, c);
+                    let c = self.exprs[cond.index()];
+                    self.mark_nested(accept, c, path, next);
+                    self.mark_nested(reject, c, path, next);
                 }
                 Stmt::Loop { body, continuing } => {
-                    let c = ctl
-                        || self.varying_exit(body, false)
-                        || self.varying_exit(continuing, false);
-                    self.mark_locals(body, c);
-                    self.mark_locals(continuing, c);
+                    let c = varying_exit(&self.exprs, body, false)
+                        || varying_exit(&self.exprs, continuing, false);
+                    self.mark_nested(body, c, path, next);
+                    self.mark_nested(continuing, c, path, next);
                 }
                 _ => {}
             }
         }
     }
 
-    /// True if `b`, part of a loop, may make some work items leave an iteration (or the loop)
-    /// that others go on with: a `break`, `continue` or `return` under a varying condition
-    /// (`under`: `b` itself runs under one).
-    fn varying_exit(&self, b: &Block, under: bool) -> bool {
-        b.0.iter().any(|s| match s {
-            Stmt::Break | Stmt::Continue | Stmt::Return(_) => under,
-            Stmt::If {
-                cond,
-                accept,
-                reject,
-            } => {
-                let u = under || self.exprs[cond.index()];
-                self.varying_exit(accept, u) || self.varying_exit(reject, u)
-            }
-            Stmt::Loop { body, continuing } => {
-                self.varying_exit(body, under) || self.varying_exit(continuing, under)
-            }
-            _ => false,
-        })
+    fn mark_nested(
+        &mut self,
+        b: &Block,
+        varies: bool,
+        path: &mut Vec<(usize, bool)>,
+        next: &mut usize,
+    ) {
+        *next += 1;
+        path.push((*next, varies));
+        self.mark_locals(b, path, next);
+        path.pop();
     }
+}
+
+/// True if `b`, part of a loop, may make some work items leave an iteration (or the loop)
+/// that others go on with: a `break`, `continue` or `return` under a condition that varies
+/// (`varying_exprs`) per work item (`under`: `b` itself runs under one).
+fn varying_exit(varying_exprs: &[bool], b: &Block, under: bool) -> bool {
+    b.0.iter().any(|s| match s {
+        Stmt::Break | Stmt::Continue | Stmt::Return(_) => under,
+        Stmt::If {
+            cond,
+            accept,
+            reject,
+        } => {
+            let u = under || varying_exprs[cond.index()];
+            varying_exit(varying_exprs, accept, u) || varying_exit(varying_exprs, reject, u)
+        }
+        Stmt::Loop { body, continuing } => {
+            varying_exit(varying_exprs, body, under)
+                || varying_exit(varying_exprs, continuing, under)
+        }
+        _ => false,
+    })
 }
 
 fn has_return(b: &Block) -> bool {
@@ -239,12 +394,13 @@ pub(super) fn quad_plan(k: &Kernel) -> Option<QuadPlan> {
         body: &k.body,
         exprs: vec![false; k.body.exprs.len()],
         locals: vec![false; k.body.locals.len()],
+        scopes: local_scopes(&k.body),
         changed: true,
     };
     while v.changed {
         v.changed = false;
         v.mark_exprs();
-        v.mark_locals(&k.body.block, false);
+        v.mark_locals(&k.body.block, &mut vec![(0, false)], &mut 0);
     }
     Some(QuadPlan {
         varying_exprs: v.exprs,
@@ -299,36 +455,25 @@ fn widened_loads(body: &Body) -> Vec<bool> {
     ok
 }
 
-impl QuadPlan {
-    /// False when `stmts` need something quads cannot do: a loop under a varying condition,
-    /// a `break` or `continue` that only some lanes take, a `return` inside a loop, or a
-    /// statement without a quad form.
-    fn control_fits(&self, body: &Body, stmts: &[Stmt], varying_ctl: bool, in_loop: bool) -> bool {
-        stmts.iter().all(|s| match s {
-            Stmt::Eval(h) => expr_ok(&body.exprs[h.index()]),
-            Stmt::Store { .. } | Stmt::LocalSet { .. } | Stmt::Source(_) => true,
-            Stmt::Return(None) => !in_loop,
-            Stmt::If {
-                cond,
-                accept,
-                reject,
-            } => {
-                let c = varying_ctl || self.varying_exprs[cond.index()];
-                self.control_fits(body, &accept.0, c, in_loop)
-                    && self.control_fits(body, &reject.0, c, in_loop)
-            }
-            Stmt::Loop {
-                body: b,
-                continuing,
-            } => {
-                !varying_ctl
-                    && self.control_fits(body, &b.0, false, true)
-                    && self.control_fits(body, &continuing.0, false, true)
-            }
-            Stmt::Break | Stmt::Continue => !varying_ctl,
-            _ => false,
-        })
-    }
+/// False when `stmts` hold a statement or expression without a quad form.
+fn control_fits(body: &Body, stmts: &[Stmt]) -> bool {
+    stmts.iter().all(|s| match s {
+        Stmt::Eval(h) => expr_ok(&body.exprs[h.index()]),
+        Stmt::Store { .. }
+        | Stmt::LocalSet { .. }
+        | Stmt::Source(_)
+        | Stmt::Return(None)
+        | Stmt::Break
+        | Stmt::Continue => true,
+        Stmt::If { accept, reject, .. } => {
+            control_fits(body, &accept.0) && control_fits(body, &reject.0)
+        }
+        Stmt::Loop {
+            body: b,
+            continuing,
+        } => control_fits(body, &b.0) && control_fits(body, &continuing.0),
+        _ => false,
+    })
 }
 
 /// Calls `f` on every statement of `stmts`, nested ones included.
@@ -385,7 +530,7 @@ impl Lowerer<'_, '_> {
     /// and something in them differs between work items.
     pub(super) fn quad_fits(&self, fx: &FnCtx, plan: &QuadPlan, stmts: &[Stmt]) -> bool {
         let body = fx.body;
-        if !plan.control_fits(body, stmts, false, false) {
+        if !control_fits(body, stmts) {
             return false;
         }
         let (mut ok, mut varies) = (true, false);
@@ -588,7 +733,7 @@ impl Lowerer<'_, '_> {
             self.b.declare_var(types::I32),
             self.b.declare_var(types::I32),
         ];
-        let returned = self.b.declare_var(types::I32X4);
+        let exited = self.b.declare_var(types::I32X4);
         self.b.def_var(q_var, zero);
         for v in lid_vars {
             self.b.def_var(v, zero);
@@ -606,7 +751,7 @@ impl Lowerer<'_, '_> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         let none = self.b.ins().splat(types::I32X4, zero);
-        self.b.def_var(returned, none);
+        self.b.def_var(exited, none);
         let all = self.b.ins().iconst(types::I32, -1);
         let active = self.b.ins().splat(types::I32X4, all);
         self.lid = lid_vars.map(|v| self.b.use_var(v));
@@ -625,8 +770,10 @@ impl Lowerer<'_, '_> {
             locals,
             active,
             full: true,
-            may_have_returned: false,
-            returned,
+            may_have_exited: false,
+            exited,
+            loops: Vec::new(),
+            varying_exprs: plan.varying_exprs.clone(),
             first_item: q,
             iota,
         };
@@ -690,17 +837,22 @@ impl Lowerer<'_, '_> {
                     value,
                 } => self.quad_store(fx, qs, *memory, *index, *value)?,
                 Stmt::Return(None) => {
-                    let r = self.b.use_var(qs.returned);
-                    let r = self.b.ins().bor(r, qs.active);
-                    self.b.def_var(qs.returned, r);
-                    qs.may_have_returned = true;
+                    self.leave(qs, None);
+                    qs.may_have_exited = true;
                 }
                 Stmt::LocalSet { local, value } => match qs.locals[local.0 as usize] {
                     Some(var) => {
                         let mut v = self.lanes_of(fx, qs, *value)?;
-                        if !qs.full {
+                        // Lanes that left a loop they are still inside keep their locals;
+                        // lanes that returned no longer need theirs.
+                        let keep = if qs.in_masked_loop() {
+                            Some(self.live(qs))
+                        } else {
+                            (!qs.full).then_some(qs.active)
+                        };
+                        if let Some(keep) = keep {
                             let old = self.b.use_var(var);
-                            let mask = self.mask_for(qs.active, self.b.func.dfg.value_type(v));
+                            let mask = self.mask_for(keep, self.b.func.dfg.value_type(v));
                             v = self.b.ins().bitselect(mask, v, old);
                         }
                         self.b.def_var(var, v);
@@ -708,11 +860,19 @@ impl Lowerer<'_, '_> {
                     None => self.stmt(fx, s)?,
                 },
                 Stmt::Loop { body, continuing } => {
-                    // Lanes that returned take the loop's uniform exits with the others, but a
-                    // quad whose every lane returned must not run it at all.
-                    let enter = if qs.may_have_returned {
-                        let r = self.b.use_var(qs.returned);
-                        let live = self.b.ins().band_not(qs.active, r);
+                    let varying = &qs.varying_exprs;
+                    if has_return(body)
+                        || has_return(continuing)
+                        || varying_exit(varying, body, false)
+                        || varying_exit(varying, continuing, false)
+                    {
+                        self.quad_masked_loop(fx, qs, body, continuing)?;
+                        continue;
+                    }
+                    // Lanes that left take the loop's uniform exits with the others, but a
+                    // quad whose every lane left must not run it at all.
+                    let enter = if qs.may_have_exited {
+                        let live = self.live(qs);
                         Some(self.b.ins().vany_true(live))
                     } else {
                         None
@@ -722,11 +882,24 @@ impl Lowerer<'_, '_> {
                         .constant_trips(fx, body, continuing)
                         .filter(|(l, _)| qs.locals[l.0 as usize].is_none())
                         .map(|(_, trips)| trips);
+                    qs.loops.push(None);
                     self.lower_loop(fx, body, continuing, enter, trips, &mut |l, fx, part| {
                         l.quad_block(fx, qs, &part.0)
                     })?;
+                    qs.loops.pop();
                 }
-                Stmt::Break | Stmt::Continue => self.stmt(fx, s)?,
+                Stmt::Break | Stmt::Continue => match qs.loops.last() {
+                    Some(Some(l)) => {
+                        let l = *l;
+                        let set = if matches!(s, Stmt::Break) {
+                            l.broken
+                        } else {
+                            l.skipped
+                        };
+                        self.leave(qs, Some(set));
+                    }
+                    _ => self.stmt(fx, s)?,
+                },
                 Stmt::If {
                     cond,
                     accept,
@@ -790,6 +963,78 @@ impl Lowerer<'_, '_> {
                 other => return Err(format!("statement {other:?} in a vectorized body")),
             }
         }
+        Ok(())
+    }
+
+    /// The lanes that are active and have not left.
+    fn live(&mut self, qs: &QuadState) -> Value {
+        let exited = self.b.use_var(qs.exited);
+        self.b.ins().band_not(qs.active, exited)
+    }
+
+    /// The active lanes that have not left leave (`return`, or `break` or `continue` of a
+    /// masked loop, which also adds them to that loop's `set`).
+    fn leave(&mut self, qs: &QuadState, set: Option<Variable>) {
+        let live = self.live(qs);
+        let exited = self.b.use_var(qs.exited);
+        let exited = self.b.ins().bor(exited, live);
+        self.b.def_var(qs.exited, exited);
+        if let Some(set) = set {
+            let old = self.b.use_var(set);
+            let new = self.b.ins().bor(old, live);
+            self.b.def_var(set, new);
+        }
+    }
+
+    /// A loop whose lanes may leave it at different times (see [`MaskedLoop`]): it runs while
+    /// any lane that entered it has not left; lanes that continued come back before
+    /// `continuing`, lanes that broke out after the loop.
+    fn quad_masked_loop(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: &mut QuadState,
+        body: &Block,
+        continuing: &Block,
+    ) -> R<()> {
+        let entered = qs.active;
+        let zero = self.iconst32(0);
+        let none = self.b.ins().splat(types::I32X4, zero);
+        let l = MaskedLoop {
+            broken: self.b.declare_var(types::I32X4),
+            skipped: self.b.declare_var(types::I32X4),
+        };
+        self.b.def_var(l.broken, none);
+        self.b.def_var(l.skipped, none);
+        let (header, cont, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let live = self.live(qs);
+        let enter = self.b.ins().vany_true(live);
+        self.b.ins().brif(enter, header, &[], exit, &[]);
+        self.b.switch_to_block(header);
+        let exited_before = qs.may_have_exited;
+        qs.may_have_exited = true;
+        qs.loops.push(Some(l));
+        self.quad_block(fx, qs, &body.0)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+        let (exited, skipped) = (self.b.use_var(qs.exited), self.b.use_var(l.skipped));
+        let back = self.b.ins().band_not(exited, skipped);
+        self.b.def_var(qs.exited, back);
+        self.b.def_var(l.skipped, none);
+        self.quad_block(fx, qs, &continuing.0)?;
+        qs.loops.pop();
+        qs.active = entered;
+        let live = self.live(qs);
+        let again = self.b.ins().vany_true(live);
+        self.b.ins().brif(again, header, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+        let (exited, broken) = (self.b.use_var(qs.exited), self.b.use_var(l.broken));
+        let back = self.b.ins().band_not(exited, broken);
+        self.b.def_var(qs.exited, back);
+        qs.may_have_exited = exited_before || has_return(body) || has_return(continuing);
         Ok(())
     }
 
@@ -1334,8 +1579,7 @@ impl Lowerer<'_, '_> {
             self.store_contiguous(base, f64v, v);
             return Ok(());
         }
-        let returned = self.b.use_var(qs.returned);
-        let live = self.b.ins().band_not(qs.active, returned);
+        let live = self.live(qs);
         let (fast, slow, done) = (
             self.b.create_block(),
             self.b.create_block(),
