@@ -79,6 +79,8 @@ enum X {
     Array(Box<X>),
     /// The local of the innermost enclosing [`S::Let`]; 0 outside any.
     Temp,
+    /// The program's device function of two arguments ([`Program::function`]).
+    Call(Box<X>, Box<X>),
     Bin(Op, Box<X>, Box<X>),
     Select(Box<C>, Box<X>, Box<X>),
 }
@@ -126,6 +128,10 @@ enum S {
 struct Program {
     init: i32,
     phases: Vec<Vec<S>>,
+    /// The body of `f(x, y)`, a device function the phases may call: its locals start as
+    /// `x`, `y`, 0 and 0, it reads no memory, its `return` returns its first local, and so
+    /// does its end.
+    function: Vec<S>,
     shift: u32,
     guard: Guard,
 }
@@ -188,6 +194,8 @@ fn expr() -> BoxedStrategy<X> {
                 .prop_map(|(o, a, b)| X::Bin(o, Box::new(a), Box::new(b))),
             1 => inner.clone().prop_map(|x| X::Gather(Box::new(x))),
             1 => inner.clone().prop_map(|x| X::Array(Box::new(x))),
+            1 => (inner.clone(), inner.clone())
+                .prop_map(|(x, y)| X::Call(Box::new(x), Box::new(y))),
             1 => (cond, inner.clone(), inner)
                 .prop_map(|(c, a, b)| X::Select(Box::new(c), Box::new(a), Box::new(b))),
         ]
@@ -243,10 +251,12 @@ fn program() -> impl Strategy<Value = Program> {
     ];
     let guard = proptest::sample::select(vec![Guard::If, Guard::Return, Guard::Unguarded]);
     let shape = proptest::sample::select(vec![Shape::Any, Shape::Quads, Shape::UniformLoops]);
-    (literal(), phases, 1..MAX_GROUP, guard, shape).prop_map(
-        |(init, phases, shift, guard, shape)| Program {
+    let function = proptest::collection::vec(statement(), 0..4);
+    (literal(), phases, function, 1..MAX_GROUP, guard, shape).prop_map(
+        |(init, phases, function, shift, guard, shape)| Program {
             init,
             phases: phases.iter().map(|b| reshaped(b, shape, false)).collect(),
+            function: function_body(&function),
             shift,
             guard,
         },
@@ -263,6 +273,7 @@ fn uniform(x: &X) -> X {
         X::B | X::LocalIndex => X::Lit(-2),
         X::Lit(_) | X::Counter(_) => x.clone(),
         X::Temp => X::Lit(1),
+        X::Call(x, y) => X::Call(b(x), b(y)),
         X::Gather(x) => X::Gather(b(x)),
         X::Array(x) => uniform(x),
         X::Bin(o, x, y) => X::Bin(*o, b(x), b(y)),
@@ -290,10 +301,48 @@ fn without_array(x: &X) -> X {
     match x {
         X::Array(x) => without_array(x),
         X::Gather(x) => X::Gather(b(x)),
+        X::Call(x, y) => X::Call(b(x), b(y)),
         X::Bin(o, x, y) => X::Bin(*o, b(x), b(y)),
         X::Select(c, x, y) => X::Select(Box::new(map_cond(c, &without_array)), b(x), b(y)),
         _ => x.clone(),
     }
+}
+
+/// `x` as a device function may compute it: without memory, built-ins or calls.
+fn pure(x: &X) -> X {
+    let b = |x: &X| Box::new(pure(x));
+    match x {
+        X::A | X::Index => X::Lit(5),
+        X::B | X::LocalIndex => X::Lit(-3),
+        X::Gather(x) | X::Array(x) => pure(x),
+        X::Call(x, y) => X::Bin(Op::Xor, b(x), b(y)),
+        X::Bin(o, x, y) => X::Bin(*o, b(x), b(y)),
+        X::Select(c, x, y) => X::Select(Box::new(map_cond(c, &pure)), b(x), b(y)),
+        X::Local(_) | X::Lit(_) | X::Counter(_) | X::Temp => x.clone(),
+    }
+}
+
+/// `block` as the body of the program's device function: pure expressions, no stores or
+/// atomics, no private array.
+fn function_body(block: &[S]) -> Vec<S> {
+    let c = |c: &C| map_cond(c, &pure);
+    block
+        .iter()
+        .filter_map(|s| {
+            Some(match s {
+                S::Set(v, x) => S::Set(*v, pure(x)),
+                S::SetArray(..) | S::Store(_) | S::Count(_) => return None,
+                S::If(k, t, e) => S::If(c(k), function_body(t), function_body(e)),
+                S::For(x, b) => S::For(pure(x), function_body(b)),
+                S::Loop(b) => S::Loop(function_body(b)),
+                S::Break(k) => S::Break(c(k)),
+                S::Continue(k) => S::Continue(c(k)),
+                S::Return(k) => S::Return(c(k)),
+                S::Let(x, b) => S::Let(pure(x), function_body(b)),
+                S::SetTemp(x) => S::SetTemp(pure(x)),
+            })
+        })
+        .collect()
 }
 
 /// Whether `block` holds a loop, `break` or `continue` at any depth.
@@ -410,6 +459,8 @@ struct Item<'a> {
     array: [i32; ARRAY as usize],
     counters: [u32; DEPTH],
     temps: Vec<i32>,
+    /// The program's device function.
+    function: &'a [S],
     mid: &'a mut [i32],
     hist: &'a mut [i32],
     barriers: bool,
@@ -429,6 +480,7 @@ impl Item<'_> {
             X::Counter(d) => self.counters[*d] as i32,
             X::Array(x) => at(&self.array, (self.eval(x) & 7) as u32),
             X::Temp => self.temps.last().copied().unwrap_or(0),
+            X::Call(x, y) => call(self.function, self.eval(x), self.eval(y)),
             X::Bin(o, a, b) => apply(*o, self.eval(a), self.eval(b)),
             X::Select(c, a, b) => {
                 if self.test(c) {
@@ -542,6 +594,27 @@ impl Item<'_> {
     }
 }
 
+/// The interpreter's device function: `body` with locals `x`, `y`, 0, 0, returning its first
+/// local at a `return` or at the end.
+fn call(body: &[S], x: i32, y: i32) -> i32 {
+    let mut item = Item {
+        i: 0,
+        l: 0,
+        a: &[],
+        b: &[],
+        locals: [x, y, 0, 0],
+        array: [0; ARRAY as usize],
+        counters: [0; DEPTH],
+        temps: Vec::new(),
+        function: &[],
+        mid: &mut [],
+        hist: &mut [],
+        barriers: false,
+    };
+    item.run(body, 0);
+    item.locals[0]
+}
+
 /// What a program leaves in its outputs: each item's locals at the end (`out`, four per
 /// item), the last value each stored (`mid`) and the histogram.
 #[derive(Debug, PartialEq)]
@@ -603,6 +676,7 @@ fn interpret(p: &Program, a: &[i32], b: &[i32], groups: u32, size: u32) -> Outpu
                     array: s.array,
                     counters: s.counters,
                     temps: Vec::new(),
+                    function: &p.function,
                     mid: &mut mid,
                     hist: &mut hist,
                     barriers,
@@ -634,11 +708,15 @@ struct Build {
     hist: Mem<i32>,
     i: Val<u32>,
     locals: Vec<Var<i32>>,
-    array: LocalArray<i32>,
+    /// The private array (none in the device function, which uses no array).
+    array: Option<LocalArray<i32>>,
     counters: Vec<Var<u32>>,
     /// The locals of the enclosing [`S::Let`]s, innermost last.
     temps: std::cell::RefCell<Vec<Var<i32>>>,
     barriers: bool,
+    /// The program's device function; `None` while building it, where `return` returns the
+    /// first local.
+    function: Option<DeviceFn<i32>>,
 }
 
 impl Build {
@@ -652,7 +730,14 @@ impl Build {
             X::Index => self.i.cast::<i32>(),
             X::LocalIndex => local_id(Axis::X).cast::<i32>(),
             X::Counter(d) => self.counters[*d].get().cast::<i32>(),
-            X::Array(x) => self.array.get((self.expr(x) & 7).cast::<u32>()),
+            X::Array(x) => match self.array {
+                Some(array) => array.get((self.expr(x) & 7).cast::<u32>()),
+                None => build_error("the device function has no private array".into()),
+            },
+            X::Call(x, y) => match &self.function {
+                Some(f) => f.call(&[self.expr(x).erase(), self.expr(y).erase()]),
+                None => build_error("the device function calls itself".into()),
+            },
             X::Temp => match self.temps.borrow().last() {
                 Some(t) => t.get(),
                 None => lit(0),
@@ -703,7 +788,10 @@ impl Build {
                 S::Set(v, x) => self.locals[*v].set(self.expr(x)),
                 S::SetArray(i, x) => {
                     let i = (self.expr(i) & 7).cast::<u32>();
-                    self.array.set(i, self.expr(x));
+                    match self.array {
+                        Some(array) => array.set(i, self.expr(x)),
+                        None => record_error("the device function has no private array".into()),
+                    }
                 }
                 S::If(c, t, e) if e.is_empty() => if_then(self.cond(c), || self.block(t, loops)),
                 S::If(c, t, e) => if_else(
@@ -731,6 +819,10 @@ impl Build {
                 S::For(_, body) | S::Loop(body) => self.block(body, loops),
                 S::Break(c) if loops > 0 => if_then(self.cond(c), break_),
                 S::Continue(c) if loops > 0 => if_then(self.cond(c), continue_),
+                S::Return(c) if self.function.is_none() => {
+                    let first = self.locals[0];
+                    if_then(self.cond(c), || return_value(first.get()))
+                }
                 S::Return(c) if !self.barriers => if_then(self.cond(c), return_),
                 S::Break(_) | S::Continue(_) | S::Return(_) => {}
                 S::Store(x) => self.mid.store(self.i, self.expr(x)),
@@ -766,6 +858,36 @@ fn kernel(p: &Program) -> Result<Kernel, IrError> {
         let n = k.value::<u32>("n");
         let i = global_id(Axis::X);
         let barriers = p.phases.len() > 1;
+        let int = || ("x", Type::Scalar(ScalarType::I32));
+        let f = device_fn::<i32>(
+            "f",
+            &[int(), ("y", Type::Scalar(ScalarType::I32))],
+            false,
+            |xy| {
+                let s = Build {
+                    a,
+                    b,
+                    mid,
+                    hist,
+                    i: lit(0u32),
+                    locals: vec![
+                        Var::new("v0", xy[0].typed::<i32>()),
+                        Var::new("v1", xy[1].typed::<i32>()),
+                        Var::new("v2", 0i32),
+                        Var::new("v3", 0i32),
+                    ],
+                    array: None,
+                    counters: (0..DEPTH)
+                        .map(|d| Var::new(&format!("c{d}"), 0u32))
+                        .collect(),
+                    temps: Default::default(),
+                    barriers: false,
+                    function: None,
+                };
+                s.block(&p.function, 0);
+                s.locals[0].get()
+            },
+        );
         let s = Build {
             a,
             b,
@@ -778,12 +900,13 @@ fn kernel(p: &Program) -> Result<Kernel, IrError> {
                 Var::new("v2", i.cast::<i32>()),
                 Var::new("v3", p.init),
             ],
-            array: LocalArray::new("array", ARRAY),
+            array: Some(LocalArray::new("array", ARRAY)),
             counters: (0..DEPTH)
                 .map(|d| Var::new(&format!("c{d}"), 0u32))
                 .collect(),
             temps: Default::default(),
             barriers,
+            function: Some(f),
         };
         let body = || {
             for (phase, block) in p.phases.iter().enumerate() {
@@ -868,6 +991,7 @@ fn check_program(
 ) -> Result<(), String> {
     let want = interpret(p, a, b, groups, size);
     let k = kernel(p).map_err(|e| format!("building: {e}"))?;
+    validate(&inline_calls(&k)).map_err(|e| format!("the inlined kernel is invalid: {e}"))?;
     let grid = Grid::linear(groups, size);
     for c in contexts {
         let backend = c.device().backend;
@@ -917,7 +1041,8 @@ fn low_bits(x: X) -> X {
 /// its own: a local declared inside a varying `if` and changed under a nested one; a loop
 /// inside a varying `if` with a counter declared there; a loop that work items leave at
 /// different times through `break`, `continue` and `return`, counting its trips in a local
-/// declared before it (read after the loop); and a `while` loop with a varying condition.
+/// declared before it (read after the loop); a `while` loop with a varying condition; and
+/// calls, under a varying `if`, of a device function that returns from inside a loop.
 #[test]
 fn control_flow_the_cpu_runs_four_items_at_a_time_matches_the_interpreter() {
     let contexts = common::contexts();
@@ -966,6 +1091,21 @@ fn control_flow_the_cpu_runs_four_items_at_a_time_matches_the_interpreter() {
             ),
             S::Set(1, add(X::Local(1), X::Lit(1))),
         ])],
+        vec![S::If(
+            gt(X::A, X::Lit(0)),
+            vec![S::Set(2, X::Call(Box::new(X::A), Box::new(low_bits(X::B))))],
+            vec![S::Set(2, X::Call(Box::new(X::Lit(1)), Box::new(X::Lit(2))))],
+        )],
+    ];
+    // The last program's device function returns from inside a loop, at a trip that depends
+    // on its arguments.
+    let function = vec![
+        S::Loop(vec![
+            S::Set(0, add(X::Local(0), X::Local(1))),
+            S::Return(gt(X::Local(0), X::Lit(10))),
+            S::Break(gt(X::Counter(0), X::Lit(3))),
+        ]),
+        S::Set(0, add(X::Local(0), X::Lit(1000))),
     ];
     let (a, b) = inputs(37, 7);
     for (j, body) in programs.into_iter().enumerate() {
@@ -973,6 +1113,7 @@ fn control_flow_the_cpu_runs_four_items_at_a_time_matches_the_interpreter() {
             let p = Program {
                 init: 0,
                 phases: vec![body.clone()],
+                function: function.clone(),
                 shift: 1,
                 guard,
             };

@@ -186,10 +186,10 @@ fn tree(t: ScalarType) -> BoxedStrategy<E> {
             BinaryOp::Eq,
             BinaryOp::Ne,
         ];
-        let fma = if float {
-            Some(MathFn::Fma)
+        let ternary = if float {
+            vec![MathFn::Fma, MathFn::Clamp]
         } else {
-            Some(MathFn::Clamp)
+            vec![MathFn::Clamp]
         };
         prop_oneof![
             (
@@ -206,8 +206,13 @@ fn tree(t: ScalarType) -> BoxedStrategy<E> {
                 inner.clone()
             )
                 .prop_map(|(f, a, b)| E::Math(f, vec![a, b])),
-            (inner.clone(), inner.clone(), inner.clone())
-                .prop_map(move |(a, b, c)| E::Math(fma.unwrap_or(MathFn::Fma), vec![a, b, c])),
+            (
+                proptest::sample::select(ternary),
+                inner.clone(),
+                inner.clone(),
+                inner.clone()
+            )
+                .prop_map(|(f, a, b, c)| E::Math(f, vec![a, b, c])),
             (
                 proptest::sample::select(cmps),
                 inner.clone(),

@@ -353,6 +353,25 @@ fn main() -> Result<(), Error> {
                     }
                 })
             });
+            let mut smooth = vec![0f32; n];
+            let kiln_smooth = best(reps, || {
+                let args = (&xs, &mut smooth);
+                ctx.launch(kernels::map_op::<kernels::Smooth>, n, args)
+                    .unwrap()
+            });
+            let mut smooth2 = vec![0f32; n];
+            let rayon_smooth = best(reps, || {
+                smooth2.par_iter_mut().zip(&xs).for_each(|(y, x)| {
+                    let t = ((x - 0.0) / (10.0 - 0.0)).clamp(0.0, 1.0);
+                    *y = t * t * (3.0 - 2.0 * t);
+                })
+            });
+            rows.push(row(
+                "map calling a device function (smoothstep)",
+                kiln_smooth,
+                "rayon",
+                rayon_smooth,
+            ));
             rows.push(row(
                 "mandelbrot (1024 x 768, 256 iterations)",
                 kiln_mandel,

@@ -205,6 +205,9 @@ impl Backend for CpuBackend {
             source_text: print_kernel(kernel),
         };
         kiln_ir::validate(kernel).map_err(|e| compile_err(e.to_string()))?;
+        // Calls become the functions' statements, so the quad lowering sees all of them.
+        let inlined = (!kernel.functions.is_empty()).then(|| kiln_ir::inline_calls(kernel));
+        let lowered = inlined.as_ref().unwrap_or(kernel);
         let mut jit = self.jit.lock().unwrap_or_else(|p| p.into_inner());
         let jit = &mut *jit;
         let mut ctx = jit.module.make_context();
@@ -220,7 +223,7 @@ impl Backend for CpuBackend {
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, kernel, &mut jit.module, &jit.math).map_err(&compile_err)?
+            Lowerer::lower(b, lowered, &mut jit.module, &jit.math).map_err(&compile_err)?
         };
         jit.module
             .define_function(id, &mut ctx)
@@ -229,7 +232,7 @@ impl Backend for CpuBackend {
             eprintln!(
                 "kiln cpu: kernel `{}`\n{}\n--- cranelift ---\n{}",
                 kernel.name,
-                print_kernel(kernel),
+                print_kernel(lowered),
                 ctx.func.display()
             );
         }

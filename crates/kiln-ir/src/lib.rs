@@ -65,6 +65,7 @@
 mod bounds;
 mod build;
 mod hash;
+mod inline;
 mod ir;
 mod print;
 mod source;
@@ -74,6 +75,7 @@ mod validate;
 pub use bounds::InBounds;
 pub use build::*;
 pub use hash::{kernel_hash, KernelHash};
+pub use inline::inline_calls;
 pub use ir::*;
 pub use print::print_kernel;
 pub use source::{component_name, intrinsic_body, temp_name, WriteError};

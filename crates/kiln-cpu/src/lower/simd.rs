@@ -1442,30 +1442,40 @@ impl Lowerer<'_, '_> {
                 MathFn::Ceil => return Ok(self.b.ins().ceil(x)),
                 MathFn::Trunc => return Ok(self.b.ins().trunc(x)),
                 MathFn::Min | MathFn::Max => {
-                    let y = args[1].0;
-                    let r = if fun == MathFn::Max {
-                        self.b.ins().fmax(x, y)
-                    } else {
-                        self.b.ins().fmin(x, y)
-                    };
-                    let x_nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-                    let x_nan = self
-                        .b
-                        .ins()
-                        .bitcast(types::F32X4, mem_flags_little(), x_nan);
-                    let y_nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-                    let y_nan = self
-                        .b
-                        .ins()
-                        .bitcast(types::F32X4, mem_flags_little(), y_nan);
-                    let r = self.b.ins().bitselect(x_nan, y, r);
-                    return Ok(self.b.ins().bitselect(y_nan, x, r));
+                    return Ok(self.min_max(fun == MathFn::Max, x, args[1].0))
+                }
+                // `min(max(x, lo), hi)`, as the IR defines it.
+                MathFn::Clamp => {
+                    let low = self.min_max(true, x, args[1].0);
+                    return Ok(self.min_max(false, low, args[2].0));
                 }
                 MathFn::IsNan => return Ok(self.b.ins().fcmp(FloatCC::Unordered, x, x)),
                 _ => {}
             }
         }
         self.per_lane(args, out, |l, x| l.math(fun, s, x))
+    }
+
+    /// The f32 maximum (`max`) or minimum of `x` and `y` per lane with the IR's NaN rule: when
+    /// one is NaN, the other.
+    fn min_max(&mut self, max: bool, x: Value, y: Value) -> Value {
+        let r = if max {
+            self.b.ins().fmax(x, y)
+        } else {
+            self.b.ins().fmin(x, y)
+        };
+        let x_nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let x_nan = self
+            .b
+            .ins()
+            .bitcast(types::F32X4, mem_flags_little(), x_nan);
+        let y_nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+        let y_nan = self
+            .b
+            .ins()
+            .bitcast(types::F32X4, mem_flags_little(), y_nan);
+        let r = self.b.ins().bitselect(x_nan, y, r);
+        self.b.ins().bitselect(y_nan, x, r)
     }
 
     fn quad_load(&mut self, qs: &QuadState, m: Memory, index: Handle, proven: bool) -> R<Lanes> {
