@@ -400,7 +400,7 @@ impl CompiledKernel for CpuKernel {
             return Ok(());
         }
         let shared_base = SLOT_PARAMS + 2 * k.params.len();
-        let run_group = |g: u64| {
+        let run_group = |f: &mut Vec<u64>, g: u64| {
             SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
                 if scratch.len() < scratch_words as usize {
@@ -408,7 +408,6 @@ impl CompiledKernel for CpuKernel {
                 }
                 scratch[..shared_total as usize].fill(0);
                 scratch[(shared_total + sink_words) as usize..scratch_words as usize].fill(0);
-                let mut f = frame.clone();
                 let gx = g % grid.groups[0] as u64;
                 let gy = (g / grid.groups[0] as u64) % grid.groups[1] as u64;
                 let gz = g / (grid.groups[0] as u64 * grid.groups[1] as u64);
@@ -432,9 +431,12 @@ impl CompiledKernel for CpuKernel {
             })
         };
         if groups == 1 {
-            run_group(0);
+            run_group(&mut frame, 0);
         } else {
-            (0..groups).into_par_iter().for_each(run_group);
+            // Each of rayon's pieces of the range gets its own copy of the frame.
+            (0..groups)
+                .into_par_iter()
+                .for_each_init(|| frame.clone(), run_group);
         }
         Ok(())
     }
