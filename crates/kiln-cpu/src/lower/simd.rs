@@ -3,8 +3,9 @@
 //!
 //! Statements over 32-bit values and `bool`s (and loads of 8- and 16-bit integers that are
 //! only cast to 32 bits, which widen as they load), with any structured control flow (no
-//! atomics, calls or array locals; subgroups have one lane on the CPU), run their work items
-//! in quads: the whole body of a
+//! atomics or array locals, and no calls: the backend inlines device functions first, see
+//! `kiln_ir::inline_calls`; subgroups have one lane on the CPU), run their work items in
+//! quads: the whole body of a
 //! kernel without group barriers, or one run of a kernel with them (see `super`). In a run,
 //! the private locals and values other runs share are loaded at the quad's start and stored
 //! at its end, one 16-byte access each for those that vary (the private layout keeps a quad's
@@ -1450,6 +1451,29 @@ impl Lowerer<'_, '_> {
                     return Ok(self.min_max(false, low, args[2].0));
                 }
                 MathFn::IsNan => return Ok(self.b.ins().fcmp(FloatCC::Unordered, x, x)),
+                _ => {}
+            }
+        }
+        if matches!(s, ScalarType::I32 | ScalarType::U32) {
+            let x = args[0].0;
+            let signed = s == ScalarType::I32;
+            let min_max = |l: &mut Self, max: bool, x: Value, y: Value| match (max, signed) {
+                (true, true) => l.b.ins().smax(x, y),
+                (true, false) => l.b.ins().umax(x, y),
+                (false, true) => l.b.ins().smin(x, y),
+                (false, false) => l.b.ins().umin(x, y),
+            };
+            match fun {
+                MathFn::Min | MathFn::Max => {
+                    return Ok(min_max(self, fun == MathFn::Max, x, args[1].0))
+                }
+                MathFn::Clamp => {
+                    let low = min_max(self, true, x, args[1].0);
+                    return Ok(min_max(self, false, low, args[2].0));
+                }
+                // Wraps: `abs(MIN) = MIN`, as the IR says.
+                MathFn::Abs if signed => return Ok(self.b.ins().iabs(x)),
+                MathFn::Abs => return Ok(x),
                 _ => {}
             }
         }
