@@ -501,6 +501,16 @@ impl Item<'_> {
         }
     }
 
+    /// Runs one trip of the body of a loop inside `loops` others; returns how the loop ends
+    /// when it ends there (`Next` after a `break`).
+    fn trip(&mut self, body: &[S], loops: usize) -> Option<Flow> {
+        match self.run(body, loops + 1) {
+            Flow::Break => Some(Flow::Next),
+            Flow::Return => Some(Flow::Return),
+            _ => None,
+        }
+    }
+
     /// Runs `block` inside `loops` enclosing loops.
     fn run(&mut self, block: &[S], loops: usize) -> Flow {
         for s in block {
@@ -525,32 +535,21 @@ impl Item<'_> {
                 }
                 S::For(x, body) if loops < DEPTH => {
                     let trips = (self.eval(x) & 7) as u32;
-                    let mut flow = Flow::Next;
-                    for j in 0..trips {
-                        self.counters[loops] = j;
-                        match self.run(body, loops + 1) {
-                            Flow::Break => break,
-                            Flow::Return => {
-                                flow = Flow::Return;
-                                break;
-                            }
-                            _ => {}
-                        }
-                    }
-                    flow
+                    (0..trips)
+                        .find_map(|j| {
+                            self.counters[loops] = j;
+                            self.trip(body, loops)
+                        })
+                        .unwrap_or(Flow::Next)
                 }
                 S::Loop(body) if loops < DEPTH => {
                     self.counters[loops] = 0;
                     let mut flow = Flow::Next;
                     while self.counters[loops] < LOOP_TRIPS {
                         self.counters[loops] += 1;
-                        match self.run(body, loops + 1) {
-                            Flow::Break => break,
-                            Flow::Return => {
-                                flow = Flow::Return;
-                                break;
-                            }
-                            _ => {}
+                        if let Some(end) = self.trip(body, loops) {
+                            flow = end;
+                            break;
                         }
                     }
                     flow
