@@ -237,6 +237,92 @@ fn min_max_with_nan_return_the_other_operand() {
     });
 }
 
+/// `min`, `max` and `clamp` against a literal keep the NaN and signed-zero rules, with the
+/// literal on either side. On the CPU the kernel runs both four work items at a time and, with
+/// a private array in it, one at a time; the inputs are longer than a quad and not a multiple of
+/// four, so partial quads run too.
+#[test]
+fn min_max_and_clamp_against_literals_keep_the_nan_and_zero_rules() {
+    let specials = [
+        0.0f32,
+        -0.0,
+        1.5,
+        -1.5,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.25,
+        -7.0,
+    ];
+    let xs: Vec<f32> = specials
+        .iter()
+        .cycle()
+        .take(4 * specials.len() + 3)
+        .copied()
+        .collect();
+    let literals = [0.0f32, -0.0, 1.5, f32::NEG_INFINITY, f32::NAN];
+    // Per element: max(x, c), max(c, x), min(x, c), min(c, x), clamp(x, c, 1), clamp(x, -1, c).
+    const OUTS: u32 = 6;
+    every_backend(|| {
+        for c in literals {
+            for private_array in [false, true] {
+                let k = Kernel::build("against_literal", |k| {
+                    let a = k.buffer::<f32>("a", Access::Read);
+                    let out = k.buffer::<f32>("out", Access::ReadWrite);
+                    let i = global_id(Axis::X);
+                    if_then(i.lt(a.len()), || {
+                        let mut x = a.load(i);
+                        if private_array {
+                            let pin = LocalArray::<f32>::new("pin", 1);
+                            pin.set(lit(0u32), x);
+                            x = pin.get(lit(0u32));
+                        }
+                        let results = [
+                            x.max(c),
+                            lit(c).max(x),
+                            x.min(c),
+                            lit(c).min(x),
+                            x.clamp(c, 1.0f32),
+                            x.clamp(-1.0f32, c),
+                        ];
+                        for (j, r) in results.into_iter().enumerate() {
+                            out.store(i * OUTS + j as u32, r);
+                        }
+                    });
+                })
+                .unwrap();
+                let mut out = vec![0f32; xs.len() * OUTS as usize];
+                let groups = (xs.len() as u32).div_ceil(8);
+                ctx()
+                    .launch_ir(
+                        &k,
+                        &Grid::linear(groups, 8),
+                        &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+                    )
+                    .unwrap();
+                for (e, &x) in xs.iter().enumerate() {
+                    let want = [
+                        nan_min(x, c, true),
+                        nan_min(c, x, true),
+                        nan_min(x, c, false),
+                        nan_min(c, x, false),
+                        nan_min(nan_min(x, c, true), 1.0, false),
+                        nan_min(nan_min(x, -1.0, true), c, false),
+                    ];
+                    for (j, w) in want.into_iter().enumerate() {
+                        let got = out[e * OUTS as usize + j];
+                        assert!(
+                            got.to_bits() == w.to_bits() || (got.is_nan() && w.is_nan()),
+                            "result {j} of x = {x:?}, c = {c:?} (private array: \
+                             {private_array}): {got:?}, want {w:?}"
+                        );
+                    }
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn out_of_bounds_loads_read_zero_and_stores_are_skipped() {
     every_backend(|| {

@@ -1424,6 +1424,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
 
     /// min/max with the IR's NaN rule: one NaN operand gives the other operand.
     fn fmin_max(&mut self, max: bool, a: Value, b: Value) -> Value {
+        if let Some((x, c)) = self.literal_operand(max, a, b) {
+            let cond = match max {
+                true => self.b.ins().fcmp(FloatCC::LessThan, c, x),
+                false => self.b.ins().fcmp(FloatCC::LessThan, x, c),
+            };
+            return self.b.ins().select(cond, x, c);
+        }
         let r = if max {
             self.b.ins().fmax(a, b)
         } else {
@@ -1433,6 +1440,57 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
         let r = self.b.ins().select(a_nan, b, r);
         self.b.ins().select(b_nan, a, r)
+    }
+
+    /// The float that every lane of `v` holds when a constant defines it: an `f32const`, an
+    /// `f64const`, or a `splat` or `vconst` of one f32. `None` for any other value.
+    fn float_literal(&self, v: Value) -> Option<f64> {
+        let dfg = &self.b.func.dfg;
+        let ir::ValueDef::Result(inst, 0) = dfg.value_def(v) else {
+            return None;
+        };
+        match dfg.insts[inst] {
+            ir::InstructionData::UnaryIeee32 { imm, .. } => Some(f32::from_bits(imm.bits()).into()),
+            ir::InstructionData::UnaryIeee64 { imm, .. } => Some(f64::from_bits(imm.bits())),
+            ir::InstructionData::Unary {
+                opcode: ir::Opcode::Splat,
+                arg,
+            } => self.float_literal(arg),
+            ir::InstructionData::UnaryConst {
+                opcode: ir::Opcode::Vconst,
+                constant_handle,
+            } if dfg.value_type(v) == types::F32X4 => {
+                let bytes = dfg.constants.get(constant_handle).as_slice();
+                let mut lanes = bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                let first = lanes.next()?;
+                lanes
+                    .all(|l| l == first)
+                    .then(|| f32::from_bits(first).into())
+            }
+            _ => None,
+        }
+    }
+
+    /// The operands of a float `min` (or `max`, when `max`) of `a` and `b`, literal second,
+    /// when one is a literal `c` for which the plain pick `x < c ? x : c` (`c < x ? x : c` for
+    /// `max`) follows the IR's rules: `c` is not NaN (a NaN `x` then gives `c`), and `c` is not
+    /// +0 for `min` nor -0 for `max` (the pick gives `c` when `x` is the opposite zero). On x86
+    /// that pick is one instruction (`minps`, `maxss`, ..) instead of a NaN-propagating min
+    /// and two NaN tests. `None` when neither operand is such a literal.
+    fn literal_operand(&self, max: bool, a: Value, b: Value) -> Option<(Value, Value)> {
+        let exact = |v| match self.float_literal(v) {
+            Some(c) if c.is_nan() => false,
+            Some(c) if c == 0.0 => c.is_sign_negative() != max,
+            Some(_) => true,
+            None => false,
+        };
+        match (exact(b), exact(a)) {
+            (true, _) => Some((a, b)),
+            (false, true) => Some((b, a)),
+            _ => None,
+        }
     }
 
     fn math(&mut self, fun: MathFn, s: ScalarType, x: &[Value]) -> R<Value> {

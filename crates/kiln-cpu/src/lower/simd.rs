@@ -912,11 +912,16 @@ impl Lowerer<'_, '_> {
                             // When every lane takes the accept arm, run a copy of it that knows
                             // all lanes are active, so its stores need no lane masks (masked
                             // local assignments cost one instruction: not worth a copy alone).
+                            let (fast, general) = (self.b.create_block(), self.b.create_block());
                             let all = match qs.all_true[cond.index()] {
-                                Some(a) => a,
+                                // A bound on a contiguous index fails in part of a quad only
+                                // at the bound's edge.
+                                Some(a) => {
+                                    self.b.set_cold_block(general);
+                                    a
+                                }
                                 None => self.b.ins().vall_true(mask.v),
                             };
-                            let (fast, general) = (self.b.create_block(), self.b.create_block());
                             self.b.ins().brif(all, fast, &[], general, &[]);
                             self.b.switch_to_block(fast);
                             self.quad_block(fx, qs, &accept.0)?;
@@ -1483,6 +1488,14 @@ impl Lowerer<'_, '_> {
     /// The f32 maximum (`max`) or minimum of `x` and `y` per lane with the IR's NaN rule: when
     /// one is NaN, the other.
     fn min_max(&mut self, max: bool, x: Value, y: Value) -> Value {
+        if let Some((x, c)) = self.literal_operand(max, x, y) {
+            let cond = match max {
+                true => self.b.ins().fcmp(FloatCC::LessThan, c, x),
+                false => self.b.ins().fcmp(FloatCC::LessThan, x, c),
+            };
+            let cond = self.b.ins().bitcast(types::F32X4, mem_flags_little(), cond);
+            return self.b.ins().bitselect(cond, x, c);
+        }
         let r = if max {
             self.b.ins().fmax(x, y)
         } else {
@@ -1540,6 +1553,9 @@ impl Lowerer<'_, '_> {
             self.b.create_block(),
         );
         let out = self.b.append_block_param(done, vty(elem));
+        // Only quads that straddle the end of the memory (or whose guard fails) gather: the
+        // gather goes out of the way of the fast path's straight line.
+        self.b.set_cold_block(slow);
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
         let v = self.load_contiguous(elem, base, f64v);
@@ -1629,6 +1645,9 @@ impl Lowerer<'_, '_> {
                     inb = self.b.ins().band(inb, c);
                 }
                 let ok = if qs.all_active() {
+                    // With every lane active only a quad at the end of the memory stores
+                    // lane by lane.
+                    self.b.set_cold_block(slow);
                     inb
                 } else {
                     let all = self.b.ins().vall_true(live);
