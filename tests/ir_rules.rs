@@ -913,6 +913,77 @@ fn two_and_three_dimensional_grids() {
     });
 }
 
+/// Grids of many small groups, for kernels that read only their global ids (the CPU backend
+/// runs several such groups as one call): every work item runs exactly once, with its own
+/// ids, in a 1D grid whose group count (a prime) leaves groups over after any merging, and in
+/// a 3D grid. A kernel that reads its group and local ids still sees the grid's groups.
+#[test]
+fn kernels_reading_only_global_ids_run_each_work_item_once_in_many_groups() {
+    every_backend(|| {
+        let k = Kernel::build("each_once", |k| {
+            let runs = k.buffer::<u32>("runs", Access::ReadWrite);
+            let ids = k.buffer::<u32>("ids", Access::ReadWrite);
+            let (x, y, z) = (global_id(Axis::X), global_id(Axis::Y), global_id(Axis::Z));
+            let w = k.value::<u32>("width");
+            let h = k.value::<u32>("height");
+            let at = (z * h + y) * w + x;
+            runs.atomic_add(at, 1u32);
+            ids.store(at, x + y * 1000u32 + z * 1_000_000u32);
+        })
+        .unwrap();
+        for (groups, size) in [([20_011u32, 1, 1], [3u32, 1, 1]), ([101, 6, 3], [4, 2, 1])] {
+            let (w, h, d) = (
+                groups[0] * size[0],
+                groups[1] * size[1],
+                groups[2] * size[2],
+            );
+            let n = (w * h * d) as usize;
+            let (mut runs, mut ids) = (vec![0u32; n], vec![u32::MAX; n]);
+            let grid = Grid {
+                groups,
+                group_size: size,
+                dynamic_shared: vec![],
+            };
+            ctx()
+                .launch_ir(
+                    &k,
+                    &grid,
+                    &mut [
+                        LaunchArg::read_write(&mut runs),
+                        LaunchArg::read_write(&mut ids),
+                        LaunchArg::value(w),
+                        LaunchArg::value(h),
+                    ],
+                )
+                .unwrap();
+            for z in 0..d {
+                for y in 0..h {
+                    for x in 0..w {
+                        let at = ((z * h + y) * w + x) as usize;
+                        assert_eq!(runs[at], 1, "work item ({x}, {y}, {z}) of {groups:?}");
+                        assert_eq!(ids[at], x + y * 1000 + z * 1_000_000, "({x}, {y}, {z})");
+                    }
+                }
+            }
+        }
+        // A kernel that reads its group and local ids sees the grid's own groups.
+        let k = Kernel::build("group_ids", |k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let at = global_id(Axis::X);
+            out.store(at, group_id(Axis::X) * 4u32 + local_id(Axis::X));
+        })
+        .unwrap();
+        let mut out = vec![u32::MAX; 20_011 * 3];
+        let grid = Grid::linear(20_011, 3);
+        ctx()
+            .launch_ir(&k, &grid, &mut [LaunchArg::read_write(&mut out)])
+            .unwrap();
+        for (i, o) in out.iter().enumerate() {
+            assert_eq!(*o, (i / 3 * 4 + i % 3) as u32, "work item {i}");
+        }
+    });
+}
+
 #[test]
 fn atomics_on_buffers_and_shared_memory() {
     every_backend(|| {

@@ -2,7 +2,8 @@
 //!
 //! Cranelift JIT-compiles each kiln kernel into a native function that runs all work items of
 //! one group (see [`lower`] for how barriers and shared memory work); the launcher runs the
-//! grid's groups in parallel on rayon's thread pool. Buffers are host memory, passed without
+//! grid's groups in parallel on rayon's thread pool, several groups along x per call when the
+//! kernel cannot tell its groups apart. Buffers are host memory, passed without
 //! copies. Subgroups have one lane.
 
 mod lower;
@@ -225,15 +226,18 @@ impl Backend for CpuBackend {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
             Lowerer::lower(b, lowered, &mut jit.module, &jit.math).map_err(&compile_err)?
         };
+        ctx.set_disasm(log);
         jit.module
             .define_function(id, &mut ctx)
             .map_err(|e| compile_err(format!("{e:?}")))?;
         if log {
+            let machine = ctx.compiled_code().and_then(|c| c.vcode.clone());
             eprintln!(
-                "kiln cpu: kernel `{}`\n{}\n--- cranelift ---\n{}",
+                "kiln cpu: kernel `{}`\n{}\n--- cranelift ---\n{}\n--- machine code ---\n{}",
                 kernel.name,
                 print_kernel(lowered),
-                ctx.func.display()
+                ctx.func.display(),
+                machine.unwrap_or_default()
             );
         }
         jit.module.clear_context(&mut ctx);
@@ -250,6 +254,7 @@ impl Backend for CpuBackend {
             func,
             kernel: Arc::new(kernel.clone()),
             private_per_item: layout.bytes_per_item,
+            merges_groups: layout.bytes_per_item == 0 && grouping_unobservable(kernel),
         }))
     }
 }
@@ -335,6 +340,46 @@ struct CpuKernel {
     func: KernelFn,
     kernel: Arc<Kernel>,
     private_per_item: u32,
+    /// Whether a launch may run several of the grid's groups along x as one call of `func`
+    /// ([`grouping_unobservable`], and no per-item private memory).
+    merges_groups: bool,
+}
+
+/// True when nothing in `k` can tell how its work items are grouped: the only built-ins it
+/// reads are global ids and the subgroup size (1 here), and it has no shared memory, group
+/// barriers or subgroup operations.
+fn grouping_unobservable(k: &Kernel) -> bool {
+    use kiln_ir::{Builtin, Expr};
+    let exprs = k
+        .body
+        .exprs
+        .iter()
+        .chain(k.functions.iter().flat_map(|f| f.body.exprs.iter()));
+    k.shared.is_empty()
+        && !k.has_group_barrier()
+        && exprs.into_iter().all(|e| match e {
+            Expr::Builtin(b) => matches!(b, Builtin::GlobalId(_) | Builtin::SubgroupSize),
+            Expr::Subgroup { .. } => false,
+            _ => true,
+        })
+}
+
+/// How many of a launch's groups along x one call of a kernel runs when its grouping cannot
+/// be observed: enough that a call's fixed cost (the frame, the scratch space, the compiled
+/// function's prologue) is small beside its work items, while leaving rayon eight calls per
+/// thread to balance. One-dimensional grids only: there the merged groups run their items in
+/// the same order, while a 2D group is a tile whose locality a wider strip would lose (a naive
+/// transpose ran twice as long with merged 16 x 16 groups).
+fn groups_per_call(grid: &Grid) -> u32 {
+    let one_dim = grid.groups[1..] == [1, 1] && grid.group_size[1..] == [1, 1];
+    if !one_dim {
+        return 1;
+    }
+    let threads = rayon::current_num_threads().max(1) as u32;
+    let items = grid.group_size.iter().product::<u32>().max(1);
+    let by_balance = grid.groups[0] / threads.saturating_mul(8);
+    let by_size = (1u32 << 14) / items;
+    by_balance.min(by_size).max(1)
 }
 
 static ZEROS: [u64; MAX_ELEM_BYTES as usize / 8] = [0; MAX_ELEM_BYTES as usize / 8];
@@ -399,8 +444,18 @@ impl CompiledKernel for CpuKernel {
         if groups == 0 {
             return Ok(());
         }
+        // Each row of groups along x runs as `whole` calls of `merged` groups each, then one
+        // call per group left over.
+        let merged = match self.merges_groups {
+            true => groups_per_call(grid),
+            false => 1,
+        };
+        let whole = (grid.groups[0] / merged) as u64;
+        let per_row = whole + (grid.groups[0] % merged) as u64;
+        let rows = grid.groups[1] as u64 * grid.groups[2] as u64;
+        let calls = per_row * rows;
         let shared_base = SLOT_PARAMS + 2 * k.params.len();
-        let run_group = |f: &mut Vec<u64>, g: u64| {
+        let run_group = |f: &mut Vec<u64>, c: u64| {
             SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
                 if scratch.len() < scratch_words as usize {
@@ -408,12 +463,21 @@ impl CompiledKernel for CpuKernel {
                 }
                 scratch[..shared_total as usize].fill(0);
                 scratch[(shared_total + sink_words) as usize..scratch_words as usize].fill(0);
-                let gx = g % grid.groups[0] as u64;
-                let gy = (g / grid.groups[0] as u64) % grid.groups[1] as u64;
-                let gz = g / (grid.groups[0] as u64 * grid.groups[1] as u64);
+                let (row, j) = match rows {
+                    1 => (0, c),
+                    _ => (c / per_row, c % per_row),
+                };
+                let (gx, size_x) = match j < whole {
+                    true => (j, grid.group_size[0] as u64 * merged as u64),
+                    false => (
+                        whole * merged as u64 + (j - whole),
+                        grid.group_size[0] as u64,
+                    ),
+                };
                 f[SLOT_GROUP_ID] = gx;
-                f[SLOT_GROUP_ID + 1] = gy;
-                f[SLOT_GROUP_ID + 2] = gz;
+                f[SLOT_GROUP_ID + 1] = row % grid.groups[1] as u64;
+                f[SLOT_GROUP_ID + 2] = row / grid.groups[1] as u64;
+                f[SLOT_GROUP_SIZE] = size_x;
                 // Shared and private memory start zeroed in every group; the sink is never read.
                 let base = scratch.as_mut_ptr() as u64;
                 let mut off = 0u64;
@@ -430,11 +494,11 @@ impl CompiledKernel for CpuKernel {
                 unsafe { (self.func)(f.as_ptr()) };
             })
         };
-        if groups == 1 {
+        if calls == 1 {
             run_group(&mut frame, 0);
         } else {
             // Each of rayon's pieces of the range gets its own copy of the frame.
-            (0..groups)
+            (0..calls)
                 .into_par_iter()
                 .for_each_init(|| frame.clone(), run_group);
         }

@@ -105,6 +105,8 @@ pub struct Lowerer<'a, 'f> {
     frame: Value,
     gid: [Value; 3],
     gsize: [Value; 3],
+    /// The global id of the group's first work item per axis (`gid * gsize`), computed once.
+    gbase: [Value; 3],
     ngroups: [Value; 3],
     total: Value,
     /// `total` as a 64-bit value.
@@ -155,6 +157,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             frame,
             gid: [zero32; 3],
             gsize: [zero32; 3],
+            gbase: [zero32; 3],
             ngroups: [zero32; 3],
             total: zero32,
             total64: frame,
@@ -232,10 +235,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.scalar_const(ScalarValue::zero(s))
     }
 
+    /// Slot `i` of the frame. The frame does not change while the kernel runs, so the load
+    /// may move to where its value is used, or go when it is not.
     fn slot(&mut self, i: usize) -> Value {
+        let flags = mem_flags().with_readonly().with_can_move();
         self.b
             .ins()
-            .load(types::I64, mem_flags(), self.frame, (i * 8) as i32)
+            .load(types::I64, flags, self.frame, (i * 8) as i32)
     }
 
     fn slot32(&mut self, i: usize) -> Value {
@@ -248,6 +254,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.gid[a] = self.slot32(SLOT_GROUP_ID + a);
             self.gsize[a] = self.slot32(SLOT_GROUP_SIZE + a);
             self.ngroups[a] = self.slot32(SLOT_NUM_GROUPS + a);
+            self.gbase[a] = self.b.ins().imul(self.gid[a], self.gsize[a]);
         }
         let xy = self.b.ins().imul(self.gsize[0], self.gsize[1]);
         self.total = self.b.ins().imul(xy, self.gsize[2]);
@@ -1226,13 +1233,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
 
     fn builtin(&mut self, b: Builtin) -> Value {
         match b {
-            Builtin::GlobalId(a) => {
-                let base = self
-                    .b
-                    .ins()
-                    .imul(self.gid[a.index()], self.gsize[a.index()]);
-                self.b.ins().iadd(base, self.lid[a.index()])
-            }
+            Builtin::GlobalId(a) => self
+                .b
+                .ins()
+                .iadd(self.gbase[a.index()], self.lid[a.index()]),
             Builtin::LocalId(a) => self.lid[a.index()],
             Builtin::GroupId(a) => self.gid[a.index()],
             Builtin::GroupSize(a) => self.gsize[a.index()],

@@ -1099,10 +1099,7 @@ impl Lowerer<'_, '_> {
 
     fn varying_builtin(&mut self, qs: &QuadState, b: Builtin) -> Option<Lanes> {
         let first = match b {
-            Builtin::GlobalId(Axis::X) => {
-                let base = self.b.ins().imul(self.gid[0], self.gsize[0]);
-                self.b.ins().iadd(base, self.lid[0])
-            }
+            Builtin::GlobalId(Axis::X) => self.b.ins().iadd(self.gbase[0], self.lid[0]),
             Builtin::LocalId(Axis::X) => self.lid[0],
             Builtin::LocalIndex | Builtin::SubgroupId => qs.first_item,
             _ => return None,
