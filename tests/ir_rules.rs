@@ -434,6 +434,82 @@ fn guards_bounding_an_index_by_a_length_keep_every_access_rule() {
 /// `x % y` on floats is C's `fmod`, exact, for every pair of special values (zeros, subnormals,
 /// the extremes, infinities, NaN) in f32 and f64. Two remainders share the kernel: with its
 /// first float-based `fmod`, lavapipe got `2.5 % 2^-126` wrong next to another `%`.
+/// Loop-free kernels whose accesses are at the global id, under guards `gid < bound` (a
+/// parameter, a length, `min` of those, `&&` of two and of a comparison that varies), over
+/// grids that reach past the guards, past the buffers and past both, with groups of several
+/// sizes: the CPU backend runs the
+/// quads where the guards and bounds hold without testing them, and every read past a
+/// buffer's end still gives zero and every write there is still skipped. The buffers are
+/// prefixes of longer vectors with sentinel tails, so an access one element too far shows.
+#[test]
+fn accesses_at_the_global_id_keep_the_bounds_rules_past_guards_and_buffers() {
+    every_backend(|| {
+        let k = Kernel::build("at_gid", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let [b, c, d, e] = ["b", "c", "d", "e"].map(|n| k.buffer::<i32>(n, Access::ReadWrite));
+            let n = k.value::<u32>("n");
+            let m = k.value::<u32>("m");
+            let i = global_id(Axis::X);
+            if_then(i.lt(n), || b.store(i, a.load(i) + 1i32));
+            c.store(i, a.load(i) * 2i32);
+            let big_a = a.load(i).gt(1050i32);
+            if_then(i.lt(n).and(m.gt(i)).and(big_a), || {
+                d.store(i, a.load(i) - 3i32)
+            });
+            if_then(i.lt(n.min(c.len())), || e.store(i, a.load(i) ^ 5i32));
+        })
+        .unwrap();
+        let big: Vec<i32> = (0..300).map(|x| 1000 + x).collect();
+        // (n, m, length of a, length of the outputs (c's is 40 more), groups, group size)
+        let cases = [
+            (200, 300, 100, 150, 5, 64),
+            (260, 280, 290, 60, 5, 64),
+            (90u32, 200u32, 150usize, 120usize, 4u32, 64u32),
+            (200, 90, 100, 150, 5, 64),
+            (140, 300, 120, 100, 3, 64),
+            (60, 60, 80, 70, 40, 5),
+            (10, 300, 8, 9, 9, 8),
+            (250, 250, 250, 250, 63, 4),
+        ];
+        for (n, m, la, lo, groups, size) in cases {
+            let a = &big[..la];
+            let [mut b, mut c, mut d, mut e] = [0; 4].map(|_| vec![-7i32; 300]);
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, size),
+                    &mut [
+                        LaunchArg::read(a),
+                        LaunchArg::read_write(&mut b[..lo]),
+                        LaunchArg::read_write(&mut c[..lo + 40]),
+                        LaunchArg::read_write(&mut d[..lo]),
+                        LaunchArg::read_write(&mut e[..lo]),
+                        LaunchArg::value(n),
+                        LaunchArg::value(m),
+                    ],
+                )
+                .unwrap();
+            let items = (groups * size) as usize;
+            let at = |i: usize| a.get(i).copied().unwrap_or(0);
+            let want = |keep: &dyn Fn(usize) -> bool, f: &dyn Fn(i32) -> i32| -> Vec<i32> {
+                (0..300)
+                    .map(|i| match i < items && keep(i) {
+                        true => f(at(i)),
+                        false => -7,
+                    })
+                    .collect()
+            };
+            let case = format!("n {n}, m {m}, a {la}, outputs {lo}, {groups} x {size}");
+            let n = n as usize;
+            let d_keeps = |i| i < lo && i < n && i < m as usize && at(i) > 1050;
+            assert_eq!(b, want(&|i| i < lo && i < n, &|x| x + 1), "b: {case}");
+            assert_eq!(c, want(&|i| i < lo + 40, &|x| x * 2), "c: {case}");
+            assert_eq!(d, want(&d_keeps, &|x| x - 3), "d: {case}");
+            assert_eq!(e, want(&|i| i < lo && i < n, &|x| x ^ 5), "e: {case}");
+        }
+    });
+}
+
 #[test]
 fn float_remainders_are_exact_for_every_pair_of_specials() {
     /// `y % (x + x)` and `y % x` for every pair, against `host` computing both.

@@ -33,6 +33,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 use cranelift_frontend::Variable;
 use kiln_ir::*;
+use std::rc::Rc;
 
 /// A varying value: the vector, and for contiguous integer indices the scalar first lane.
 #[derive(Clone, Copy)]
@@ -79,6 +80,9 @@ pub(super) struct QuadState {
     varying_exprs: Vec<bool>,
     first_item: Value,
     iota: Value,
+    /// The kernel's [`PrefixFacts`] while lowering the version of the body for the quads where
+    /// they hold.
+    prefix: Option<Rc<PrefixFacts>>,
 }
 
 impl QuadState {
@@ -112,6 +116,97 @@ pub(super) struct QuadPlan {
     /// Per expression: a load of 8- or 16-bit integers whose only uses are casts to 32-bit
     /// types, which quads widen as they load.
     widened: Vec<bool>,
+    prefix: Rc<PrefixFacts>,
+}
+
+/// Facts about the global id along x that hold for every work item of a group's quads up to
+/// a count worked out once per call, so that in those quads the accesses and conditions
+/// below need no test. A group of a launch over `n` items has all its quads there except the
+/// group that holds item `n`.
+pub(super) struct PrefixFacts {
+    /// Per expression: `global_id(x)`.
+    gid: Vec<bool>,
+    /// Per expression: a condition true for every item of the prefix: `gid < b` (or `b >
+    /// gid`) for a `b` in `bounds`, the literal `true`, or `&&` of those.
+    holds: Vec<bool>,
+    /// The bounds of the `gid < b` comparisons: `u32` literals, parameters, lengths, and
+    /// `min` of those.
+    bounds: Vec<Handle>,
+    /// The memories loaded or stored at index `gid`: in the prefix, those accesses are in
+    /// bounds.
+    memories: Vec<Memory>,
+}
+
+impl PrefixFacts {
+    /// The facts of `body`, a kernel of parameters `params`.
+    fn of(body: &Body, params: &[Param]) -> PrefixFacts {
+        let n = body.exprs.len();
+        let (mut gid, mut holds, mut fixed) = (vec![false; n], vec![false; n], vec![false; n]);
+        let (mut bounds, mut memories) = (Vec::new(), Vec::new());
+        let u32_param = |i: u32| {
+            params
+                .get(i as usize)
+                .is_some_and(|p| matches!(p.kind, ParamKind::Value(Type::Scalar(ScalarType::U32))))
+        };
+        for (h, e) in body.exprs.iter().enumerate() {
+            match e {
+                Expr::Builtin(Builtin::GlobalId(Axis::X)) => gid[h] = true,
+                Expr::Literal(ScalarValue::U32(_)) | Expr::Len(_) => fixed[h] = true,
+                Expr::Param(i) => fixed[h] = u32_param(*i),
+                Expr::Math {
+                    fun: MathFn::Min,
+                    args,
+                } => fixed[h] = args.iter().all(|a| fixed[a.index()]),
+                Expr::Literal(ScalarValue::Bool(true)) => holds[h] = true,
+                Expr::Binary {
+                    op: BinaryOp::Lt,
+                    lhs,
+                    rhs,
+                } if gid[lhs.index()] && fixed[rhs.index()] => {
+                    holds[h] = true;
+                    bounds.push(*rhs);
+                }
+                Expr::Binary {
+                    op: BinaryOp::Gt,
+                    lhs,
+                    rhs,
+                } if fixed[lhs.index()] && gid[rhs.index()] => {
+                    holds[h] = true;
+                    bounds.push(*lhs);
+                }
+                Expr::Binary {
+                    op: BinaryOp::And,
+                    lhs,
+                    rhs,
+                } => holds[h] = holds[lhs.index()] && holds[rhs.index()],
+                Expr::Load { memory, index } if gid[index.index()] => memories.push(*memory),
+                _ => {}
+            }
+        }
+        each_stmt(&body.block.0, &mut |s| {
+            if let Stmt::Store { memory, index, .. } = s {
+                if gid[index.index()] {
+                    memories.push(*memory);
+                }
+            }
+        });
+        PrefixFacts {
+            gid,
+            holds,
+            bounds,
+            memories,
+        }
+    }
+
+    /// True when a call is worth running in two versions: some fact exists, and `stmts` have
+    /// no loop (whose trips would make the tests saved per quad a small part of its time and
+    /// double a larger body).
+    fn worth_it(&self, stmts: &[Stmt]) -> bool {
+        let mut looped = false;
+        each_stmt(stmts, &mut |s| looped |= matches!(s, Stmt::Loop { .. }));
+        let any_fact = !self.bounds.is_empty() || !self.memories.is_empty();
+        any_fact && !looped
+    }
 }
 
 fn vty(s: ScalarType) -> types::Type {
@@ -407,6 +502,7 @@ pub(super) fn quad_plan(k: &Kernel) -> Option<QuadPlan> {
         varying_exprs: v.exprs,
         varying_locals: v.locals,
         widened: widened_loads(&k.body),
+        prefix: Rc::new(PrefixFacts::of(&k.body, &k.params)),
     })
 }
 
@@ -691,6 +787,60 @@ impl Lowerer<'_, '_> {
         self.quad_eval(fx, qs, h)
     }
 
+    /// The number of items from the group's first for which every fact of `facts` holds: the
+    /// least of each bound and each memory's length, less the global id of the group's first
+    /// item (0 where that is more), and the group's size. 64-bit throughout, so a bound is
+    /// never passed by wrapping.
+    fn prefix_end(&mut self, fx: &mut FnCtx, facts: &PrefixFacts) -> R<Value> {
+        let gid = self.b.ins().uextend(types::I64, self.gid[0]);
+        let size = self.b.ins().uextend(types::I64, self.gsize[0]);
+        let first = self.b.ins().imul(gid, size);
+        let mut end = self.total64;
+        let mut limit = |l: &mut Self, bound: Value| {
+            let room = l.b.ins().isub(bound, first);
+            let past = l.b.ins().icmp(IntCC::UnsignedLessThan, bound, first);
+            let zero = l.b.ins().iconst(types::I64, 0);
+            let room = l.b.ins().select(past, zero, room);
+            end = l.b.ins().umin(end, room);
+        };
+        for &b in &facts.bounds {
+            let v = self.fixed_bound(fx, b)?;
+            limit(self, v);
+        }
+        for &m in &facts.memories {
+            let (_, len, _) = self.memory(m)?;
+            limit(self, len);
+        }
+        Ok(end)
+    }
+
+    /// The value of a bound of [`PrefixFacts`] (a `u32` literal, parameter, length, or `min`
+    /// of those), computed at the call's entry as a 64-bit value.
+    fn fixed_bound(&mut self, fx: &mut FnCtx, h: Handle) -> R<Value> {
+        Ok(match &fx.body.exprs[h.index()] {
+            Expr::Literal(ScalarValue::U32(c)) => self.b.ins().iconst(types::I64, *c as i64),
+            Expr::Param(i) => {
+                let v = *fx
+                    .params
+                    .get(*i as usize)
+                    .and_then(|p| p.first())
+                    .ok_or("no such parameter")?;
+                self.b.ins().uextend(types::I64, v)
+            }
+            Expr::Len(m) => self.memory(*m)?.1,
+            Expr::Math { args, .. } => {
+                let args = args.clone();
+                let mut least = self.fixed_bound(fx, args[0])?;
+                for a in &args[1..] {
+                    let v = self.fixed_bound(fx, *a)?;
+                    least = self.b.ins().umin(least, v);
+                }
+                least
+            }
+            other => return Err(format!("{other:?} is not a fixed bound")),
+        })
+    }
+
     /// Runs full quads of work items with the vector lowering; returns the first work item
     /// left for the scalar loop: the one after the last full quad (the group's size when
     /// quads covered it), or 0 when quads cannot run (a multi-dimensional group whose rows are
@@ -744,6 +894,25 @@ impl Lowerer<'_, '_> {
             self.b.create_block(),
             self.b.create_block(),
         );
+        // Items from the group's first up to `prefix_end` satisfy the kernel's prefix facts.
+        let versions = !self.barrier_mode && plan.prefix.worth_it(stmts);
+        let prefix_end = match versions {
+            true => {
+                // Kept in a stack slot: as a pure value, Cranelift would compute it again at
+                // its use in every quad.
+                let end = self.prefix_end(fx, &plan.prefix)?;
+                let slot =
+                    self.b
+                        .create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+                            cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+                            8,
+                            3,
+                        ));
+                self.b.ins().stack_store(types::I64, end, slot, 0);
+                Some(slot)
+            }
+            false => None,
+        };
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let q = self.b.use_var(q_var);
@@ -765,10 +934,10 @@ impl Lowerer<'_, '_> {
                 self.b.def_var(*var, z);
             }
         }
-        let mut qs = QuadState {
+        let state = |prefix: Option<Rc<PrefixFacts>>| QuadState {
             lanes: vec![None; fx.body.exprs.len()],
             all_true: vec![None; fx.body.exprs.len()],
-            locals,
+            locals: locals.clone(),
             active,
             full: true,
             may_have_exited: false,
@@ -777,14 +946,38 @@ impl Lowerer<'_, '_> {
             varying_exprs: plan.varying_exprs.clone(),
             first_item: q,
             iota,
+            prefix,
         };
-        let promoted = if self.barrier_mode {
-            self.quad_enter_run(fx, &mut qs, plan, stmts)?
+        if let Some(slot) = prefix_end {
+            let end = self.b.ins().stack_load(types::I64, types::I64, slot, 0);
+            // The quads inside the prefix run a copy of the body without the tests its facts
+            // settle; the others (at most one per group) the general body.
+            let (fast, general, latch) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            self.b.set_cold_block(general);
+            let q4 = self.b.ins().iadd_imm_s(q, 4);
+            let q4 = self.b.ins().uextend(types::I64, q4);
+            let inside = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, q4, end);
+            self.b.ins().brif(inside, fast, &[], general, &[]);
+            for (block, prefix) in [(fast, Some(plan.prefix.clone())), (general, None)] {
+                self.b.switch_to_block(block);
+                self.quad_block(fx, &mut state(prefix), stmts)?;
+                self.b.ins().jump(latch, &[]);
+            }
+            self.b.switch_to_block(latch);
         } else {
-            Vec::new()
-        };
-        self.quad_block(fx, &mut qs, stmts)?;
-        self.quad_leave_run(fx, &qs, promoted);
+            let mut qs = state(None);
+            let promoted = if self.barrier_mode {
+                self.quad_enter_run(fx, &mut qs, plan, stmts)?
+            } else {
+                Vec::new()
+            };
+            self.quad_block(fx, &mut qs, stmts)?;
+            self.quad_leave_run(fx, &qs, promoted);
+        }
         let q = self.b.use_var(q_var);
         let next = self.b.ins().iadd_imm_s(q, 4);
         self.b.def_var(q_var, next);
@@ -901,6 +1094,14 @@ impl Lowerer<'_, '_> {
                     }
                     _ => self.stmt(fx, s)?,
                 },
+                Stmt::If {
+                    cond,
+                    accept,
+                    reject: _,
+                } if qs.prefix.as_ref().is_some_and(|p| p.holds[cond.index()]) => {
+                    // True in every lane of the prefix: the active lanes take the accept arm.
+                    self.quad_block(fx, qs, &accept.0)?;
+                }
                 Stmt::If {
                     cond,
                     accept,
@@ -1138,8 +1339,10 @@ impl Lowerer<'_, '_> {
             .ok_or("non-scalar in a vectorized body")?;
         let lanes = match e {
             Expr::Load { memory, index } => {
-                // A guard proves the index of every lane only when every lane is active.
-                let proven = fx.in_bounds.load(h) && qs.all_active();
+                // A guard proves the index of every lane only when every lane is active; in
+                // the prefix, an index `global_id(x)` is in bounds in every lane.
+                let proven = (fx.in_bounds.load(h) && qs.all_active())
+                    || qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()]);
                 self.quad_load(qs, memory, index, proven)?
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -1618,8 +1821,10 @@ impl Lowerer<'_, '_> {
     ) -> R<()> {
         let v = self.lanes_of(fx, qs, value)?;
         let idx = self.lanes_of(fx, qs, index)?;
-        // A guard proves the index of every lane only when every lane is active.
-        let proven = fx.in_bounds.store(m, index, value) && qs.all_active();
+        // A guard (or, in the prefix, an index `global_id(x)`) proves the index of every lane;
+        // the store needs no lane mask only when every lane is active.
+        let in_prefix = qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()]);
+        let proven = (fx.in_bounds.store(m, index, value) || in_prefix) && qs.all_active();
         if let (true, Some((first, None))) = (proven, Self::contiguous(qs.lanes[index.index()])) {
             let (base, _, _) = self.memory(m)?;
             let f64v = self.b.ins().uextend(types::I64, first);
