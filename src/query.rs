@@ -390,7 +390,7 @@ impl<'a, T> Query<'a, T> {
     ) -> Result<Kernel> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let fold_into = |acc: &[AnyVar], vals: Vec<AnyVal>| fold_into(acc, project(vals), op);
-        Ok(Kernel::build(name, |k| {
+        Ok(Kernel::build_unvalidated(name, |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = types
                 .iter()
@@ -467,7 +467,7 @@ impl<'a, T> Query<'a, T> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let partials =
             self.chunked_fold_kernel("query_reduce_partials", identity, op, &|v| v, order)?;
-        let finish = Kernel::build("query_reduce_final", |k| {
+        let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
             let ins: Vec<Memory> = types
                 .iter()
                 .enumerate()
@@ -763,7 +763,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// The kernel writing every element (no filter in the chain): one element per work item,
     /// so backends can spread (and the CPU backend vectorize) across work items.
     fn map_kernel(&self) -> Result<Kernel> {
-        Ok(Kernel::build("query_map", |k| {
+        Ok(Kernel::build_unvalidated("query_map", |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = Self::out_types()
                 .iter()
@@ -804,7 +804,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// The chunked plan's ordered scatter: each work item writes what it keeps of its chunk
     /// from the chunk's offset on.
     fn chunked_scatter_kernel(&self) -> Result<Kernel> {
-        Ok(Kernel::build("query_filter_scatter", |k| {
+        Ok(Kernel::build_unvalidated("query_filter_scatter", |k| {
             let cols = self.declare_inputs(k);
             let offsets = k.buffer::<u32>("offsets", Access::Read);
             let outs: Vec<Memory> = Self::out_types()
@@ -945,52 +945,55 @@ impl<'a, T: Row> Query<'a, T> {
     /// the group scans the counts into offsets in shared memory (log2(g) steps), and each item
     /// writes its kept elements from its offset on.
     fn grouped_scatter_kernel(&self, g: u32) -> Result<Kernel> {
-        Ok(Kernel::build("query_filter_scatter_grouped", |k| {
-            let cols = self.declare_inputs(k);
-            let offsets = k.buffer::<u32>("offsets", Access::Read);
-            let outs: Vec<Memory> = Self::out_types()
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
-            let item_counts = k.shared::<u32>("item_counts", SharedLen::Static(g));
-            let n = k.value::<u32>("n");
-            let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(bounded(n, &cols), chunk);
-            let l = local_id(Axis::X);
-            let kept = Var::new("kept", 0u32);
-            for_range(start, end, |i| {
-                self.element(&cols, i, &mut |_| kept.set(kept.get() + 1u32))
-            });
-            item_counts.store(l, kept.get());
-            barrier();
-            // Inclusive scan of the items' counts in log2(g) steps: at each stride every item
-            // adds the running count `stride` places before it.
-            let stride = Var::new("stride", 1u32);
-            loop_(|| {
-                if_then(stride.get().ge(g), break_);
-                let s = stride.get();
-                let before = Var::new("before", 0u32);
-                if_then(l.ge(s), || before.set(item_counts.load(l - s)));
+        Ok(Kernel::build_unvalidated(
+            "query_filter_scatter_grouped",
+            |k| {
+                let cols = self.declare_inputs(k);
+                let offsets = k.buffer::<u32>("offsets", Access::Read);
+                let outs: Vec<Memory> = Self::out_types()
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+                    .collect();
+                let item_counts = k.shared::<u32>("item_counts", SharedLen::Static(g));
+                let n = k.value::<u32>("n");
+                let chunk = k.value::<u32>("chunk");
+                let (start, end) = chunk_range(bounded(n, &cols), chunk);
+                let l = local_id(Axis::X);
+                let kept = Var::new("kept", 0u32);
+                for_range(start, end, |i| {
+                    self.element(&cols, i, &mut |_| kept.set(kept.get() + 1u32))
+                });
+                item_counts.store(l, kept.get());
                 barrier();
-                item_counts.store(l, item_counts.load(l) + before.get());
-                barrier();
-                stride.set(s * 2u32);
-            });
-            let pos = Var::new(
-                "pos",
-                offsets.load(group_id(Axis::X)) + item_counts.load(l) - kept.get(),
-            );
-            for_range(start, end, |i| {
-                self.element(&cols, i, &mut |vals| {
-                    let p = pos.get();
-                    for (o, v) in outs.iter().zip(&vals) {
-                        store_dyn(*o, p, v);
-                    }
-                    pos.set(p + 1u32);
-                })
-            });
-        })?)
+                // Inclusive scan of the items' counts in log2(g) steps: at each stride every item
+                // adds the running count `stride` places before it.
+                let stride = Var::new("stride", 1u32);
+                loop_(|| {
+                    if_then(stride.get().ge(g), break_);
+                    let s = stride.get();
+                    let before = Var::new("before", 0u32);
+                    if_then(l.ge(s), || before.set(item_counts.load(l - s)));
+                    barrier();
+                    item_counts.store(l, item_counts.load(l) + before.get());
+                    barrier();
+                    stride.set(s * 2u32);
+                });
+                let pos = Var::new(
+                    "pos",
+                    offsets.load(group_id(Axis::X)) + item_counts.load(l) - kept.get(),
+                );
+                for_range(start, end, |i| {
+                    self.element(&cols, i, &mut |vals| {
+                        let p = pos.get();
+                        for (o, v) in outs.iter().zip(&vals) {
+                            store_dyn(*o, p, v);
+                        }
+                        pos.set(p + 1u32);
+                    })
+                });
+            },
+        )?)
     }
 
     /// Writes the kept elements into `outs` (one argument per column, room for
@@ -1173,7 +1176,7 @@ fn grouped_fold_kernel(
     element: ElementFn<'_>,
 ) -> Result<Kernel> {
     let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-    Ok(Kernel::build(name, |k| {
+    Ok(Kernel::build_unvalidated(name, |k| {
         let cols = inputs(k);
         let outs: Vec<Memory> = types
             .iter()

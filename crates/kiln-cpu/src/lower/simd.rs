@@ -159,20 +159,19 @@ impl PrefixFacts {
                 } => fixed[h] = args.iter().all(|a| fixed[a.index()]),
                 Expr::Literal(ScalarValue::Bool(true)) => holds[h] = true,
                 Expr::Binary {
-                    op: BinaryOp::Lt,
+                    op: op @ (BinaryOp::Lt | BinaryOp::Gt),
                     lhs,
                     rhs,
-                } if gid[lhs.index()] && fixed[rhs.index()] => {
-                    holds[h] = true;
-                    bounds.push(*rhs);
-                }
-                Expr::Binary {
-                    op: BinaryOp::Gt,
-                    lhs,
-                    rhs,
-                } if fixed[lhs.index()] && gid[rhs.index()] => {
-                    holds[h] = true;
-                    bounds.push(*lhs);
+                } => {
+                    // `gid < b` or `b > gid`.
+                    let (id, bound) = match op {
+                        BinaryOp::Lt => (lhs, rhs),
+                        _ => (rhs, lhs),
+                    };
+                    if gid[id.index()] && fixed[bound.index()] {
+                        holds[h] = true;
+                        bounds.push(*bound);
+                    }
                 }
                 Expr::Binary {
                     op: BinaryOp::And,
