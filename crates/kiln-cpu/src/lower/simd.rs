@@ -827,10 +827,14 @@ impl Lowerer<'_, '_> {
                 self.b.ins().uextend(types::I64, v)
             }
             Expr::Len(m) => self.memory(*m)?.1,
-            Expr::Math { args, .. } => {
+            Expr::Math {
+                fun: MathFn::Min,
+                args,
+            } => {
                 let args = args.clone();
-                let mut least = self.fixed_bound(fx, args[0])?;
-                for a in &args[1..] {
+                let (first, rest) = args.split_first().ok_or("min of no values")?;
+                let mut least = self.fixed_bound(fx, *first)?;
+                for a in rest {
                     let v = self.fixed_bound(fx, *a)?;
                     least = self.b.ins().umin(least, v);
                 }
