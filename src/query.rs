@@ -801,20 +801,35 @@ impl<'a, T: Row> Query<'a, T> {
         )
     }
 
+    /// The parameters both ordered scatters declare, in order: the input columns, the output
+    /// offsets, one output per column, `n` and the chunk length; with the range of elements the
+    /// work item scans (its chunk, cut at `n` and at the inputs' lengths).
+    fn declare_scatter(&self, k: &KernelScope) -> ScatterParams {
+        let cols = self.declare_inputs(k);
+        let offsets = k.buffer::<u32>("offsets", Access::Read);
+        let outs = Self::out_types()
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+            .collect();
+        let n = k.value::<u32>("n");
+        let chunk = k.value::<u32>("chunk");
+        let (start, end) = chunk_range(bounded(n, &cols), chunk);
+        ScatterParams {
+            cols,
+            offsets,
+            outs,
+            start,
+            end,
+        }
+    }
+
     /// The chunked plan's ordered scatter: each work item writes what it keeps of its chunk
     /// from the chunk's offset on.
     fn chunked_scatter_kernel(&self) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_filter_scatter", |k| {
-            let cols = self.declare_inputs(k);
-            let offsets = k.buffer::<u32>("offsets", Access::Read);
-            let outs: Vec<Memory> = Self::out_types()
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
-            let n = k.value::<u32>("n");
-            let chunk = k.value::<u32>("chunk");
-            let (start, end) = chunk_range(bounded(n, &cols), chunk);
+            let s = self.declare_scatter(k);
+            let (cols, offsets, outs, start, end) = (s.cols, s.offsets, s.outs, s.start, s.end);
             let pos = Var::new("pos", offsets.load(global_id(Axis::X)));
             // Without branches, so a predicate that keeps elements at random costs no
             // mispredictions: a dropped element's store goes out of bounds and is skipped.
@@ -948,17 +963,9 @@ impl<'a, T: Row> Query<'a, T> {
         Ok(Kernel::build_unvalidated(
             "query_filter_scatter_grouped",
             |k| {
-                let cols = self.declare_inputs(k);
-                let offsets = k.buffer::<u32>("offsets", Access::Read);
-                let outs: Vec<Memory> = Self::out_types()
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-                    .collect();
+                let s = self.declare_scatter(k);
+                let (cols, offsets, outs, start, end) = (s.cols, s.offsets, s.outs, s.start, s.end);
                 let item_counts = k.shared::<u32>("item_counts", SharedLen::Static(g));
-                let n = k.value::<u32>("n");
-                let chunk = k.value::<u32>("chunk");
-                let (start, end) = chunk_range(bounded(n, &cols), chunk);
                 let l = local_id(Axis::X);
                 let kept = Var::new("kept", 0u32);
                 for_range(start, end, |i| {
@@ -1238,6 +1245,17 @@ fn grouped_fold_kernel(
             }
         });
     })?)
+}
+
+/// What [`Query::declare_scatter`] declares for a scatter kernel.
+struct ScatterParams {
+    cols: Vec<Memory>,
+    offsets: Mem<u32>,
+    outs: Vec<Memory>,
+    /// The first element the work item scans.
+    start: Val<u32>,
+    /// One past the last element it scans.
+    end: Val<u32>,
 }
 
 /// What [`Query::prepare`] found: how many elements a materialization writes, and the
