@@ -105,7 +105,8 @@ pub struct Lowerer<'a, 'f> {
     frame: Value,
     gid: [Value; 3],
     gsize: [Value; 3],
-    /// The global id of the group's first work item per axis (`gid * gsize`), computed once.
+    /// The global id of the group's first work item per axis (`gid * gsize`), built once at
+    /// entry.
     gbase: [Value; 3],
     ngroups: [Value; 3],
     total: Value,
@@ -1428,12 +1429,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
 
     /// min/max with the IR's NaN rule: one NaN operand gives the other operand.
     fn fmin_max(&mut self, max: bool, a: Value, b: Value) -> Value {
-        if let Some((x, c)) = self.literal_operand(max, a, b) {
-            let cond = match max {
-                true => self.b.ins().fcmp(FloatCC::LessThan, c, x),
-                false => self.b.ins().fcmp(FloatCC::LessThan, x, c),
-            };
-            return self.b.ins().select(cond, x, c);
+        if let Some((pick_x, x, c)) = self.literal_pick(max, a, b) {
+            return self.b.ins().select(pick_x, x, c);
         }
         let r = if max {
             self.b.ins().fmax(a, b)
@@ -1477,24 +1474,30 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         }
     }
 
-    /// The operands of a float `min` (or `max`, when `max`) of `a` and `b`, literal second,
-    /// when one is a literal `c` for which the plain pick `x < c ? x : c` (`c < x ? x : c` for
-    /// `max`) follows the IR's rules: `c` is not NaN (a NaN `x` then gives `c`), and `c` is not
-    /// +0 for `min` nor -0 for `max` (the pick gives `c` when `x` is the opposite zero). On x86
-    /// that pick is one instruction (`minps`, `maxss`, ..) instead of a NaN-propagating min
-    /// and two NaN tests. `None` when neither operand is such a literal.
-    fn literal_operand(&self, max: bool, a: Value, b: Value) -> Option<(Value, Value)> {
+    /// For a float `min` (or `max`, when `max`) of `a` and `b` where one is a literal `c` for
+    /// which the plain pick `x < c ? x : c` (`c < x ? x : c` for `max`) follows the IR's rules:
+    /// the pick's condition (scalar or per lane), `x` and `c`. That holds when `c` is not NaN
+    /// (a NaN `x` then gives `c`), and is not +0 for `min` nor -0 for `max` (the pick gives `c`
+    /// when `x` is the opposite zero). On x86 the pick is one instruction (`minps`, `maxss`,
+    /// ..) instead of a NaN-propagating min and two NaN tests. `None` when neither operand is
+    /// such a literal.
+    fn literal_pick(&mut self, max: bool, a: Value, b: Value) -> Option<(Value, Value, Value)> {
         let exact = |v| match self.float_literal(v) {
             Some(c) if c.is_nan() => false,
             Some(c) if c == 0.0 => c.is_sign_negative() != max,
             Some(_) => true,
             None => false,
         };
-        match (exact(b), exact(a)) {
-            (true, _) => Some((a, b)),
-            (false, true) => Some((b, a)),
-            _ => None,
-        }
+        let (x, c) = match (exact(b), exact(a)) {
+            (true, _) => (a, b),
+            (false, true) => (b, a),
+            _ => return None,
+        };
+        let pick_x = match max {
+            true => self.b.ins().fcmp(FloatCC::LessThan, c, x),
+            false => self.b.ins().fcmp(FloatCC::LessThan, x, c),
+        };
+        Some((pick_x, x, c))
     }
 
     fn math(&mut self, fun: MathFn, s: ScalarType, x: &[Value]) -> R<Value> {

@@ -130,8 +130,8 @@ impl Inliner<'_> {
             .clone()
             .map(|ty| self.local(format!("{prefix}_result"), ty));
         let ends_alone = match f.body.block.0.split_last() {
-            Some((Stmt::Return(_), rest)) => !rest.iter().any(has_return),
-            _ => !f.body.block.0.iter().any(has_return),
+            Some((Stmt::Return(_), rest)) => !rest.iter().any(stmt_has_return),
+            _ => !block_has_return(&f.body.block),
         };
         let returned = (!ends_alone && returns_in_loop(&f.body.block, false)).then(|| {
             let flag = self.local(format!("{prefix}_returned"), Type::Scalar(ScalarType::Bool));
@@ -328,19 +328,6 @@ fn remap(e: &Expr, map: &[Handle], base: u32) -> Expr {
             function: *function,
             args: args.iter().map(h).collect(),
         },
-    }
-}
-
-fn has_return(s: &Stmt) -> bool {
-    match s {
-        Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => {
-            accept.0.iter().any(has_return) || reject.0.iter().any(has_return)
-        }
-        Stmt::Loop { body, continuing } => {
-            body.0.iter().any(has_return) || continuing.0.iter().any(has_return)
-        }
-        _ => false,
     }
 }
 

@@ -717,6 +717,21 @@ pub fn block_has_barrier(b: &Block) -> bool {
     b.0.iter().any(stmt_has_barrier)
 }
 
+/// True if the block contains a `return` at any depth.
+pub fn block_has_return(b: &Block) -> bool {
+    b.0.iter().any(stmt_has_return)
+}
+
+/// True if the statement is or contains a `return`.
+pub fn stmt_has_return(s: &Stmt) -> bool {
+    match s {
+        Stmt::Return(_) => true,
+        Stmt::If { accept, reject, .. } => block_has_return(accept) || block_has_return(reject),
+        Stmt::Loop { body, continuing } => block_has_return(body) || block_has_return(continuing),
+        _ => false,
+    }
+}
+
 /// True if the statement is or contains a `Barrier(Group)`.
 pub fn stmt_has_barrier(s: &Stmt) -> bool {
     match s {

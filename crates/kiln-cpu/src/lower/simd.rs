@@ -469,20 +469,11 @@ fn varying_exit(varying_exprs: &[bool], b: &Block, under: bool) -> bool {
     })
 }
 
-fn has_return(b: &Block) -> bool {
-    b.0.iter().any(|s| match s {
-        Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => has_return(accept) || has_return(reject),
-        Stmt::Loop { body, continuing } => has_return(body) || has_return(continuing),
-        _ => false,
-    })
-}
-
 /// Which expressions and locals of kernel `k` vary per work item, or `None` when the kernel
 /// never runs in quads: a kernel with group barriers that returns early (its work items that
 /// returned are skipped one by one in every later run).
 pub(super) fn quad_plan(k: &Kernel) -> Option<QuadPlan> {
-    if k.has_group_barrier() && has_return(&k.body.block) {
+    if k.has_group_barrier() && block_has_return(&k.body.block) {
         return None;
     }
     let mut v = Variance {
@@ -1058,8 +1049,8 @@ impl Lowerer<'_, '_> {
                 },
                 Stmt::Loop { body, continuing } => {
                     let varying = &qs.varying_exprs;
-                    if has_return(body)
-                        || has_return(continuing)
+                    if block_has_return(body)
+                        || block_has_return(continuing)
                         || varying_exit(varying, body, false)
                         || varying_exit(varying, continuing, false)
                     {
@@ -1244,7 +1235,8 @@ impl Lowerer<'_, '_> {
         let (exited, broken) = (self.b.use_var(qs.exited), self.b.use_var(l.broken));
         let back = self.b.ins().band_not(exited, broken);
         self.b.def_var(qs.exited, back);
-        qs.may_have_exited = exited_before || has_return(body) || has_return(continuing);
+        qs.may_have_exited =
+            exited_before || block_has_return(body) || block_has_return(continuing);
         Ok(())
     }
 
@@ -1691,13 +1683,12 @@ impl Lowerer<'_, '_> {
     /// The f32 maximum (`max`) or minimum of `x` and `y` per lane with the IR's NaN rule: when
     /// one is NaN, the other.
     fn min_max(&mut self, max: bool, x: Value, y: Value) -> Value {
-        if let Some((x, c)) = self.literal_operand(max, x, y) {
-            let cond = match max {
-                true => self.b.ins().fcmp(FloatCC::LessThan, c, x),
-                false => self.b.ins().fcmp(FloatCC::LessThan, x, c),
-            };
-            let cond = self.b.ins().bitcast(types::F32X4, mem_flags_little(), cond);
-            return self.b.ins().bitselect(cond, x, c);
+        if let Some((pick_x, x, c)) = self.literal_pick(max, x, y) {
+            let pick_x = self
+                .b
+                .ins()
+                .bitcast(types::F32X4, mem_flags_little(), pick_x);
+            return self.b.ins().bitselect(pick_x, x, c);
         }
         let r = if max {
             self.b.ins().fmax(x, y)
