@@ -23,6 +23,9 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+mod scan;
+pub use scan::Scan;
+
 /// Elements per work item in the chunked plan.
 const CHUNK: u32 = 16384;
 /// Elements per work item in the grouped plan.
@@ -40,6 +43,8 @@ pub const MAX_LEN: usize = i32::MAX as usize;
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+/// A user's combining function, owned (a fold's or a scan's `op` on the row's columns).
+type OwnedCombineFn<'a> = Box<dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 /// One device allocation per column of a reduction's values.
 type Columns = Vec<Arc<dyn DeviceMemory>>;
 /// Whether a reduction must combine its elements in input order.
@@ -617,14 +622,7 @@ impl<'a, T> Query<'a, T> {
                     })
                     .collect()
             },
-            &|cols, i, sink| {
-                sink(
-                    cols.iter()
-                        .zip(&types)
-                        .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
-                        .collect(),
-                )
-            },
+            &|cols, i, sink| sink(scan::load_row(cols, &types, i)),
         )?;
         // One group folds all the partials (a few per work item: there are n / 4096 of them
         // with g = 256), so the reduction is two launches whatever n is.
@@ -856,12 +854,7 @@ impl<'a, T: Row> Query<'a, T> {
     {
         let mut id = Vec::new();
         identity.to_values(&mut id);
-        let combine = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            let (a, b) = (T::vals(&mut a.into_iter()), T::vals(&mut b.into_iter()));
-            let mut out = Vec::new();
-            op(a, b).into_handles(&mut out);
-            out
-        };
+        let combine = on_columns::<T, O>(op);
         let vals = self.reduce_values(id, &combine, Order::Kept)?;
         Ok(T::from_values(&mut vals.into_iter()))
     }
@@ -973,19 +966,12 @@ impl<'a, T: Row> Query<'a, T> {
                 });
                 item_counts.store(l, kept.get());
                 barrier();
-                // Inclusive scan of the items' counts in log2(g) steps: at each stride every item
-                // adds the running count `stride` places before it.
-                let stride = Var::new("stride", 1u32);
-                loop_(|| {
-                    if_then(stride.get().ge(g), break_);
-                    let s = stride.get();
-                    let before = Var::new("before", 0u32);
-                    if_then(l.ge(s), || before.set(item_counts.load(l - s)));
-                    barrier();
-                    item_counts.store(l, item_counts.load(l) + before.get());
-                    barrier();
-                    stride.set(s * 2u32);
-                });
+                scan::group_inclusive_scan(
+                    &[item_counts.memory()],
+                    &[ScalarType::U32],
+                    &add_u32,
+                    g,
+                );
                 let pos = Var::new(
                     "pos",
                     offsets.load(group_id(Axis::X)) + item_counts.load(l) - kept.get(),
@@ -1135,6 +1121,18 @@ impl<'a, T: Row> Query<'a, T> {
             }
         }
         s
+    }
+}
+
+/// `op` on two rows of `T`, taking and giving the rows' column values.
+fn on_columns<T: Row, O: IntoRow<Row = T>>(
+    op: impl Fn(T::Vals, T::Vals) -> O,
+) -> impl Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal> {
+    move |a, b| {
+        let (a, b) = (T::vals(&mut a.into_iter()), T::vals(&mut b.into_iter()));
+        let mut out = Vec::new();
+        op(a, b).into_handles(&mut out);
+        out
     }
 }
 

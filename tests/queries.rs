@@ -649,3 +649,114 @@ fn eight_and_sixteen_bit_inputs_widen_to_32_bits() {
         }
     });
 }
+
+/// Inclusive and exclusive scans, in both plan shapes, against sequential folds: a wrapping
+/// sum, a non-commutative linear recurrence over zipped columns, a scan after a map and a
+/// filter (its running count places each kept element), exact float sums, and a buffer
+/// output. The grouped plan's larger size gives its carry scan several partials per item.
+#[test]
+fn scans_match_sequential_folds() {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            let big = [1_100_003usize];
+            for &n in SIZES.iter().chain(&big) {
+                let at = format!("n={n}, {shape:?}");
+                let xs = ints(n);
+                let mut acc = 0i32;
+                let inclusive: Vec<i32> = xs
+                    .iter()
+                    .map(|x| {
+                        acc = acc.wrapping_add(*x);
+                        acc
+                    })
+                    .collect();
+                let got = c.from(&xs).scan(0, |a, b| a + b).to_vec().unwrap();
+                assert_eq!(got, inclusive, "inclusive sum, {at}");
+                if n > 100_003 {
+                    continue;
+                }
+                let exclusive: Vec<i32> = std::iter::once(0)
+                    .chain(inclusive.iter().copied())
+                    .take(n)
+                    .collect();
+                let got = c.from(&xs).scan_exclusive(0, |a, b| a + b).to_vec();
+                assert_eq!(got.unwrap(), exclusive, "exclusive sum, {at}");
+
+                // x' = a * x + b, composed in order: (a1, b1) then (a2, b2) is
+                // (a1 * a2, b1 * a2 + b2), which is associative but not commutative.
+                let a: Vec<u32> = (0..n as u32).map(|i| i % 7 + 1).collect();
+                let b: Vec<u32> = (0..n as u32)
+                    .map(|i| i.wrapping_mul(2_654_435_761))
+                    .collect();
+                let got = c
+                    .from(&a)
+                    .zip(&b)
+                    .scan((1u32, 0u32), |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2))
+                    .to_vec()
+                    .unwrap();
+                let mut run = (1u32, 0u32);
+                let want: Vec<(u32, u32)> = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&a2, &b2)| {
+                        run = (
+                            run.0.wrapping_mul(a2),
+                            run.1.wrapping_mul(a2).wrapping_add(b2),
+                        );
+                        run
+                    })
+                    .collect();
+                assert_eq!(got, want, "linear recurrence, {at}");
+
+                let kept: Vec<i32> = xs.iter().map(|x| x / 8).filter(|x| x % 3 == 0).collect();
+                let mut acc = i32::MAX;
+                let want: Vec<i32> = kept
+                    .iter()
+                    .map(|x| {
+                        let before = acc;
+                        acc = acc.min(*x);
+                        before
+                    })
+                    .collect();
+                let got = c
+                    .from(&xs)
+                    .map(|x| x / 8)
+                    .filter(|x| (x % 3).eq(0))
+                    .scan_exclusive(i32::MAX, |a, b| a.min(b))
+                    .to_vec()
+                    .unwrap();
+                assert_eq!(got, want, "exclusive min after a filter, {at}");
+
+                let fs: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+                let mut acc = 0f32;
+                let want: Vec<f32> = fs
+                    .iter()
+                    .map(|x| {
+                        acc += x;
+                        acc
+                    })
+                    .collect();
+                let buf = c.upload(&fs).unwrap();
+                let got = c
+                    .from_buffer(&buf)
+                    .filter(|x| x.ne(0.0))
+                    .scan(0.0, |a, b| a + b)
+                    .to_buffer()
+                    .unwrap();
+                let want_kept: Vec<f32> = want
+                    .iter()
+                    .zip(&fs)
+                    .filter(|(_, x)| **x != 0.0)
+                    .map(|(w, _)| *w)
+                    .collect();
+                assert_eq!(
+                    got.download().unwrap(),
+                    want_kept,
+                    "float sum to a buffer, {at}"
+                );
+            }
+        }
+    });
+}

@@ -1,0 +1,451 @@
+//! Scans: `ctx.from(&xs).scan(0, |a, b| a + b).to_vec()`, the running fold of a query's
+//! elements with an associative `op`. Reduce, then scan, in three launches:
+//!
+//! 1. each group folds its range of the fused element function into one partial (the
+//!    reduction's partials kernel, in input order);
+//! 2. one group scans the partials into each group's carry: the fold of every group before it;
+//! 3. each group folds its range again from its carry and writes every running value.
+//!
+//! After a filter, a count of kept elements travels with the values as one more column, so
+//! the running count is each kept element's place in the output. The CPU's chunked plan has
+//! one work item per group, which scans its chunk in one loop; the grouped plan's work items
+//! scan short ranges and find their place in the group by a scan of their totals in shared
+//! memory. The grouping is fixed for a given plan and input length, so a float scan gives the
+//! same result on every run.
+
+use super::*;
+
+/// A scan of a query's elements, from [`Query::scan`] or [`Query::scan_exclusive`]. Nothing
+/// runs until [`Scan::to_vec`] or [`Scan::to_buffer`].
+pub struct Scan<'a, T> {
+    query: Query<'a, T>,
+    identity: Vec<ScalarValue>,
+    op: OwnedCombineFn<'a>,
+    exclusive: bool,
+}
+
+/// Where a scan kernel writes the running value of element `i`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// At `i`: nothing is filtered out.
+    Index,
+    /// At the running count of kept elements, which is the first column of the values (and is
+    /// not written).
+    Count,
+}
+
+/// What one scan kernel does; see [`scan_kernel`].
+struct ScanKernel<'b> {
+    name: &'b str,
+    identity: &'b [ScalarValue],
+    op: CombineFn<'b>,
+    /// Work items per group: 1 runs one loop per group.
+    g: u32,
+    exclusive: bool,
+    /// Whether each group starts from its carry (one buffer per column, indexed by group).
+    carry_in: bool,
+    place: Place,
+}
+
+/// The launch shape of a scan over `n` elements: `groups` groups of `g` work items, each
+/// work item taking `chunk` consecutive elements.
+struct ScanShape {
+    g: u32,
+    groups: u32,
+    chunk: u32,
+}
+
+impl ScanShape {
+    fn of(ctx: &Context, n: usize) -> ScanShape {
+        match ctx.effective_plan_shape() {
+            PlanShape::Grouped => {
+                let g = grouped_size(ctx.device().max_group_size);
+                ScanShape {
+                    g,
+                    groups: grouped_groups(n, g),
+                    chunk: ITEM_CHUNK,
+                }
+            }
+            _ => ScanShape {
+                g: 1,
+                groups: groups_for(n),
+                chunk: CHUNK,
+            },
+        }
+    }
+
+    fn grid(&self) -> Grid {
+        Grid::linear(self.groups, self.g)
+    }
+}
+
+/// What [`Scan::prepare`] leaves for the writing launch.
+struct ScanPlan {
+    /// Elements the scan writes (those a filter keeps).
+    selected: usize,
+    /// Per group, the fold of every element before the group (with the count first after a
+    /// filter): one device column per value.
+    carries: Columns,
+    shape: ScanShape,
+}
+
+/// The values of element `i` of `cols`, one column of `types` each.
+pub(super) fn load_row(cols: &[Memory], types: &[ScalarType], i: Val<u32>) -> Vec<AnyVal> {
+    cols.iter()
+        .zip(types)
+        .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
+        .collect()
+}
+
+/// Replaces each of the `g` rows of `tiles` (shared arrays, one per column of `types`) with
+/// the fold by `op` of the rows up to and including it, in `log2(g)` steps: at each stride
+/// every work item combines the row `stride` places before its own with its own. Every work
+/// item of the group must call it; it ends with a barrier.
+pub(super) fn group_inclusive_scan(
+    tiles: &[Memory],
+    types: &[ScalarType],
+    op: CombineFn<'_>,
+    g: u32,
+) {
+    let l = local_id(Axis::X);
+    let stride = Var::new("stride", 1u32);
+    loop_(|| {
+        if_then(stride.get().ge(g), break_);
+        let s = stride.get();
+        let own: Vec<AnyVar> = load_row(tiles, types, l)
+            .iter()
+            .enumerate()
+            .map(|(j, v)| AnyVar::new(&format!("own{j}"), v))
+            .collect();
+        if_then(l.ge(s), || {
+            let before = load_row(tiles, types, l - s);
+            let now = own.iter().map(|v| v.get()).collect();
+            for (v, c) in own.iter().zip(op(before, now)) {
+                v.set(&c);
+            }
+        });
+        barrier();
+        for (t, v) in tiles.iter().zip(&own) {
+            store_dyn(*t, l, &v.get());
+        }
+        barrier();
+        stride.set(s * 2u32);
+    });
+}
+
+/// A scan kernel over `n` elements (a value) in ranges of `chunk` (a value) per work item:
+/// each work item starts from what comes before its range (its group's carry, when
+/// `carry_in`, then the work items before it in the group) and writes the running fold of
+/// the values `element` hands over, inclusive or exclusive. Parameters, in order: `inputs`,
+/// the carries, one output per written column, `n`, `chunk`.
+fn scan_kernel(
+    spec: &ScanKernel<'_>,
+    inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
+    element: ElementFn<'_>,
+) -> Result<Kernel> {
+    let types: Vec<ScalarType> = spec.identity.iter().map(|v| v.ty()).collect();
+    let op = spec.op;
+    let skip = usize::from(spec.place == Place::Count);
+    Ok(Kernel::build_unvalidated(spec.name, |k| {
+        let cols = inputs(k);
+        let carries: Vec<Memory> = if spec.carry_in {
+            types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("carry{j}"), Type::Scalar(*t), Access::Read))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let outs: Vec<Memory> = types[skip..]
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+            .collect();
+        let n = bounded(k.value::<u32>("n"), &cols);
+        let chunk = k.value::<u32>("chunk");
+        let (start, end) = chunk_range(n, chunk);
+        let acc: Vec<AnyVar> = spec
+            .identity
+            .iter()
+            .enumerate()
+            .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
+            .collect();
+        let set_acc = |vals: Vec<AnyVal>| {
+            for (a, v) in acc.iter().zip(&vals) {
+                a.set(v);
+            }
+        };
+        if spec.g > 1 {
+            let tiles: Vec<Memory> = types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    k.shared_dyn(
+                        &format!("tile{j}"),
+                        Type::Scalar(*t),
+                        SharedLen::Static(spec.g),
+                    )
+                })
+                .collect();
+            let l = local_id(Axis::X);
+            for_range(start, end, |i| {
+                element(&cols, i, &mut |vals| fold_into(&acc, vals, op))
+            });
+            for (t, a) in tiles.iter().zip(&acc) {
+                store_dyn(*t, l, &a.get());
+            }
+            barrier();
+            group_inclusive_scan(&tiles, &types, op, spec.g);
+            set_acc(spec.identity.iter().map(|v| lit_value(*v)).collect());
+            if_then(l.gt(0u32), || set_acc(load_row(&tiles, &types, l - 1u32)));
+        }
+        if spec.carry_in {
+            let carry = load_row(&carries, &types, group_id(Axis::X));
+            set_acc(op(carry, acc.iter().map(|a| a.get()).collect()));
+        }
+        for_range(start, end, |i| {
+            element(&cols, i, &mut |vals| {
+                let at = match spec.place {
+                    Place::Index => i,
+                    Place::Count => acc[0].get().typed::<u32>(),
+                };
+                let write = || {
+                    for (o, a) in outs.iter().zip(&acc[skip..]) {
+                        store_dyn(*o, at, &a.get());
+                    }
+                };
+                if spec.exclusive {
+                    write();
+                    fold_into(&acc, vals, op);
+                } else {
+                    fold_into(&acc, vals, op);
+                    write();
+                }
+            })
+        });
+    })?)
+}
+
+impl<'a, T: Row> Query<'a, T> {
+    /// The running fold of the elements (of those a filter keeps, in input order) with the
+    /// associative `op`, starting from `identity` (which must be an identity of `op`): element
+    /// `i` of the result is `identity op x0 op x1 ... op xi`. `op` need not be commutative.
+    /// Nothing runs until the returned [`Scan`]'s `to_vec` or `to_buffer`.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let sums = ctx.from(&[1u32, 2, 3, 4]).scan(0, |a, b| a + b).to_vec()?;
+    /// assert_eq!(sums, [1, 3, 6, 10]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn scan<O, F>(self, identity: T, op: F) -> Scan<'a, T>
+    where
+        O: IntoRow<Row = T> + 'a,
+        F: Fn(T::Vals, T::Vals) -> O + 'a,
+    {
+        self.scan_with(identity, op, false)
+    }
+
+    /// Like [`Query::scan`], but element `i` of the result folds only the elements before
+    /// element `i`: the first is `identity`, and the last element's own value is left out.
+    pub fn scan_exclusive<O, F>(self, identity: T, op: F) -> Scan<'a, T>
+    where
+        O: IntoRow<Row = T> + 'a,
+        F: Fn(T::Vals, T::Vals) -> O + 'a,
+    {
+        self.scan_with(identity, op, true)
+    }
+
+    fn scan_with<O, F>(self, identity: T, op: F, exclusive: bool) -> Scan<'a, T>
+    where
+        O: IntoRow<Row = T> + 'a,
+        F: Fn(T::Vals, T::Vals) -> O + 'a,
+    {
+        let mut id = Vec::new();
+        identity.to_values(&mut id);
+        Scan {
+            query: self,
+            identity: id,
+            op: Box::new(on_columns::<T, O>(op)),
+            exclusive,
+        }
+    }
+}
+
+impl<'a, T: Row> Scan<'a, T> {
+    /// Runs the scan and collects the running values into a `Vec`, one per element (per kept
+    /// element after a filter). Fails as the query's other terminals do (`TooLarge`,
+    /// `LengthMismatch`, an allocation or launch error of the backend).
+    pub fn to_vec(mut self) -> Result<Vec<T>> {
+        let _span = self.query.plan_span("scan to_vec");
+        self.query.check()?;
+        let types = Query::<T>::out_types();
+        let plan = self.prepare()?;
+        T::collect(plan.selected, &mut |outs| {
+            let args = outs
+                .iter_mut()
+                .zip(&types)
+                .map(|(o, t)| LaunchArg::Write(&mut o[..plan.selected * t.size() as usize]))
+                .collect();
+            self.write(&plan, args)?;
+            Ok(plan.selected)
+        })
+    }
+
+    /// The values scanned, with the count of kept elements first after a filter.
+    fn counted_identity(&self) -> Vec<ScalarValue> {
+        let count = self.query.has_filter().then_some(ScalarValue::U32(0));
+        count
+            .into_iter()
+            .chain(self.identity.iter().copied())
+            .collect()
+    }
+
+    /// `op` on [`Self::counted_identity`]'s columns: the counts add up.
+    fn counted_op(&self, a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
+        if !self.query.has_filter() {
+            return (self.op)(a, b);
+        }
+        let count = bin(BinaryOp::Add, &a[0], &b[0]);
+        let mut out = vec![count];
+        out.extend((self.op)(a[1..].to_vec(), b[1..].to_vec()));
+        out
+    }
+
+    /// The element's values as [`Self::counted_identity`] orders them.
+    fn counted_element(&self, vals: Vec<AnyVal>) -> Vec<AnyVal> {
+        if !self.query.has_filter() {
+            return vals;
+        }
+        let mut out = vec![lit_value(ScalarValue::U32(1))];
+        out.extend(vals);
+        out
+    }
+
+    /// Folds each group into a partial, scans the partials into the groups' carries, and
+    /// counts the kept elements.
+    fn prepare(&self) -> Result<ScanPlan> {
+        let q = &self.query;
+        let identity = self.counted_identity();
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let op = |a, b| self.counted_op(a, b);
+        let project = |v| self.counted_element(v);
+        let shape = ScanShape::of(&q.ctx, q.len);
+        let partials_kernel = if shape.g == 1 {
+            q.chunked_fold_kernel("query_scan_partials", &identity, &op, &project, Order::Kept)?
+        } else {
+            q.grouped_reduce_kernel(
+                "query_scan_partials_grouped",
+                &identity,
+                &op,
+                &project,
+                Order::Kept,
+                shape.g,
+            )?
+        };
+        let partials = q.alloc_columns(&identity, shape.groups)?;
+        let mut args = q.input_args();
+        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([value_bytes(q.len as u32), value_bytes(shape.chunk)]);
+        q.ctx
+            .launch_ir(&partials_kernel, &shape.grid(), &mut args)?;
+        drop(args);
+
+        let carry_kernel = scan_kernel(
+            &ScanKernel {
+                name: "query_scan_carries",
+                identity: &identity,
+                op: &op,
+                g: shape.g,
+                exclusive: true,
+                carry_in: false,
+                place: Place::Index,
+            },
+            &|k| {
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| {
+                        k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Read)
+                    })
+                    .collect()
+            },
+            &|cols, i, sink| sink(load_row(cols, &types, i)),
+        )?;
+        let carries = q.alloc_columns(&identity, shape.groups)?;
+        let mut args: Vec<LaunchArg> = partials
+            .iter()
+            .chain(&carries)
+            .map(|m| LaunchArg::Device(&**m))
+            .collect();
+        args.extend([
+            value_bytes(shape.groups),
+            value_bytes(shape.groups.div_ceil(shape.g)),
+        ]);
+        q.ctx
+            .launch_ir(&carry_kernel, &Grid::linear(1, shape.g), &mut args)?;
+        drop(args);
+
+        let selected = if q.has_filter() {
+            let mut counts = vec![0u32; shape.groups as usize];
+            q.ctx
+                .backend()
+                .download(&*partials[0], u32_bytes_mut(&mut counts))?;
+            counts.iter().map(|c| *c as usize).sum()
+        } else {
+            q.len
+        };
+        Ok(ScanPlan {
+            selected,
+            carries,
+            shape,
+        })
+    }
+
+    /// Scans every group from its carry and writes the running values into `outs` (one
+    /// argument per column, room for `plan.selected` elements).
+    fn write(&self, plan: &ScanPlan, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+        let q = &self.query;
+        let identity = self.counted_identity();
+        let op = |a, b| self.counted_op(a, b);
+        let place = if q.has_filter() {
+            Place::Count
+        } else {
+            Place::Index
+        };
+        let kernel = scan_kernel(
+            &ScanKernel {
+                name: "query_scan",
+                identity: &identity,
+                op: &op,
+                g: plan.shape.g,
+                exclusive: self.exclusive,
+                carry_in: true,
+                place,
+            },
+            &|k| q.declare_inputs(k),
+            &|cols, i, sink| q.element(cols, i, &mut |vals| sink(self.counted_element(vals))),
+        )?;
+        let mut args = q.input_args();
+        args.extend(plan.carries.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend(outs);
+        args.extend([value_bytes(q.len as u32), value_bytes(plan.shape.chunk)]);
+        q.ctx.launch_ir(&kernel, &plan.shape.grid(), &mut args)
+    }
+}
+
+impl<'a, T: Scalar + Row> Scan<'a, T> {
+    /// Runs the scan and collects the running values into a new buffer on the device, without
+    /// copying them to the host. Fails as [`Scan::to_vec`] does.
+    pub fn to_buffer(mut self) -> Result<Buffer<T>> {
+        let _span = self.query.plan_span("scan to_buffer");
+        self.query.check()?;
+        let plan = self.prepare()?;
+        let backend = self.query.ctx.backend().clone();
+        let memory = backend.alloc(plan.selected * T::TYPE.size() as usize)?;
+        self.write(&plan, vec![LaunchArg::Device(&*memory)])?;
+        Ok(Buffer::new(memory, backend, plan.selected))
+    }
+}
