@@ -84,6 +84,33 @@ fn main() -> Result<(), Error> {
             .filter(|x| *x < 500.0)
             .collect::<Vec<f32>>()
     });
+    // Two passes over chunks, as kiln's chunked plan does: the chunks' sums, their running
+    // sum on one thread, then each chunk's running values from its carry.
+    let rayon_scan = best(reps, || {
+        let chunk = 1 << 16;
+        let sums: Vec<f32> = xs.par_chunks(chunk).map(|c| c.iter().sum()).collect();
+        let mut carry = 0f32;
+        let carries: Vec<f32> = sums
+            .iter()
+            .map(|s| {
+                let before = carry;
+                carry += s;
+                before
+            })
+            .collect();
+        let mut out = vec![0f32; n];
+        out.par_chunks_mut(chunk)
+            .zip(xs.par_chunks(chunk))
+            .zip(&carries)
+            .for_each(|((o, x), c)| {
+                let mut acc = *c;
+                for (o, x) in o.iter_mut().zip(x) {
+                    acc += x;
+                    *o = acc;
+                }
+            });
+        out
+    });
     let mut dst = vec![0f32; n];
     let copy = best(reps, || {
         dst.par_chunks_mut(1 << 16)
@@ -149,6 +176,10 @@ fn main() -> Result<(), Error> {
             ctx.from(&xs).filter(|x| x.lt(500.0)).to_vec().unwrap()
         });
         rows.push(row("filter to_vec (50%)", filter, "rayon", rayon_filter));
+        let scan = best(reps, || {
+            ctx.from(&xs).scan(0.0, |a, b| a + b).to_vec().unwrap()
+        });
+        rows.push(row("scan (running sum) to_vec", scan, "rayon", rayon_scan));
         rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
         let mut reused = vec![0f32; n];
         let map_into = best(reps, || {
@@ -197,13 +228,23 @@ fn main() -> Result<(), Error> {
             ctx.synchronize().unwrap()
         });
         let buffer_sum = best(reps, || ctx.from_buffer(&bx).sum().unwrap());
+        let buffer_scan = best(reps, || {
+            let out = ctx
+                .from_buffer(&bx)
+                .scan(0.0, |a, b| a + b)
+                .to_buffer()
+                .unwrap();
+            ctx.synchronize().unwrap();
+            out
+        });
         let gbps = |bytes: usize, ms: f64| bytes as f64 / ms / 1e6;
         println!(
-            "{backend}: device copy {:.1} GB/s (read + write); map Buffer→Buffer {:.1} GB/s (into an existing Buffer {:.1} GB/s); sum Buffer {:.1} GB/s (read)",
+            "{backend}: device copy {:.1} GB/s (read + write); map Buffer→Buffer {:.1} GB/s (into an existing Buffer {:.1} GB/s); sum Buffer {:.1} GB/s (read); scan Buffer→Buffer {:.1} GB/s (read + write)",
             gbps(8 * n, device_copy),
             gbps(8 * n, buffer_map),
             gbps(8 * n, buffer_map_into),
-            gbps(4 * n, buffer_sum)
+            gbps(4 * n, buffer_sum),
+            gbps(8 * n, buffer_scan)
         );
         rows.push(row(
             "map Buffer→Buffer vs device copy",
@@ -214,6 +255,12 @@ fn main() -> Result<(), Error> {
         rows.push(row(
             "map write_to_buffer vs device copy",
             buffer_map_into,
+            "device copy",
+            device_copy,
+        ));
+        rows.push(row(
+            "scan Buffer→Buffer vs device copy",
+            buffer_scan,
             "device copy",
             device_copy,
         ));

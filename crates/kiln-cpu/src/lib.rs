@@ -369,14 +369,17 @@ fn grouping_unobservable(k: &Kernel) -> bool {
 /// function's prologue) is small beside its work items, while leaving rayon eight calls per
 /// thread to balance. One-dimensional grids only: there the merged groups run their items in
 /// the same order, while a 2D group is a tile whose locality a wider strip would lose (a naive
-/// transpose ran twice as long with merged 16 x 16 groups).
+/// transpose ran twice as long with merged 16 x 16 groups). Groups of one work item are not
+/// merged either: such a work item is a sequential task over its own range (the query
+/// planner's chunks), and merged ones would run four ranges as one quad, gathering each load
+/// from four places instead of running one tight loop each.
 fn groups_per_call(grid: &Grid) -> u32 {
     let one_dim = grid.groups[1..] == [1, 1] && grid.group_size[1..] == [1, 1];
-    if !one_dim {
+    let items = grid.group_size.iter().product::<u32>().max(1);
+    if !one_dim || items == 1 {
         return 1;
     }
     let threads = rayon::current_num_threads().max(1) as u32;
-    let items = grid.group_size.iter().product::<u32>().max(1);
     let by_balance = grid.groups[0] / threads.saturating_mul(8);
     let by_size = (1u32 << 14) / items;
     by_balance.min(by_size).max(1)
