@@ -85,6 +85,17 @@ fn main() -> Result<(), Error> {
         ctx.from(&ids).map(|v| v.abs()).fold(0, |a, b| a.max(b))
     })?;
     println!("result fold-max-abs {norm}");
+    let running = timed("scan (running sum of the kept)", || {
+        ctx.from(&ids)
+            .filter(|v| v.gt(0))
+            .scan(0, |a, b| a + b)
+            .to_vec()
+    })?;
+    println!(
+        "result scan len={} last={:?}",
+        running.len(),
+        running.last()
+    );
     let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
     println!("result any-nan {any}");
 
