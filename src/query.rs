@@ -24,7 +24,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 mod scan;
+mod sort;
 pub use scan::Scan;
+pub use sort::Sorted;
 
 /// Elements per work item in the chunked plan.
 const CHUNK: u32 = 16384;
@@ -245,6 +247,22 @@ impl Context {
                 len: xs.len(),
                 max: MAX_LEN,
             }),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<'a, T: Scalar> Query<'a, T> {
+    /// A query over the first `len` elements of `memory`, device memory of `ctx`'s backend
+    /// (the planner's own intermediates, which are no `Buffer`).
+    fn over_device(ctx: &Context, memory: &'a dyn DeviceMemory, len: usize) -> Query<'a, T> {
+        Query {
+            ctx: ctx.clone(),
+            len,
+            columns: vec![(Column::Device(memory), T::TYPE)],
+            base_columns: 1,
+            stages: Vec::new(),
+            error: None,
             _t: PhantomData,
         }
     }
@@ -622,7 +640,7 @@ impl<'a, T> Query<'a, T> {
                     })
                     .collect()
             },
-            &|cols, i, sink| sink(scan::load_row(cols, &types, i)),
+            &|cols, i, sink| sink(load_row(cols, &types, i)),
         )?;
         // One group folds all the partials (a few per work item: there are n / 4096 of them
         // with g = 256), so the reduction is two launches whatever n is.
@@ -1134,6 +1152,14 @@ fn on_columns<T: Row, O: IntoRow<Row = T>>(
         op(a, b).into_handles(&mut out);
         out
     }
+}
+
+/// The values of element `i` of `cols`, one column of `types` each.
+fn load_row(cols: &[Memory], types: &[ScalarType], i: Val<u32>) -> Vec<AnyVal> {
+    cols.iter()
+        .zip(types)
+        .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
+        .collect()
 }
 
 /// `a + b` on one `u32` column: counting.

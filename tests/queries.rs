@@ -760,3 +760,114 @@ fn scans_match_sequential_folds() {
         }
     });
 }
+
+/// Radix sorts in both plan shapes against Rust's stable sorts: every key width (1, 2, 4
+/// and 8 bytes), signed, unsigned and float keys (NaN of both signs, infinities and zeros of
+/// both signs sort as `total_cmp` does), ascending and descending, rows ordered by a key with
+/// many ties (which must keep their input order), a sort after a filter, and a buffer output.
+#[test]
+fn sorts_match_rust_stable_sorts() {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in [0usize, 1, 2, 7, 300, 16385, 3 * 16384 + 5, 100_003] {
+                let at = format!("n={n}, {shape:?}");
+                let xs = ints(n);
+                let mut want = xs.clone();
+                want.sort();
+                assert_eq!(c.from(&xs).sort().to_vec().unwrap(), want, "i32, {at}");
+                want.reverse();
+                assert_eq!(
+                    c.from(&xs).sort_desc().to_vec().unwrap(),
+                    want,
+                    "i32 descending, {at}"
+                );
+
+                let specials = [
+                    f32::NAN,
+                    -f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    0.0,
+                    -0.0,
+                    f32::MIN_POSITIVE,
+                    -1.5,
+                ];
+                let fs: Vec<f32> = floats(n)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if i % 7 == 3 { specials[i % 8] } else { *x })
+                    .collect();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let mut want = fs.clone();
+                want.sort_by(f32::total_cmp);
+                let got = c.from(&fs).sort().to_vec().unwrap();
+                assert_eq!(bits(&got), bits(&want), "f32, {at}");
+                want.sort_by(|a, b| b.total_cmp(a));
+                let got = c.from(&fs).sort_desc().to_vec().unwrap();
+                assert_eq!(bits(&got), bits(&want), "f32 descending, {at}");
+
+                // Keys with many ties, and the row's index as payload: a stable sort keeps
+                // the indices of equal keys increasing.
+                let keys: Vec<u8> = (0..n).map(|i| (i * 37 % 11) as u8).collect();
+                let idx: Vec<u32> = (0..n as u32).collect();
+                let mut want: Vec<(u8, u32)> =
+                    keys.iter().copied().zip(idx.iter().copied()).collect();
+                want.sort_by_key(|r| r.0);
+                let got = c.from(&keys).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
+                assert_eq!(got.unwrap(), want, "u8 key with ties, {at}");
+                want.sort_by_key(|r| std::cmp::Reverse(r.0));
+                let got = c
+                    .from(&keys)
+                    .zip(&idx)
+                    .sort_by_key_desc(|(k, _)| k)
+                    .to_vec();
+                assert_eq!(got.unwrap(), want, "u8 key with ties, descending, {at}");
+
+                let wide: Vec<i64> = xs.iter().map(|x| (*x as i64) * 1_000_003 - 7).collect();
+                let short: Vec<i16> = xs.iter().map(|x| *x as i16).collect();
+                let mut want = short.clone();
+                want.sort();
+                let got = c
+                    .from(&short)
+                    .zip(&wide)
+                    .sort_by_key(|(s, _)| s)
+                    .to_vec()
+                    .unwrap();
+                assert_eq!(
+                    got.iter().map(|r| r.0).collect::<Vec<_>>(),
+                    want,
+                    "i16 key, {at}"
+                );
+                if n > 16385 {
+                    continue;
+                }
+                let mut want = wide.clone();
+                want.sort();
+                assert_eq!(c.from(&wide).sort().to_vec().unwrap(), want, "i64, {at}");
+                want.reverse();
+                let got = c.from(&wide).sort_desc().to_vec().unwrap();
+                assert_eq!(got, want, "i64 descending, {at}");
+                let ds: Vec<f64> = fs.iter().map(|x| *x as f64 * 1e300).collect();
+                let mut want = ds.clone();
+                want.sort_by(f64::total_cmp);
+                let got = c.from(&ds).sort().to_vec().unwrap();
+                let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits64(&got), bits64(&want), "f64, {at}");
+
+                let us: Vec<u32> = xs.iter().map(|x| *x as u32).collect();
+                let mut want: Vec<u32> = us.iter().copied().filter(|u| u % 3 == 0).collect();
+                want.sort();
+                let buf = c.upload(&us).unwrap();
+                let got = c
+                    .from_buffer(&buf)
+                    .filter(|u| (u % 3).eq(0))
+                    .sort()
+                    .to_buffer()
+                    .unwrap();
+                assert_eq!(got.download().unwrap(), want, "u32 after a filter, {at}");
+            }
+        }
+    });
+}

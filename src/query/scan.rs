@@ -89,14 +89,6 @@ struct ScanPlan {
     shape: ScanShape,
 }
 
-/// The values of element `i` of `cols`, one column of `types` each.
-pub(super) fn load_row(cols: &[Memory], types: &[ScalarType], i: Val<u32>) -> Vec<AnyVal> {
-    cols.iter()
-        .zip(types)
-        .map(|(m, t)| load_dyn(*m, i, Type::Scalar(*t)))
-        .collect()
-}
-
 /// Replaces each of the `g` rows of `tiles` (shared arrays, one per column of `types`) with
 /// the fold by `op` of the rows up to and including it, in `log2(g)` steps: at each stride
 /// every work item combines the row `stride` places before its own with its own. Every work

@@ -1,0 +1,370 @@
+//! Sorts: `ctx.from(&xs).sort().to_vec()`, a stable least-significant-digit radix sort built
+//! from kiln kernels, so it runs on every backend.
+//!
+//! The query's rows are first written to device columns (the fused element function, filters
+//! included). The key of each row becomes an unsigned integer of 32 or 64 bits whose order is
+//! the key's order (for floats IEEE 754's total order, as `f32::total_cmp`), and each pass
+//! sorts by one 8-bit digit of it, lowest first:
+//!
+//! 1. each work item counts the digits of its chunk of rows in a private 256-entry histogram
+//!    and stores it digit-major (`counts[digit * chunks + chunk]`);
+//! 2. an exclusive scan of the counts gives every (digit, chunk) pair its first output place;
+//! 3. each work item moves its chunk's rows, in order, to those places.
+//!
+//! Work items keep their chunk's order and the scan puts earlier chunks first, so every pass is
+//! stable, and the sort is. A key of `b` bits takes `b / 8` passes.
+
+use super::*;
+
+/// A key function: the row's column values to the key's value.
+type KeyFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> AnyVal + 'a>;
+
+/// Digits of 8 bits: 256 counts per chunk.
+const RADIX: u32 = 256;
+/// Rows per work item in the grouped plan (the chunked plan takes [`CHUNK`]).
+const SORT_ITEM_CHUNK: u32 = 256;
+/// Work items per group in the grouped plan.
+const SORT_GROUP: u32 = 64;
+
+/// A sort of a query's rows, from [`Query::sort`], [`Query::sort_desc`],
+/// [`Query::sort_by_key`] or [`Query::sort_by_key_desc`]. Nothing runs until
+/// [`Sorted::to_vec`] or [`Sorted::to_buffer`].
+pub struct Sorted<'a, T> {
+    query: Query<'a, T>,
+    key: KeyFn<'a>,
+    key_type: ScalarType,
+    desc: bool,
+}
+
+/// How the passes spread the rows: work items of `chunk` consecutive rows each, `g` per group.
+struct SortShape {
+    chunk: u32,
+    g: u32,
+    chunks: u32,
+}
+
+impl SortShape {
+    fn of(ctx: &Context, n: usize) -> SortShape {
+        let (chunk, g) = match ctx.effective_plan_shape() {
+            PlanShape::Grouped => (SORT_ITEM_CHUNK, SORT_GROUP.min(ctx.device().max_group_size)),
+            _ => (CHUNK, 1),
+        };
+        SortShape {
+            chunk,
+            g,
+            chunks: (n as u64).div_ceil(chunk as u64).max(1) as u32,
+        }
+    }
+
+    fn grid(&self) -> Grid {
+        Grid::linear(self.chunks.div_ceil(self.g), self.g)
+    }
+}
+
+/// `key` (of type `ty`) as an unsigned integer of 32 bits (keys of up to 4 bytes) or 64 bits
+/// whose unsigned order is the key's order, reversed when `desc`: unsigned keys as they are,
+/// signed ones with the sign bit flipped, floats with the sign bit flipped when positive and
+/// every bit flipped when negative (IEEE 754 total order: -NaN, -inf, ..., -0, +0, ..., +inf,
+/// +NaN).
+fn ordered_bits(key: &AnyVal, ty: ScalarType, desc: bool) -> AnyVal {
+    fn flip_top<U: Int + Copy>(bits: Val<U>, top: U) -> Val<U> {
+        bits ^ top
+    }
+    let bits = ty.bits();
+    match bits {
+        8..=32 => {
+            let top = 1u32 << (bits - 1);
+            let b: Val<u32> = match ty {
+                ScalarType::U8 => key.typed::<u8>().cast(),
+                ScalarType::U16 => key.typed::<u16>().cast(),
+                ScalarType::U32 => key.typed::<u32>(),
+                ScalarType::I8 => flip_top(key.typed::<i8>().bitcast::<u8>().cast(), top),
+                ScalarType::I16 => flip_top(key.typed::<i16>().bitcast::<u16>().cast(), top),
+                ScalarType::I32 => flip_top(key.typed::<i32>().bitcast(), top),
+                _ => {
+                    let b = key.typed::<f32>().bitcast::<u32>();
+                    select((b & top).ne(0u32), !b, b | top)
+                }
+            };
+            let mask = (((1u64 << bits) - 1) as u32) * u32::from(desc);
+            (b ^ mask).erase()
+        }
+        _ => {
+            let top = 1u64 << 63;
+            let b: Val<u64> = match ty {
+                ScalarType::U64 => key.typed::<u64>(),
+                ScalarType::I64 => flip_top(key.typed::<i64>().bitcast(), top),
+                _ => {
+                    let b = key.typed::<f64>().bitcast::<u64>();
+                    select((b & top).ne(0u64), !b, b | top)
+                }
+            };
+            (b ^ (u64::MAX * u64::from(desc))).erase()
+        }
+    }
+}
+
+impl<'a, T: Row> Query<'a, T> {
+    /// Sorts the rows by `key` of each row, smallest key first; rows with equal keys keep
+    /// their input order (the sort is stable). Float keys sort in IEEE 754 total order
+    /// (`f32::total_cmp`: -NaN first, then -inf, ..., -0 before +0, ..., +inf, +NaN last).
+    /// Nothing runs until the returned [`Sorted`]'s `to_vec` or `to_buffer`.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (names, ages) = ([1u32, 2, 3, 4], [40u32, 30, 40, 20]);
+    /// let by_age = ctx.from(&names).zip(&ages).sort_by_key(|(_, age)| age).to_vec()?;
+    /// assert_eq!(by_age, [(4, 20), (2, 30), (1, 40), (3, 40)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn sort_by_key<K: Numeric, F: Fn(T::Vals) -> Val<K> + 'a>(self, key: F) -> Sorted<'a, T> {
+        self.sorted_by(key, false)
+    }
+
+    /// Like [`Query::sort_by_key`], largest key first; rows with equal keys still keep their
+    /// input order.
+    pub fn sort_by_key_desc<K: Numeric, F: Fn(T::Vals) -> Val<K> + 'a>(
+        self,
+        key: F,
+    ) -> Sorted<'a, T> {
+        self.sorted_by(key, true)
+    }
+
+    fn sorted_by<K: Numeric, F: Fn(T::Vals) -> Val<K> + 'a>(
+        self,
+        key: F,
+        desc: bool,
+    ) -> Sorted<'a, T> {
+        Sorted {
+            query: self,
+            key: Box::new(move |cols| key(T::vals(&mut cols.into_iter())).erase()),
+            key_type: K::TYPE,
+            desc,
+        }
+    }
+}
+
+impl<'a, T: Numeric + Row> Query<'a, T> {
+    /// Sorts the elements, smallest first, floats in IEEE 754 total order (see
+    /// [`Query::sort_by_key`]).
+    pub fn sort(self) -> Sorted<'a, T> {
+        self.sorted_by_self(false)
+    }
+
+    /// Sorts the elements, largest first.
+    pub fn sort_desc(self) -> Sorted<'a, T> {
+        self.sorted_by_self(true)
+    }
+
+    fn sorted_by_self(self, desc: bool) -> Sorted<'a, T> {
+        Sorted {
+            query: self,
+            key: Box::new(|cols| cols[0].clone()),
+            key_type: T::TYPE,
+            desc,
+        }
+    }
+}
+
+impl<'a, T: Row> Sorted<'a, T> {
+    /// Runs the sort and collects the rows into a `Vec`. Fails as the query's other terminals
+    /// do (`TooLarge`, `LengthMismatch`, an allocation or launch error of the backend).
+    pub fn to_vec(mut self) -> Result<Vec<T>> {
+        let _span = self.query.plan_span("sort to_vec");
+        self.query.check()?;
+        let types = Query::<T>::out_types();
+        let (rows, selected) = self.materialize()?;
+        T::collect(selected, &mut |outs| {
+            let args = outs
+                .iter_mut()
+                .zip(&types)
+                .map(|(o, t)| LaunchArg::Write(&mut o[..selected * t.size() as usize]))
+                .collect();
+            self.passes(&rows, selected, args)?;
+            Ok(selected)
+        })
+    }
+
+    /// The query's rows in device columns, and how many there are.
+    fn materialize(&self) -> Result<(Columns, usize)> {
+        let q = &self.query;
+        let plan = q.prepare()?;
+        let rows: Columns = Query::<T>::out_types()
+            .iter()
+            .map(|t| Ok(q.ctx.backend().alloc(plan.selected * t.size() as usize)?))
+            .collect::<Result<_>>()?;
+        q.write(
+            &plan,
+            rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+        )?;
+        Ok((rows, plan.selected))
+    }
+
+    /// The number of passes: one per 8 bits of the ordered key.
+    fn pass_count(&self) -> u32 {
+        let bits = self.key_type.bits();
+        if bits > 32 {
+            64 / 8
+        } else {
+            bits / 8
+        }
+    }
+
+    /// The digit at `shift` of the ordered key of the row `vals`.
+    fn digit(&self, vals: &[AnyVal], shift: Val<u32>) -> Val<u32> {
+        let key = (self.key)(vals.to_vec());
+        let bits = ordered_bits(&key, self.key_type, self.desc);
+        if self.key_type.bits() > 32 {
+            ((bits.typed::<u64>() >> shift.cast::<u64>()) & 255u64).cast()
+        } else {
+            (bits.typed::<u32>() >> shift) & 255u32
+        }
+    }
+
+    /// The parameters both pass kernels start with: the row columns, `n`, the chunk length,
+    /// the number of chunks and the digit's shift; with the chunk of the work item (its range
+    /// of rows) and its index.
+    fn declare_pass(&self, k: &KernelScope) -> PassParams {
+        let types = Query::<T>::out_types();
+        let cols: Vec<Memory> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.buffer_dyn(&format!("rows{j}"), Type::Scalar(*t), Access::Read))
+            .collect();
+        let n = bounded(k.value::<u32>("n"), &cols);
+        let chunk = k.value::<u32>("chunk");
+        let chunks = k.value::<u32>("chunks");
+        let shift = k.value::<u32>("shift");
+        let (start, end) = chunk_range(n, chunk);
+        PassParams {
+            types,
+            cols,
+            chunks,
+            shift,
+            start,
+            end,
+        }
+    }
+
+    /// Counts the digits of each chunk into `counts[digit * chunks + chunk]`.
+    fn count_kernel(&self) -> Result<Kernel> {
+        Ok(Kernel::build_unvalidated("query_sort_count", |k| {
+            let p = self.declare_pass(k);
+            let counts = k.buffer::<u32>("counts", Access::Write);
+            let c = global_id(Axis::X);
+            if_then(c.lt(p.chunks), || {
+                let hist = LocalArray::<u32>::new("hist", RADIX);
+                for_range(p.start, p.end, |i| {
+                    let d = self.digit(&load_row(&p.cols, &p.types, i), p.shift);
+                    hist.set(d, hist.get(d) + 1u32);
+                });
+                for_range(0u32, RADIX, |d| counts.store(d * p.chunks + c, hist.get(d)));
+            });
+        })?)
+    }
+
+    /// Moves each chunk's rows, in order, from the places `offsets[digit * chunks + chunk]`
+    /// on.
+    fn scatter_kernel(&self) -> Result<Kernel> {
+        Ok(Kernel::build_unvalidated("query_sort_scatter", |k| {
+            let p = self.declare_pass(k);
+            let offsets = k.buffer::<u32>("offsets", Access::Read);
+            let outs: Vec<Memory> = p
+                .types
+                .iter()
+                .enumerate()
+                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
+                .collect();
+            let c = global_id(Axis::X);
+            if_then(c.lt(p.chunks), || {
+                let next = LocalArray::<u32>::new("next", RADIX);
+                for_range(0u32, RADIX, |d| next.set(d, offsets.load(d * p.chunks + c)));
+                for_range(p.start, p.end, |i| {
+                    let vals = load_row(&p.cols, &p.types, i);
+                    let d = self.digit(&vals, p.shift);
+                    let at = next.get(d);
+                    for (o, v) in outs.iter().zip(&vals) {
+                        store_dyn(*o, at, v);
+                    }
+                    next.set(d, at + 1u32);
+                });
+            });
+        })?)
+    }
+
+    /// Sorts `rows` (`n` of them) pass by pass, through a second set of columns, and writes
+    /// the last pass into `outs` (one argument per column).
+    fn passes(&self, rows: &Columns, n: usize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+        let q = &self.query;
+        let ctx = &q.ctx;
+        let shape = SortShape::of(ctx, n);
+        let (count, scatter) = (self.count_kernel()?, self.scatter_kernel()?);
+        let counts = ctx
+            .backend()
+            .alloc(shape.chunks as usize * RADIX as usize * 4)?;
+        let spare: Columns = Query::<T>::out_types()
+            .iter()
+            .map(|t| Ok(ctx.backend().alloc(n * t.size() as usize)?))
+            .collect::<Result<_>>()?;
+        let (mut from, mut to) = (rows, &spare);
+        let mut outs = Some(outs);
+        let passes = self.pass_count();
+        for pass in 0..passes {
+            let values = |args: &mut Vec<LaunchArg<'_>>| {
+                args.extend([
+                    value_bytes(n as u32),
+                    value_bytes(shape.chunk),
+                    value_bytes(shape.chunks),
+                    value_bytes(pass * 8),
+                ])
+            };
+            let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
+            values(&mut args);
+            args.push(LaunchArg::Device(&*counts));
+            ctx.launch_ir(&count, &shape.grid(), &mut args)?;
+            drop(args);
+            let offsets = Query::<u32>::over_device(ctx, &*counts, shape.chunks as usize * 256)
+                .scan_exclusive(0, |a, b| a + b)
+                .to_buffer()?;
+            let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
+            values(&mut args);
+            args.push(LaunchArg::Device(offsets.memory()));
+            if pass + 1 == passes {
+                args.extend(outs.take().into_iter().flatten());
+            } else {
+                args.extend(to.iter().map(|m| LaunchArg::Device(&**m)));
+            }
+            ctx.launch_ir(&scatter, &shape.grid(), &mut args)?;
+            drop(args);
+            std::mem::swap(&mut from, &mut to);
+        }
+        Ok(())
+    }
+}
+
+impl<'a, T: Scalar + Row> Sorted<'a, T> {
+    /// Runs the sort and collects the elements into a new buffer on the device, without
+    /// copying them to the host. Fails as [`Sorted::to_vec`] does.
+    pub fn to_buffer(mut self) -> Result<Buffer<T>> {
+        let _span = self.query.plan_span("sort to_buffer");
+        self.query.check()?;
+        let (rows, selected) = self.materialize()?;
+        let backend = self.query.ctx.backend().clone();
+        let memory = backend.alloc(selected * T::TYPE.size() as usize)?;
+        self.passes(&rows, selected, vec![LaunchArg::Device(&*memory)])?;
+        Ok(Buffer::new(memory, backend, selected))
+    }
+}
+
+/// What [`Sorted::declare_pass`] declares.
+struct PassParams {
+    types: Vec<ScalarType>,
+    cols: Vec<Memory>,
+    chunks: Val<u32>,
+    shift: Val<u32>,
+    /// The first row of the work item's chunk.
+    start: Val<u32>,
+    /// One past its last row.
+    end: Val<u32>,
+}
