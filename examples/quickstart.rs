@@ -96,6 +96,13 @@ fn main() -> Result<(), Error> {
         running.len(),
         running.last()
     );
+    let sorted = timed("sort", || ctx.from(&ids).sort().to_vec())?;
+    println!(
+        "result sort first={:?} median={:?} last={:?}",
+        sorted.first(),
+        sorted.get(sorted.len() / 2),
+        sorted.last()
+    );
     let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
     println!("result any-nan {any}");
 

@@ -111,6 +111,11 @@ fn main() -> Result<(), Error> {
             });
         out
     });
+    let rayon_sort = best(reps, || {
+        let mut v = xs.clone();
+        v.par_sort_unstable_by(f32::total_cmp);
+        v
+    });
     let mut dst = vec![0f32; n];
     let copy = best(reps, || {
         dst.par_chunks_mut(1 << 16)
@@ -180,6 +185,13 @@ fn main() -> Result<(), Error> {
             ctx.from(&xs).scan(0.0, |a, b| a + b).to_vec().unwrap()
         });
         rows.push(row("scan (running sum) to_vec", scan, "rayon", rayon_scan));
+        let sort = best(reps, || ctx.from(&xs).sort().to_vec().unwrap());
+        rows.push(row(
+            "sort to_vec (radix, stable)",
+            sort,
+            "rayon par_sort_unstable",
+            rayon_sort,
+        ));
         rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
         let mut reused = vec![0f32; n];
         let map_into = best(reps, || {
