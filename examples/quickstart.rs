@@ -103,6 +103,12 @@ fn main() -> Result<(), Error> {
         sorted.get(sorted.len() / 2),
         sorted.last()
     );
+    let hist = timed("histogram (10 bins of 100 000)", || {
+        ctx.from(&ids)
+            .map(|v| (v + 500_000) / 100_000)
+            .histogram(10)
+    })?;
+    println!("result histogram {hist:?}");
     let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
     println!("result any-nan {any}");
 

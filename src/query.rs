@@ -23,6 +23,7 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+mod histogram;
 mod scan;
 mod sort;
 pub use scan::Scan;

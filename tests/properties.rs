@@ -572,6 +572,12 @@ enum Terminal {
     Count,
     Min,
     Max,
+    /// Running wrapping sum.
+    Scan,
+    /// Running maximum of the elements before each, from `i32::MIN`.
+    ExclusiveMax,
+    Sort,
+    SortDesc,
 }
 
 /// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
@@ -607,6 +613,33 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
         Terminal::Count => Answer::Value(Some(kept.len() as i64)),
         Terminal::Min => Answer::Value(kept.iter().min().map(|v| *v as i64)),
         Terminal::Max => Answer::Value(kept.iter().max().map(|v| *v as i64)),
+        Terminal::Scan => Answer::Elements(
+            kept.iter()
+                .scan(0i32, |a, x| {
+                    *a = a.wrapping_add(*x);
+                    Some(*a)
+                })
+                .collect(),
+        ),
+        Terminal::ExclusiveMax => Answer::Elements(
+            kept.iter()
+                .scan(i32::MIN, |a, x| {
+                    let before = *a;
+                    *a = (*a).max(*x);
+                    Some(before)
+                })
+                .collect(),
+        ),
+        Terminal::Sort => {
+            let mut v = kept;
+            v.sort();
+            Answer::Elements(v)
+        }
+        Terminal::SortDesc => {
+            let mut v = kept;
+            v.sort_by(|a, b| b.cmp(a));
+            Answer::Elements(v)
+        }
     }
 }
 
@@ -632,16 +665,23 @@ fn answer_on(
         Terminal::Count => Answer::Value(Some(q.count()? as i64)),
         Terminal::Min => Answer::Value(q.min()?.map(|v| v as i64)),
         Terminal::Max => Answer::Value(q.max()?.map(|v| v as i64)),
+        Terminal::Scan => Answer::Elements(q.scan(0, |a, b| a + b).to_vec()?),
+        Terminal::ExclusiveMax => {
+            Answer::Elements(q.scan_exclusive(i32::MIN, |a, b| a.max(b)).to_vec()?)
+        }
+        Terminal::Sort => Answer::Elements(q.sort().to_vec()?),
+        Terminal::SortDesc => Answer::Elements(q.sort_desc().to_vec()?),
     })
 }
 
-/// Random queries (one to four map and filter stages, then a terminal) over inputs whose sizes
+/// Random queries (one to four map and filter stages, then a terminal: a reduction, a scan or a
+/// sort) over inputs whose sizes
 /// straddle the planner's chunks give the plain loop's answer on every backend, with both the
 /// chunked and the grouped plan.
 #[test]
 fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
     let contexts = common::contexts();
-    let mut runner = common::proptest_runner(12);
+    let mut runner = common::proptest_runner(16);
     let k = || any::<i32>().prop_map(|v| v % 1000);
     let stage = prop_oneof![
         k().prop_map(Stage::MulAdd),
@@ -656,6 +696,10 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::Count),
         1 => Just(Terminal::Min),
         1 => Just(Terminal::Max),
+        1 => Just(Terminal::Scan),
+        1 => Just(Terminal::ExclusiveMax),
+        1 => Just(Terminal::Sort),
+        1 => Just(Terminal::SortDesc),
     ];
     let len = prop_oneof![
         Just(0usize),

@@ -871,3 +871,63 @@ fn sorts_match_rust_stable_sorts() {
         }
     });
 }
+
+/// Histograms in both plan shapes against plain counting loops: byte values, signed values
+/// after a map and a filter (negative ones and those past the last bin are not counted),
+/// 64-bit values whose low 32 bits name a bin (they must not count), more bins than the
+/// private and shared counts hold (global atomics), and zero or one bin.
+#[test]
+fn histograms_match_plain_counts() {
+    every_backend(|| {
+        let c = ctx();
+        let count = |vals: &mut dyn Iterator<Item = i64>, bins: usize| {
+            let mut h = vec![0u32; bins];
+            for v in vals {
+                if v >= 0 && (v as u64) < bins as u64 {
+                    h[v as usize] += 1;
+                }
+            }
+            h
+        };
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in SIZES {
+                let at = format!("n={n}, {shape:?}");
+                let xs = ints(n);
+                let bytes: Vec<u8> = xs.iter().map(|x| *x as u8).collect();
+                let want = count(&mut bytes.iter().map(|b| *b as i64), 256);
+                assert_eq!(c.from(&bytes).histogram(256).unwrap(), want, "u8, {at}");
+
+                let want = count(
+                    &mut xs
+                        .iter()
+                        .map(|x| x / 1000)
+                        .filter(|x| x % 5 != 0)
+                        .map(|x| x as i64),
+                    700,
+                );
+                let got = c
+                    .from(&xs)
+                    .map(|x| x / 1000)
+                    .filter(|x| (x % 5).ne(0))
+                    .histogram(700)
+                    .unwrap();
+                assert_eq!(got, want, "i32 after a map and a filter, {at}");
+
+                let wide: Vec<i64> = xs
+                    .iter()
+                    .map(|x| (*x as i64 % 50) + if x % 3 == 0 { 1 << 32 } else { 0 })
+                    .collect();
+                let want = count(&mut wide.iter().copied(), 64);
+                assert_eq!(c.from(&wide).histogram(64).unwrap(), want, "i64, {at}");
+
+                let us: Vec<u32> = xs.iter().map(|x| x.unsigned_abs() % 10_007).collect();
+                let want = count(&mut us.iter().map(|u| *u as i64), 10_000);
+                assert_eq!(c.from(&us).histogram(10_000).unwrap(), want, "u32, {at}");
+                assert_eq!(c.from(&us).histogram(0).unwrap(), Vec::<u32>::new());
+                let want = vec![us.iter().filter(|u| **u == 0).count() as u32];
+                assert_eq!(c.from(&us).histogram(1).unwrap(), want, "one bin, {at}");
+            }
+        }
+    });
+}
