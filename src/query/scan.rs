@@ -157,51 +157,19 @@ fn scan_kernel(
         let n = bounded(k.value::<u32>("n"), &cols);
         let chunk = k.value::<u32>("chunk");
         let (start, end) = chunk_range(n, chunk);
-        let vars = |name: &str, init: Vec<AnyVal>| -> Vec<AnyVar> {
-            init.iter()
-                .enumerate()
-                .map(|(j, v)| AnyVar::new(&format!("{name}{j}"), v))
-                .collect()
-        };
-        let get = |vars: &[AnyVar]| -> Vec<AnyVal> { vars.iter().map(|v| v.get()).collect() };
-        let set = |vars: &[AnyVar], vals: Vec<AnyVal>| {
-            for (a, v) in vars.iter().zip(&vals) {
+        let identity = || -> Vec<AnyVal> { spec.identity.iter().map(|v| lit_value(*v)).collect() };
+        let set = |acc: &[AnyVar], vals: Vec<AnyVal>| {
+            for (a, v) in acc.iter().zip(&vals) {
                 a.set(v);
             }
         };
-        let identity = || -> Vec<AnyVal> { spec.identity.iter().map(|v| lit_value(*v)).collect() };
-        let carry = || {
-            if spec.carry_in {
-                load_row(&carries, &types, group_id(Axis::X))
-            } else {
-                identity()
-            }
-        };
-        // Element `i` moves the running value in `acc` past it; the inclusive or the exclusive
-        // value is written.
-        let step = |acc: &[AnyVar], i: Val<u32>| {
-            element(&cols, i, &mut |vals| {
-                let at = match spec.place {
-                    Place::Index => i,
-                    Place::Count => acc[0].get().typed::<u32>(),
-                };
-                let write = || {
-                    for (o, a) in outs.iter().zip(&acc[skip..]) {
-                        store_dyn(*o, at, &a.get());
-                    }
-                };
-                if spec.exclusive {
-                    write();
-                    fold_into(acc, vals, op);
-                } else {
-                    fold_into(acc, vals, op);
-                    write();
-                }
-            })
-        };
         // The running value before this work item's range: its group's carry, then (in
         // groups of several work items) the totals of the work items before it in the group.
-        let acc = vars("acc", identity());
+        let acc: Vec<AnyVar> = identity()
+            .iter()
+            .enumerate()
+            .map(|(j, v)| AnyVar::new(&format!("acc{j}"), v))
+            .collect();
         if spec.g > 1 {
             let tiles: Vec<Memory> = types
                 .iter()
@@ -226,8 +194,32 @@ fn scan_kernel(
             set(&acc, identity());
             if_then(l.gt(0u32), || set(&acc, load_row(&tiles, &types, l - 1u32)));
         }
-        set(&acc, op(carry(), get(&acc)));
-        for_range(start, end, |i| step(&acc, i));
+        if spec.carry_in {
+            let carry = load_row(&carries, &types, group_id(Axis::X));
+            set(&acc, op(carry, acc.iter().map(|a| a.get()).collect()));
+        }
+        // Each element moves the running value past it; the inclusive or the exclusive value
+        // is written.
+        for_range(start, end, |i| {
+            element(&cols, i, &mut |vals| {
+                let at = match spec.place {
+                    Place::Index => i,
+                    Place::Count => acc[0].get().typed::<u32>(),
+                };
+                let write = || {
+                    for (o, a) in outs.iter().zip(&acc[skip..]) {
+                        store_dyn(*o, at, &a.get());
+                    }
+                };
+                if spec.exclusive {
+                    write();
+                    fold_into(&acc, vals, op);
+                } else {
+                    fold_into(&acc, vals, op);
+                    write();
+                }
+            })
+        });
     })?)
 }
 

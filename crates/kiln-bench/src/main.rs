@@ -111,6 +111,23 @@ fn main() -> Result<(), Error> {
             });
         out
     });
+    let levels: Vec<u8> = xs.iter().map(|x| x.to_bits() as u8).collect();
+    let rayon_hist = best(reps, || {
+        levels
+            .par_chunks(1 << 16)
+            .map(|c| {
+                let mut h = vec![0u32; 256];
+                c.iter().for_each(|b| h[*b as usize] += 1);
+                h
+            })
+            .reduce(
+                || vec![0u32; 256],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            )
+    });
     let rayon_sort = best(reps, || {
         let mut v = xs.clone();
         v.par_sort_unstable_by(f32::total_cmp);
@@ -185,6 +202,8 @@ fn main() -> Result<(), Error> {
             ctx.from(&xs).scan(0.0, |a, b| a + b).to_vec().unwrap()
         });
         rows.push(row("scan (running sum) to_vec", scan, "rayon", rayon_scan));
+        let hist = best(reps, || ctx.from(&levels).histogram(256).unwrap());
+        rows.push(row("histogram (256 bins of u8)", hist, "rayon", rayon_hist));
         let sort = best(reps, || ctx.from(&xs).sort().to_vec().unwrap());
         rows.push(row(
             "sort to_vec (radix, stable)",
