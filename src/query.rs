@@ -8,6 +8,7 @@
 //!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
 //!   one work item folds the partials; the grouped plan instead folds the partials with one
 //!   group of work items, a few partials each. Extra memory is one value per group.
+//! * `scan`, `sort` and `histogram`: see the `scan`, `sort` and `histogram` modules.
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
 //! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
@@ -882,17 +883,8 @@ impl<'a, T: Row> Query<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.plan_span("to_vec");
         self.check()?;
-        let types = Self::out_types();
         let plan = self.prepare()?;
-        T::collect(plan.selected, &mut |outs| {
-            let args = outs
-                .iter_mut()
-                .zip(&types)
-                .map(|(o, t)| LaunchArg::Write(&mut o[..plan.selected * t.size() as usize]))
-                .collect();
-            self.write(&plan, args)?;
-            Ok(plan.selected)
-        })
+        collect_rows(plan.selected, &mut |outs| self.write(&plan, outs))
     }
 
     /// Runs the element function and counts what it keeps: with a filter, the count kernel and
@@ -1299,10 +1291,7 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
         let _span = self.plan_span("to_buffer");
         self.check()?;
         let plan = self.prepare()?;
-        let backend = self.ctx.backend().clone();
-        let memory = backend.alloc(plan.selected * T::TYPE.size() as usize)?;
-        self.write(&plan, vec![LaunchArg::Device(&*memory)])?;
-        Ok(Buffer::new(memory, backend, plan.selected))
+        new_buffer(&self.ctx, plan.selected, |out| self.write(&plan, vec![out]))
     }
 
     /// Writes the elements, in input order, into the start of `out` instead of a new `Vec`,
@@ -1338,6 +1327,37 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
         self.write(&plan, vec![LaunchArg::Device(out.memory())])?;
         Ok(kept)
     }
+}
+
+/// Allocates `n` rows of `T` on the host, lets `write` fill them (one output argument per
+/// column) and returns them.
+fn collect_rows<T: Row>(
+    n: usize,
+    write: &mut dyn FnMut(Vec<LaunchArg<'_>>) -> Result<()>,
+) -> Result<Vec<T>> {
+    let mut types = Vec::new();
+    T::column_types(&mut types);
+    T::collect(n, &mut |outs| {
+        let args = outs
+            .iter_mut()
+            .zip(&types)
+            .map(|(o, t)| LaunchArg::Write(&mut o[..n * t.size() as usize]))
+            .collect();
+        write(args)?;
+        Ok(n)
+    })
+}
+
+/// A new buffer of `n` elements on `ctx`'s device that `write` fills (its output argument).
+fn new_buffer<T: Scalar>(
+    ctx: &Context,
+    n: usize,
+    write: impl FnOnce(LaunchArg<'_>) -> Result<()>,
+) -> Result<Buffer<T>> {
+    let backend = ctx.backend().clone();
+    let memory = backend.alloc(n * T::TYPE.size() as usize)?;
+    write(LaunchArg::Device(&*memory))?;
+    Ok(Buffer::new(memory, backend, n))
 }
 
 /// `need` when an output of `len` elements holds that many; `OutputTooShort` otherwise.

@@ -277,17 +277,8 @@ impl<'a, T: Row> Scan<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("scan to_vec");
         self.query.check()?;
-        let types = Query::<T>::out_types();
         let plan = self.prepare()?;
-        T::collect(plan.selected, &mut |outs| {
-            let args = outs
-                .iter_mut()
-                .zip(&types)
-                .map(|(o, t)| LaunchArg::Write(&mut o[..plan.selected * t.size() as usize]))
-                .collect();
-            self.write(&plan, args)?;
-            Ok(plan.selected)
-        })
+        collect_rows(plan.selected, &mut |outs| self.write(&plan, outs))
     }
 
     /// The values scanned, with the count of kept elements first after a filter.
@@ -439,9 +430,8 @@ impl<'a, T: Scalar + Row> Scan<'a, T> {
         let _span = self.query.plan_span("scan to_buffer");
         self.query.check()?;
         let plan = self.prepare()?;
-        let backend = self.query.ctx.backend().clone();
-        let memory = backend.alloc(plan.selected * T::TYPE.size() as usize)?;
-        self.write(&plan, vec![LaunchArg::Device(&*memory)])?;
-        Ok(Buffer::new(memory, backend, plan.selected))
+        new_buffer(&self.query.ctx, plan.selected, |out| {
+            self.write(&plan, vec![out])
+        })
     }
 }

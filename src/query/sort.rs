@@ -173,17 +173,8 @@ impl<'a, T: Row> Sorted<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("sort to_vec");
         self.query.check()?;
-        let types = Query::<T>::out_types();
         let (rows, selected) = self.materialize()?;
-        T::collect(selected, &mut |outs| {
-            let args = outs
-                .iter_mut()
-                .zip(&types)
-                .map(|(o, t)| LaunchArg::Write(&mut o[..selected * t.size() as usize]))
-                .collect();
-            self.passes(&rows, selected, args)?;
-            Ok(selected)
-        })
+        collect_rows(selected, &mut |outs| self.passes(&rows, selected, outs))
     }
 
     /// The query's rows in device columns, and how many there are.
@@ -350,10 +341,9 @@ impl<'a, T: Scalar + Row> Sorted<'a, T> {
         let _span = self.query.plan_span("sort to_buffer");
         self.query.check()?;
         let (rows, selected) = self.materialize()?;
-        let backend = self.query.ctx.backend().clone();
-        let memory = backend.alloc(selected * T::TYPE.size() as usize)?;
-        self.passes(&rows, selected, vec![LaunchArg::Device(&*memory)])?;
-        Ok(Buffer::new(memory, backend, selected))
+        new_buffer(&self.query.ctx, selected, |out| {
+            self.passes(&rows, selected, vec![out])
+        })
     }
 }
 
