@@ -245,13 +245,37 @@ impl Context {
             columns: vec![(Column::Host(bytes_of(xs)), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
-            error: (xs.len() > MAX_LEN).then_some(Error::TooLarge {
-                len: xs.len(),
-                max: MAX_LEN,
-            }),
+            error: too_large(xs.len()),
             _t: PhantomData,
         }
     }
+
+    /// Starts a query over the numbers `0..n` as `u32`, made on the device: no input is copied
+    /// there. `n` larger than [`MAX_LEN`] makes the terminal fail with [`Error::TooLarge`].
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let squares = ctx.range(4).map(|i| i * i).to_vec()?;
+    /// assert_eq!(squares, [0, 1, 4, 9]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn range(&self, n: usize) -> Query<'static, u32> {
+        Query {
+            ctx: self.clone(),
+            len: n,
+            columns: Vec::new(),
+            base_columns: 0,
+            stages: vec![Stage::Enumerate],
+            error: too_large(n),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// `TooLarge` for a source of `len` elements past [`MAX_LEN`].
+fn too_large(len: usize) -> Option<Error> {
+    (len > MAX_LEN).then_some(Error::TooLarge { len, max: MAX_LEN })
 }
 
 impl<'a, T: Scalar> Query<'a, T> {

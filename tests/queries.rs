@@ -931,3 +931,53 @@ fn histograms_match_plain_counts() {
         }
     });
 }
+
+/// `ctx.range(n)` against the same iterator chains over `0..n`: a sum of squares, a filter,
+/// a zip with a slice, a count, a scan and a descending sort; too long a range is an error.
+#[test]
+fn ranges_match_plain_index_loops() {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in SIZES {
+                let at = format!("n={n}, {shape:?}");
+                let want = (0..n as u64).fold(0u64, |a, i| a.wrapping_add(i * i));
+                let got = c.range(n).map(|i| i.cast::<u64>() * i.cast::<u64>()).sum();
+                assert_eq!(got.unwrap(), want, "sum of squares, {at}");
+                let want: Vec<u32> = (0..n as u32).filter(|i| i % 7 == 3).collect();
+                let got = c.range(n).filter(|i| (i % 7).eq(3)).to_vec().unwrap();
+                assert_eq!(got, want, "filter, {at}");
+                let xs = ints(n);
+                let want: Vec<i32> = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| x.wrapping_mul(i as i32))
+                    .collect();
+                let got = c
+                    .range(n)
+                    .zip(&xs)
+                    .map(|(i, x)| x * i.cast::<i32>())
+                    .to_vec()
+                    .unwrap();
+                assert_eq!(got, want, "zip, {at}");
+                assert_eq!(c.range(n).count().unwrap(), n, "count, {at}");
+                let want: Vec<u32> = (0..n as u32)
+                    .scan(0u32, |a, i| {
+                        *a = a.wrapping_add(i);
+                        Some(*a)
+                    })
+                    .collect();
+                let got = c.range(n).scan(0, |a, b| a + b).to_vec().unwrap();
+                assert_eq!(got, want, "scan, {at}");
+                let want: Vec<u32> = (0..n as u32).rev().collect();
+                assert_eq!(c.range(n).sort_desc().to_vec().unwrap(), want, "sort, {at}");
+            }
+        }
+        let too_long = c.range(kiln::MAX_LEN + 1).count();
+        assert!(
+            matches!(too_long, Err(Error::TooLarge { .. })),
+            "{too_long:?}"
+        );
+    });
+}
