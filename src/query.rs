@@ -441,11 +441,7 @@ impl<'a, T> Query<'a, T> {
         let fold_into = |acc: &[AnyVar], vals: Vec<AnyVal>| fold_into(acc, project(vals), op);
         Ok(Kernel::build_unvalidated(name, |k| {
             let cols = self.declare_inputs(k);
-            let outs: Vec<Memory> = types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
+            let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
             let n = k.value::<u32>("n");
             let chunk = k.value::<u32>("chunk");
             let lanes: Vec<Vec<AnyVar>> = (0..LANES)
@@ -517,16 +513,8 @@ impl<'a, T> Query<'a, T> {
         let partials =
             self.chunked_fold_kernel("query_reduce_partials", identity, op, &|v| v, order)?;
         let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
-            let ins: Vec<Memory> = types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Read))
-                .collect();
-            let outs: Vec<Memory> = types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("result{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
+            let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
+            let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
             let m = k.value::<u32>("m");
             let acc: Vec<AnyVar> = identity
                 .iter()
@@ -657,15 +645,7 @@ impl<'a, T> Query<'a, T> {
             op,
             order,
             g,
-            &|k| {
-                types
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| {
-                        k.buffer_dyn(&format!("folded{j}"), Type::Scalar(*t), Access::Read)
-                    })
-                    .collect()
-            },
+            &|k| declare_columns(k, "folded", &types, Access::Read),
             &|cols, i, sink| sink(load_row(cols, &types, i)),
         )?;
         // One group folds all the partials (a few per work item: there are n / 4096 of them
@@ -807,11 +787,7 @@ impl<'a, T: Row> Query<'a, T> {
     fn map_kernel(&self) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_map", |k| {
             let cols = self.declare_inputs(k);
-            let outs: Vec<Memory> = Self::out_types()
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
+            let outs: Vec<Memory> = declare_columns(k, "out", &Self::out_types(), Access::Write);
             let n = k.value::<u32>("n");
             let i = global_id(Axis::X);
             let mems: Vec<Memory> = cols.iter().chain(&outs).copied().collect();
@@ -849,11 +825,7 @@ impl<'a, T: Row> Query<'a, T> {
     fn declare_scatter(&self, k: &KernelScope) -> ScatterParams {
         let cols = self.declare_inputs(k);
         let offsets = k.buffer::<u32>("offsets", Access::Read);
-        let outs = Self::out_types()
-            .iter()
-            .enumerate()
-            .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-            .collect();
+        let outs = declare_columns(k, "out", &Self::out_types(), Access::Write);
         let n = k.value::<u32>("n");
         let chunk = k.value::<u32>("chunk");
         let (start, end) = chunk_range(bounded(n, &cols), chunk);
@@ -1171,6 +1143,20 @@ fn on_columns<T: Row, O: IntoRow<Row = T>>(
     }
 }
 
+/// One buffer parameter of `k` per column of `types`, with `access`, named `name0`, `name1`, ...
+fn declare_columns(
+    k: &KernelScope,
+    name: &str,
+    types: &[ScalarType],
+    access: Access,
+) -> Vec<Memory> {
+    types
+        .iter()
+        .enumerate()
+        .map(|(j, t)| k.buffer_dyn(&format!("{name}{j}"), Type::Scalar(*t), access))
+        .collect()
+}
+
 /// The values of element `i` of `cols`, one column of `types` each.
 fn load_row(cols: &[Memory], types: &[ScalarType], i: Val<u32>) -> Vec<AnyVal> {
     cols.iter()
@@ -1226,11 +1212,7 @@ fn grouped_fold_kernel(
     let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
     Ok(Kernel::build_unvalidated(name, |k| {
         let cols = inputs(k);
-        let outs: Vec<Memory> = types
-            .iter()
-            .enumerate()
-            .map(|(j, t)| k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Write))
-            .collect();
+        let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
         let tiles: Vec<Memory> = types
             .iter()
             .enumerate()

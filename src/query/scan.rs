@@ -141,19 +141,11 @@ fn scan_kernel(
     Ok(Kernel::build_unvalidated(spec.name, |k| {
         let cols = inputs(k);
         let carries: Vec<Memory> = if spec.carry_in {
-            types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("carry{j}"), Type::Scalar(*t), Access::Read))
-                .collect()
+            declare_columns(k, "carry", &types, Access::Read)
         } else {
             Vec::new()
         };
-        let outs: Vec<Memory> = types[skip..]
-            .iter()
-            .enumerate()
-            .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-            .collect();
+        let outs: Vec<Memory> = declare_columns(k, "out", &types[skip..], Access::Write);
         let n = bounded(k.value::<u32>("n"), &cols);
         let chunk = k.value::<u32>("chunk");
         let (start, end) = chunk_range(n, chunk);
@@ -350,15 +342,7 @@ impl<'a, T: Row> Scan<'a, T> {
                 carry_in: false,
                 place: Place::Index,
             },
-            &|k| {
-                types
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| {
-                        k.buffer_dyn(&format!("partial{j}"), Type::Scalar(*t), Access::Read)
-                    })
-                    .collect()
-            },
+            &|k| declare_columns(k, "partial", &types, Access::Read),
             &|cols, i, sink| sink(load_row(cols, &types, i)),
         )?;
         let carries = q.alloc_columns(&identity, shape.groups)?;

@@ -218,11 +218,7 @@ impl<'a, T: Row> Sorted<'a, T> {
     /// of rows) and its index.
     fn declare_pass(&self, k: &KernelScope) -> PassParams {
         let types = Query::<T>::out_types();
-        let cols: Vec<Memory> = types
-            .iter()
-            .enumerate()
-            .map(|(j, t)| k.buffer_dyn(&format!("rows{j}"), Type::Scalar(*t), Access::Read))
-            .collect();
+        let cols: Vec<Memory> = declare_columns(k, "rows", &types, Access::Read);
         let n = bounded(k.value::<u32>("n"), &cols);
         let chunk = k.value::<u32>("chunk");
         let chunks = k.value::<u32>("chunks");
@@ -261,12 +257,7 @@ impl<'a, T: Row> Sorted<'a, T> {
         Ok(Kernel::build_unvalidated("query_sort_scatter", |k| {
             let p = self.declare_pass(k);
             let offsets = k.buffer::<u32>("offsets", Access::Read);
-            let outs: Vec<Memory> = p
-                .types
-                .iter()
-                .enumerate()
-                .map(|(j, t)| k.buffer_dyn(&format!("out{j}"), Type::Scalar(*t), Access::Write))
-                .collect();
+            let outs: Vec<Memory> = declare_columns(k, "out", &p.types, Access::Write);
             let c = global_id(Axis::X);
             if_then(c.lt(p.chunks), || {
                 let next = LocalArray::<u32>::new("next", RADIX);
