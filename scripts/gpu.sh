@@ -60,7 +60,7 @@ run() {
             grep -E "^---- |panicked" "$OUT/logs/$name.log" | head -20 >> "$OUT/failures.txt" || true
         fi
     done
-    for e in quickstart kernels; do
+    for e in quickstart kernels devices; do
         KILN_BACKEND="${GPU_BACKEND:-cuda}" "target/gpu/bin/example-$e" > "$OUT/logs/example-$e.log" 2>&1 \
             && summary+="example $e on ${GPU_BACKEND:-cuda}: ok"$'\n' \
             || { failed=1; summary+="example $e on ${GPU_BACKEND:-cuda}: FAILED"$'\n'; }

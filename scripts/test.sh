@@ -55,5 +55,8 @@ for backend in cpu opencl wgpu; do
   grep -q '^histogram of .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^particle step over .*: ok$' /tmp/kiln-kernels-$backend.out
 done
+# One sum split over every device present at once (CPU, PoCL, lavapipe), checked on the host.
+cargo run --release --example devices > /tmp/kiln-devices.out
+grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
 echo "kiln test suite passed"

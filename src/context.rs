@@ -121,29 +121,59 @@ fn log_kernels() -> bool {
     std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"))
 }
 
-fn open_backend(kind: BackendKind) -> Result<Arc<dyn Backend>> {
+/// Opens device `index` of backend `kind`.
+fn open_backend(kind: BackendKind, index: u32) -> Result<Arc<dyn Backend>> {
     match kind {
+        BackendKind::Cpu if index > 0 => Err(Error::Backend(BackendError::NoSuchDevice {
+            backend: kind,
+            index,
+            count: 1,
+        })),
         BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
-        BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::new()?)),
-        BackendKind::Wgpu => Ok(Arc::new(kiln_wgpu::WgpuBackend::new()?)),
-        BackendKind::Cuda => Ok(Arc::new(kiln_cuda::CudaBackend::new()?)),
+        BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::open(index)?)),
+        BackendKind::Wgpu => Ok(Arc::new(kiln_wgpu::WgpuBackend::open(
+            index,
+            kiln_wgpu::WgpuOptions::default(),
+        )?)),
+        BackendKind::Cuda => Ok(Arc::new(kiln_cuda::CudaBackend::open(index)?)),
+    }
+}
+
+/// How many devices backend `kind` finds; 0 when its driver or library is absent.
+fn device_count(kind: BackendKind) -> u32 {
+    match kind {
+        BackendKind::Cpu => 1,
+        BackendKind::OpenCl => kiln_opencl::OpenClBackend::device_count().unwrap_or(0),
+        BackendKind::Wgpu => kiln_wgpu::WgpuBackend::device_count(),
+        BackendKind::Cuda => kiln_cuda::CudaBackend::device_count().unwrap_or(0),
+    }
+}
+
+/// Parses `KILN_BACKEND`: a backend name, optionally followed by `:index`.
+fn parse_backend_choice(text: &str) -> Option<(BackendKind, u32)> {
+    match text.split_once(':') {
+        Some((name, index)) => Some((BackendKind::parse(name)?, index.trim().parse().ok()?)),
+        None => Some((BackendKind::parse(text)?, 0)),
     }
 }
 
 impl Context {
-    /// Opens the backend `KILN_BACKEND` names (`cpu|cuda|opencl|wgpu`), or else the best device
-    /// present: a GPU (CUDA, then wgpu, then OpenCL), otherwise the CPU backend. Fails if the named backend is unknown or unavailable; a named
-    /// backend never falls back to another.
+    /// Opens the device `KILN_BACKEND` names (`cpu|cuda|opencl|wgpu`, optionally with a device
+    /// index as in `opencl:1`), or else the best device present: a GPU (CUDA, then wgpu, then
+    /// OpenCL), otherwise the CPU backend. Fails with `UnknownBackend` if the variable names no
+    /// backend, and with the backend's error if the named device cannot be opened; a named
+    /// device never falls back to another.
     pub fn new() -> Result<Context> {
         match std::env::var("KILN_BACKEND") {
-            Ok(name) if !name.trim().is_empty() => {
-                let kind = BackendKind::parse(&name).ok_or(Error::UnknownBackend(name))?;
-                Context::with_backend(kind)
+            Ok(text) if !text.trim().is_empty() => {
+                let (kind, index) =
+                    parse_backend_choice(&text).ok_or(Error::UnknownBackend(text))?;
+                Context::with_device(kind, index)
             }
             _ => {
                 let gpu = [BackendKind::Cuda, BackendKind::Wgpu, BackendKind::OpenCl]
                     .into_iter()
-                    .filter_map(|k| open_backend(k).ok())
+                    .filter_map(|k| open_backend(k, 0).ok())
                     .find(|b| b.info().class == kiln_backend::DeviceClass::Gpu);
                 match gpu {
                     Some(backend) => Ok(Context::from_backend(backend)),
@@ -156,10 +186,21 @@ impl Context {
     /// Opens the given backend's default device; `Backend(Unavailable)` naming the library
     /// when it is absent.
     pub fn with_backend(kind: BackendKind) -> Result<Context> {
-        Ok(Context::from_backend(open_backend(kind)?))
+        Context::with_device(kind, 0)
     }
 
-    /// Every device kiln can open on this machine, one per backend present.
+    /// Opens device `index` of backend `kind`, as numbered by [`DeviceInfo::index`] in
+    /// [`Context::devices`]. Each context is independent: run queries on several devices at
+    /// once by opening one context per device. Fails with `Backend(Unavailable)` naming the
+    /// library when the backend is absent, and `Backend(NoSuchDevice)` when it has fewer
+    /// devices.
+    pub fn with_device(kind: BackendKind, index: u32) -> Result<Context> {
+        Ok(Context::from_backend(open_backend(kind, index)?))
+    }
+
+    /// Every device kiln can open on this machine: the CPU, then each CUDA, OpenCL and wgpu
+    /// device in its backend's order. A device that its backend counts but that fails to open
+    /// is left out, with a `tracing` warning giving the reason.
     pub fn devices() -> Vec<DeviceInfo> {
         [
             BackendKind::Cpu,
@@ -168,7 +209,13 @@ impl Context {
             BackendKind::Wgpu,
         ]
         .into_iter()
-        .filter_map(|k| open_backend(k).ok())
+        .flat_map(|k| {
+            (0..device_count(k)).filter_map(move |i| {
+                open_backend(k, i)
+                    .inspect_err(|e| tracing::warn!("{k} device {i} does not open: {e}"))
+                    .ok()
+            })
+        })
         .map(|b| b.info().clone())
         .collect()
     }

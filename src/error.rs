@@ -57,7 +57,7 @@ pub enum Error {
         max: usize,
     },
     /// `KILN_BACKEND` names no backend.
-    #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu")]
+    #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu, optionally with a device index (opencl:1)")]
     UnknownBackend(String),
     /// The kernel built from a query or by hand is not valid IR.
     #[error(transparent)]

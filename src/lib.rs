@@ -55,5 +55,7 @@ pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
-    pub use crate::{select, BackendKind, Buffer, Context, Error, Query, Target, Val};
+    pub use crate::{
+        select, BackendKind, Buffer, Context, DeviceClass, DeviceInfo, Error, Query, Target, Val,
+    };
 }

@@ -134,12 +134,55 @@ fn emit_gives_the_source_of_every_target() {
 }
 
 #[test]
-fn devices_lists_every_backend_that_opens() {
+fn devices_lists_every_device_and_each_opens_by_its_index() {
     let devices = Context::devices();
     assert_eq!(devices[0].backend, BackendKind::Cpu);
-    for d in &devices {
-        assert!(!d.name.is_empty() && d.max_group_size >= 1, "{d:?}");
-        assert!(Context::with_backend(d.backend).is_ok());
+    for kind in [
+        BackendKind::Cpu,
+        BackendKind::Cuda,
+        BackendKind::OpenCl,
+        BackendKind::Wgpu,
+    ] {
+        let listed: Vec<_> = devices.iter().filter(|d| d.backend == kind).collect();
+        let indices: Vec<u32> = listed.iter().map(|d| d.index).collect();
+        assert_eq!(
+            indices,
+            (0..listed.len() as u32).collect::<Vec<_>>(),
+            "{kind}"
+        );
+        for d in &listed {
+            assert!(!d.name.is_empty() && d.max_group_size >= 1, "{d:?}");
+            let ctx = Context::with_device(kind, d.index).unwrap();
+            assert_eq!(
+                (ctx.device().backend, ctx.device().index, &ctx.device().name),
+                (kind, d.index, &d.name)
+            );
+            // A query on this very device gives the plain loop's answer.
+            let xs: Vec<i32> = (0..1000).map(|i| i * 7 % 101 - 50).collect();
+            let want: i32 = xs.iter().filter(|&&x| x > 0).map(|&x| x * 3).sum();
+            let got = ctx
+                .from(&xs)
+                .filter(|x| x.gt(0))
+                .map(|x| x * 3)
+                .sum()
+                .unwrap();
+            assert_eq!(got, want, "{d:?}");
+        }
+        if listed.is_empty() {
+            continue;
+        }
+        // One past the last device is a typed error naming the backend and the count, and the
+        // backend's other devices still open afterwards.
+        let past = listed.len() as u32;
+        match Context::with_device(kind, past) {
+            Err(kiln::Error::Backend(kiln::BackendError::NoSuchDevice {
+                backend,
+                index,
+                count,
+            })) => assert_eq!((backend, index, count), (kind, past, past)),
+            other => panic!("{kind} device {past}: {other:?}"),
+        }
+        assert!(Context::with_device(kind, 0).is_ok());
     }
     let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
     if required.contains("opencl") {
@@ -148,6 +191,54 @@ fn devices_lists_every_backend_that_opens() {
             .find(|d| d.backend == BackendKind::OpenCl)
             .expect("OpenCL is required");
         assert!(cl.memory_bytes > 0 && cl.compute_units >= 1, "{cl:?}");
+    }
+    if required.contains("wgpu") {
+        assert!(devices.iter().any(|d| d.backend == BackendKind::Wgpu));
+    }
+}
+
+/// `KILN_BACKEND=name:index` picks a device by index, and an index that is not a number is
+/// refused by name: the test re-runs itself as a child with the variable set.
+#[test]
+fn kiln_backend_takes_a_device_index() {
+    if let Ok(expect) = std::env::var("KILN_BACKEND_CHILD") {
+        let result = Context::new();
+        match expect.as_str() {
+            "cpu0" => assert_eq!(result.unwrap().device().backend, BackendKind::Cpu),
+            "cpu1" => assert!(matches!(
+                result,
+                Err(kiln::Error::Backend(kiln::BackendError::NoSuchDevice {
+                    backend: BackendKind::Cpu,
+                    index: 1,
+                    count: 1
+                }))
+            )),
+            _ => assert!(matches!(result, Err(kiln::Error::UnknownBackend(_)))),
+        }
+        return;
+    }
+    for (value, expect) in [
+        ("cpu:0", "cpu0"),
+        ("CPU", "cpu0"),
+        ("cpu:1", "cpu1"),
+        ("cpu:x", "unknown"),
+        ("gpu:0", "unknown"),
+    ] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "kiln_backend_takes_a_device_index",
+                "--exact",
+                "--nocapture",
+            ])
+            .env("KILN_BACKEND", value)
+            .env("KILN_BACKEND_CHILD", expect)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "KILN_BACKEND={value}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -82,9 +82,12 @@ pub struct DeviceInfo {
     pub backend: BackendKind,
     /// Human-readable device name.
     pub name: String,
+    /// The device's position among its backend's devices, 0 being the one the backend opens
+    /// by default (what `Context::with_device` and `KILN_BACKEND=name:index` take).
+    pub index: u32,
     /// CPU or GPU.
     pub class: DeviceClass,
-    /// Device memory in bytes (host memory for the CPU).
+    /// Device memory in bytes (host memory for the CPU); 0 where the API does not say (wgpu).
     pub memory_bytes: u64,
     /// Parallel units (cores, SMs, compute units).
     pub compute_units: u32,
@@ -254,6 +257,16 @@ pub enum BackendError {
         kernel: String,
         /// what is wrong
         reason: String,
+    },
+    /// The backend has no device at that index.
+    #[error("backend {backend} has no device {index}: it found {count}")]
+    NoSuchDevice {
+        /// backend
+        backend: BackendKind,
+        /// the index asked for
+        index: u32,
+        /// how many devices the backend found
+        count: u32,
     },
     /// An allocation larger than the device allows.
     #[error("backend {backend}: cannot allocate {bytes} bytes: {reason}")]

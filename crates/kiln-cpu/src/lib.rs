@@ -81,6 +81,7 @@ impl CpuBackend {
         let info = DeviceInfo {
             backend: BackendKind::Cpu,
             name: format!("{} CPU ({threads} threads)", std::env::consts::ARCH),
+            index: 0,
             class: DeviceClass::Cpu,
             memory_bytes: host_memory_bytes(),
             compute_units: threads,

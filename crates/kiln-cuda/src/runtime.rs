@@ -1,4 +1,4 @@
-//! The CUDA runtime: [`CudaBackend`] opens the first NVIDIA GPU through the driver API
+//! The CUDA runtime: [`CudaBackend`] opens an NVIDIA GPU through the driver API
 //! (`libcuda.so.1`, loaded at run time), compiles kernels with NVRTC straight to a cubin for
 //! the device's compute capability (PTX for the driver to finish when that NVRTC does not know
 //! the device), loads the module and launches on one stream.
@@ -39,11 +39,14 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Opens CUDA device 0 with the newest NVRTC that is not newer than the driver. Fails with
-    /// `Unavailable` naming `libcuda.so.1` when the driver is missing or has no device, or
-    /// naming NVRTC when no usable compiler library is found or it cannot compile for the
-    /// device.
+    /// Opens CUDA device 0 (see [`CudaBackend::open`]). Fails like `open`.
     pub fn new() -> Result<CudaBackend, BackendError> {
+        CudaBackend::open(0)
+    }
+
+    /// How many CUDA devices the driver reports. Fails with `Unavailable` naming
+    /// `libcuda.so.1` when the driver is missing or cannot start.
+    pub fn device_count() -> Result<u32, BackendError> {
         // SAFETY: only probes whether the shared library can be opened.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(unavailable(
@@ -54,14 +57,31 @@ impl CudaBackend {
         }
         let count = CudaContext::device_count()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("cuInit failed: {e}")))?;
+        Ok(count.max(0) as u32)
+    }
+
+    /// Opens CUDA device `index` (the driver's ordinal) with the newest NVRTC that is not newer
+    /// than the driver. Fails with `Unavailable` naming `libcuda.so.1` when the driver is
+    /// missing or has no device, or naming NVRTC when no usable compiler library is found or
+    /// it cannot compile for the device, and with `NoSuchDevice` when the driver has devices
+    /// but not that many.
+    pub fn open(index: u32) -> Result<CudaBackend, BackendError> {
+        let count = CudaBackend::device_count()?;
         if count < 1 {
             return Err(unavailable(
                 DRIVER_LIBRARY,
                 "the driver reports no CUDA device",
             ));
         }
-        let ctx = CudaContext::new(0)
-            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("opening device 0: {e}")))?;
+        if index >= count {
+            return Err(BackendError::NoSuchDevice {
+                backend: BackendKind::Cuda,
+                index,
+                count,
+            });
+        }
+        let ctx = CudaContext::new(index as usize)
+            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("opening device {index}: {e}")))?;
         // One in-order stream carries every command, so cudarc's per-buffer events are not
         // needed.
         // SAFETY: no other stream of this context is ever used.
@@ -93,6 +113,7 @@ impl CudaBackend {
         let info = DeviceInfo {
             backend: BackendKind::Cuda,
             name,
+            index,
             class: DeviceClass::Gpu,
             memory_bytes: memory,
             compute_units: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),

@@ -81,26 +81,48 @@ fn cl_error(backend_reason: impl std::fmt::Display) -> BackendError {
     }
 }
 
+/// Every OpenCL device of every platform: the GPUs first, then the other devices, each group in
+/// platform order. Fails with `Unavailable` when the OpenCL library or a platform is missing.
+fn device_ids() -> Result<Vec<opencl3::types::cl_device_id>, BackendError> {
+    // The ICD loader reads its platform list on first use; threads asking while another does
+    // so were seen to get no platforms. One discovery at a time.
+    static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    let mut ids = get_all_devices(CL_DEVICE_TYPE_GPU).unwrap_or_default();
+    let all = get_all_devices(CL_DEVICE_TYPE_ALL)
+        .map_err(|e| cl_error(format!("no OpenCL platform or device ({e})")))?;
+    let others: Vec<_> = all.into_iter().filter(|id| !ids.contains(id)).collect();
+    ids.extend(others);
+    Ok(ids)
+}
+
 impl OpenClBackend {
-    /// Opens the first OpenCL GPU, or else the first OpenCL device of any type. Fails with
-    /// `Unavailable` when the OpenCL library, a platform or a device is missing.
+    /// Opens the first OpenCL GPU, or else the first OpenCL device of any type (device 0 of
+    /// [`OpenClBackend::open`]). Fails like `open`.
     pub fn new() -> Result<OpenClBackend, BackendError> {
-        // The ICD loader reads its platform list on first use; threads asking while another
-        // does so were seen to get no platforms. One discovery at a time.
-        static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let ids = {
-            let _one = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
-            let gpus = get_all_devices(CL_DEVICE_TYPE_GPU).unwrap_or_default();
-            if gpus.is_empty() {
-                get_all_devices(CL_DEVICE_TYPE_ALL)
-                    .map_err(|e| cl_error(format!("no OpenCL platform or device ({e})")))?
-            } else {
-                gpus
-            }
-        };
-        let id = *ids
-            .first()
-            .ok_or_else(|| cl_error("no OpenCL device found"))?;
+        OpenClBackend::open(0)
+    }
+
+    /// How many OpenCL devices this machine has, over all platforms. Fails with `Unavailable`
+    /// when the OpenCL library or a platform is missing.
+    pub fn device_count() -> Result<u32, BackendError> {
+        Ok(device_ids()?.len() as u32)
+    }
+
+    /// Opens OpenCL device `index`, counting the GPUs of every platform first and then the
+    /// other devices. Fails with `Unavailable` when the OpenCL library, a platform or a device
+    /// is missing or its context or queue cannot be made, and with `NoSuchDevice` when there
+    /// are devices but not that many.
+    pub fn open(index: u32) -> Result<OpenClBackend, BackendError> {
+        let ids = device_ids()?;
+        if ids.is_empty() {
+            return Err(cl_error("no OpenCL device found"));
+        }
+        let id = *ids.get(index as usize).ok_or(BackendError::NoSuchDevice {
+            backend: BackendKind::OpenCl,
+            index,
+            count: ids.len() as u32,
+        })?;
         let device = Device::new(id);
         let q = |r: Result<String, opencl3::error_codes::ClError>| r.unwrap_or_default();
         let name = q(device.name());
@@ -118,6 +140,7 @@ impl OpenClBackend {
         let info = DeviceInfo {
             backend: BackendKind::OpenCl,
             name: name.trim().to_string(),
+            index,
             class: if is_gpu {
                 DeviceClass::Gpu
             } else {

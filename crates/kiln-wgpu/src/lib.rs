@@ -91,25 +91,53 @@ impl WgpuOptions {
     }
 }
 
+/// Every adapter wgpu finds, best first: discrete GPUs, then integrated, virtual and CPU
+/// adapters, each kind in wgpu's order.
+fn adapters() -> Vec<wgpu::Adapter> {
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    adapters.sort_by_key(|a| rank(a.get_info().device_type));
+    adapters
+}
+
 impl WgpuBackend {
     /// Opens the best adapter wgpu finds (`WGPU_BACKEND` restricts which APIs it tries) with
-    /// every optional feature it offers. Returns `Unavailable` when there is none or its device
-    /// cannot be created.
+    /// every optional feature it offers: adapter 0 of [`WgpuBackend::open`]. Fails like `open`.
     pub fn new() -> Result<WgpuBackend, BackendError> {
-        WgpuBackend::with_options(WgpuOptions::default())
+        WgpuBackend::open(0, WgpuOptions::default())
     }
 
     /// Opens the best adapter, requesting only the optional features `options` allows.
-    /// Fails like [`WgpuBackend::new`].
+    /// Fails like [`WgpuBackend::open`].
     pub fn with_options(options: WgpuOptions) -> Result<WgpuBackend, BackendError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-        adapters.sort_by_key(|a| rank(a.get_info().device_type));
-        let adapter = adapters
-            .into_iter()
-            .next()
-            .ok_or_else(|| unavailable("no adapter found"))?;
+        WgpuBackend::open(0, options)
+    }
+
+    /// How many adapters wgpu finds (`WGPU_BACKEND` restricts which APIs it tries).
+    pub fn device_count() -> u32 {
+        adapters().len() as u32
+    }
+
+    /// Opens adapter `index`, counting discrete GPUs first, then integrated, virtual and CPU
+    /// adapters, and requests only the optional features `options` allows. Fails with
+    /// `Unavailable` when there is no adapter or its device cannot be created, and with
+    /// `NoSuchDevice` when there are adapters but not that many.
+    pub fn open(index: u32, options: WgpuOptions) -> Result<WgpuBackend, BackendError> {
+        let adapters = adapters();
+        if adapters.is_empty() {
+            return Err(unavailable("no adapter found"));
+        }
+        let count = adapters.len() as u32;
+        let adapter =
+            adapters
+                .into_iter()
+                .nth(index as usize)
+                .ok_or(BackendError::NoSuchDevice {
+                    backend: BackendKind::Wgpu,
+                    index,
+                    count,
+                })?;
         let a = adapter.get_info();
         let mut wanted = wgpu::Features::empty();
         if options.f64 {
@@ -138,6 +166,7 @@ impl WgpuBackend {
         let info = DeviceInfo {
             backend: BackendKind::Wgpu,
             name: a.name.clone(),
+            index,
             class: if a.device_type == wgpu::DeviceType::Cpu {
                 DeviceClass::Cpu
             } else {
