@@ -50,7 +50,7 @@ pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
 pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
-pub use query::{PlanShape, Query, Scan, Sorted, MAX_LEN};
+pub use query::{Distinct, GroupBy, PlanShape, Query, Scan, Sorted, MAX_LEN};
 pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.

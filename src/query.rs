@@ -8,7 +8,8 @@
 //!   blocked accumulators, so the chains run in parallel while the order of `op` is kept), then
 //!   one work item folds the partials; the grouped plan instead folds the partials with one
 //!   group of work items, a few partials each. Extra memory is one value per group.
-//! * `scan`, `sort` and `histogram`: see the `scan`, `sort` and `histogram` modules.
+//! * `scan`, `sort`, `histogram`, `group_by` and `distinct`: see the `scan`, `sort`, `histogram`
+//!   and `group` modules.
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
 //! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
@@ -24,9 +25,11 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+mod group;
 mod histogram;
 mod scan;
 mod sort;
+pub use group::{Distinct, GroupBy};
 pub use scan::Scan;
 pub use sort::Sorted;
 
@@ -278,15 +281,19 @@ fn too_large(len: usize) -> Option<Error> {
     (len > MAX_LEN).then_some(Error::TooLarge { len, max: MAX_LEN })
 }
 
-impl<'a, T: Scalar> Query<'a, T> {
-    /// A query over the first `len` elements of `memory`, device memory of `ctx`'s backend
-    /// (the planner's own intermediates, which are no `Buffer`).
-    fn over_device(ctx: &Context, memory: &'a dyn DeviceMemory, len: usize) -> Query<'a, T> {
+impl<'a, T: Row> Query<'a, T> {
+    /// A query over the first `len` rows of `columns` (one per column of `T`), device memory
+    /// of `ctx`'s backend (the planner's own intermediates, which are no `Buffer`).
+    fn over_device(ctx: &Context, columns: &[&'a dyn DeviceMemory], len: usize) -> Query<'a, T> {
         Query {
             ctx: ctx.clone(),
             len,
-            columns: vec![(Column::Device(memory), T::TYPE)],
-            base_columns: 1,
+            columns: columns
+                .iter()
+                .zip(Self::out_types())
+                .map(|(m, t)| (Column::Device(*m), t))
+                .collect(),
+            base_columns: columns.len(),
             stages: Vec::new(),
             error: None,
             _t: PhantomData,
@@ -1165,6 +1172,39 @@ fn load_row(cols: &[Memory], types: &[ScalarType], i: Val<u32>) -> Vec<AnyVal> {
         .collect()
 }
 
+/// The identity of `max` (when `max`) or `min` on `ty`: NaN for floats (which the IR's min and
+/// max skip), the type's smallest or largest value for integers.
+fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
+    match ty {
+        ScalarType::F32 => ScalarValue::F32(f32::NAN),
+        ScalarType::F64 => ScalarValue::F64(f64::NAN),
+        t if max => ScalarValue::from_bits(
+            t,
+            if t.is_signed() {
+                1u64 << (t.bits() - 1)
+            } else {
+                0
+            },
+        ),
+        t => ScalarValue::from_bits(
+            t,
+            if t.is_signed() {
+                (1u64 << (t.bits() - 1)) - 1
+            } else {
+                u64::MAX
+            },
+        ),
+    }
+}
+
+/// Device columns for `n` rows of `types`, one allocation per column.
+fn alloc_rows(ctx: &Context, types: &[ScalarType], n: usize) -> Result<Columns> {
+    types
+        .iter()
+        .map(|t| Ok(ctx.backend().alloc(n * t.size() as usize)?))
+        .collect()
+}
+
 /// `a + b` on one `u32` column: counting.
 fn add_u32(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
     vec![bin(BinaryOp::Add, &a[0], &b[0])]
@@ -1408,26 +1448,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     fn min_max(self, max: bool) -> Result<Option<T>> {
-        let identity = match T::TYPE {
-            ScalarType::F32 => ScalarValue::F32(f32::NAN),
-            ScalarType::F64 => ScalarValue::F64(f64::NAN),
-            t if max => ScalarValue::from_bits(
-                t,
-                if t.is_signed() {
-                    1u64 << (t.bits() - 1)
-                } else {
-                    0
-                },
-            ),
-            t => ScalarValue::from_bits(
-                t,
-                if t.is_signed() {
-                    (1u64 << (t.bits() - 1)) - 1
-                } else {
-                    u64::MAX
-                },
-            ),
-        };
+        let identity = min_max_identity(T::TYPE, max);
         let fun = if max { MathFn::Max } else { MathFn::Min };
         let q = self.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
         let v = q.reduce_values(

@@ -578,6 +578,10 @@ enum Terminal {
     ExclusiveMax,
     Sort,
     SortDesc,
+    /// The distinct elements, ascending.
+    Distinct,
+    /// Wrapping sums of the elements grouped by `x % 13`.
+    GroupSum,
 }
 
 /// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
@@ -585,6 +589,7 @@ enum Terminal {
 enum Answer {
     Elements(Vec<i32>),
     Value(Option<i64>),
+    Pairs(Vec<(i32, i32)>),
 }
 
 fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
@@ -640,6 +645,18 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
             v.sort_by(|a, b| b.cmp(a));
             Answer::Elements(v)
         }
+        Terminal::Distinct => {
+            let set: std::collections::BTreeSet<i32> = kept.into_iter().collect();
+            Answer::Elements(set.into_iter().collect())
+        }
+        Terminal::GroupSum => {
+            let mut sums = std::collections::BTreeMap::<i32, i32>::new();
+            for x in kept {
+                let s = sums.entry(x % 13).or_default();
+                *s = s.wrapping_add(x);
+            }
+            Answer::Pairs(sums.into_iter().collect())
+        }
     }
 }
 
@@ -671,11 +688,13 @@ fn answer_on(
         }
         Terminal::Sort => Answer::Elements(q.sort().to_vec()?),
         Terminal::SortDesc => Answer::Elements(q.sort_desc().to_vec()?),
+        Terminal::Distinct => Answer::Elements(q.distinct().to_vec()?),
+        Terminal::GroupSum => Answer::Pairs(q.group_by(|x| x % 13i32).sum(|x| x)?),
     })
 }
 
-/// Random queries (one to four map and filter stages, then a terminal: a reduction, a scan or a
-/// sort) over inputs whose sizes
+/// Random queries (one to four map and filter stages, then a terminal: a reduction, a scan, a
+/// sort, the distinct elements or sums by key) over inputs whose sizes
 /// straddle the planner's chunks give the plain loop's answer on every backend, with both the
 /// chunked and the grouped plan.
 #[test]
@@ -700,6 +719,8 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::ExclusiveMax),
         1 => Just(Terminal::Sort),
         1 => Just(Terminal::SortDesc),
+        1 => Just(Terminal::Distinct),
+        1 => Just(Terminal::GroupSum),
     ];
     let len = prop_oneof![
         Just(0usize),
@@ -758,5 +779,6 @@ fn short(a: &Answer) -> String {
     match a {
         Answer::Elements(v) => format!("{} elements, first {:?}", v.len(), &v[..v.len().min(8)]),
         Answer::Value(v) => format!("{v:?}"),
+        Answer::Pairs(v) => format!("{} pairs, first {:?}", v.len(), &v[..v.len().min(8)]),
     }
 }

@@ -981,3 +981,220 @@ fn ranges_match_plain_index_loops() {
         );
     });
 }
+
+/// `group_by` folds and `distinct` against `BTreeMap`s and sorted, deduplicated `Vec`s:
+/// counts, wrapping integer sums, a fold that is not commutative (composing affine maps, which
+/// shows each key's rows are folded in input order), float min/max with NaNs, averages, float
+/// keys with -0/+0 and NaNs, 64-bit keys, and all of it after maps and filters.
+#[test]
+fn groups_match_btreemap_folds() {
+    use std::collections::BTreeMap;
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in [0usize, 1, 2, 7, 300, 16385, 100_003] {
+                let at = format!("n={n}, {shape:?}");
+                let xs = ints(n);
+                let keys: Vec<i32> = xs.iter().map(|x| x.rem_euclid(37) - 18).collect();
+
+                let mut counts = BTreeMap::<i32, usize>::new();
+                for k in &keys {
+                    *counts.entry(*k).or_default() += 1;
+                }
+                let got = c.from(&keys).group_by(|k| k).count().unwrap();
+                assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "count, {at}");
+
+                let mut sums = BTreeMap::<i32, i32>::new();
+                for (k, x) in keys.iter().zip(&xs) {
+                    let s = sums.entry(*k).or_default();
+                    *s = s.wrapping_add(x.wrapping_mul(40_000));
+                }
+                let got = c
+                    .from(&keys)
+                    .zip(&xs)
+                    .group_by(|(k, _)| k)
+                    .sum(|(_, x)| x * 40_000)
+                    .unwrap();
+                assert_eq!(got, sums.into_iter().collect::<Vec<_>>(), "i32 sum, {at}");
+
+                // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
+                // (a1*a2, b1*a2 + b2), wrapping.
+                let mut maps = BTreeMap::<i32, (u32, u32)>::new();
+                for (k, x) in keys.iter().zip(&xs) {
+                    let (a2, b2) = (2 * (*x as u32) + 1, *x as u32 >> 3);
+                    let m = maps.entry(*k).or_insert((1, 0));
+                    *m = (m.0.wrapping_mul(a2), m.1.wrapping_mul(a2).wrapping_add(b2));
+                }
+                let got = c
+                    .from(&keys)
+                    .zip(&xs)
+                    .group_by(|(k, _)| k)
+                    .fold(
+                        (1u32, 0u32),
+                        |(_, x)| (x.bitcast::<u32>() * 2u32 + 1u32, x.bitcast::<u32>() >> 3u32),
+                        |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
+                    )
+                    .unwrap();
+                assert_eq!(
+                    got,
+                    maps.into_iter().collect::<Vec<_>>(),
+                    "affine fold, {at}"
+                );
+
+                // Float values with NaNs: min and max skip them unless a key has only NaNs.
+                let fs: Vec<f32> = floats(n)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if i % 5 == 2 { f32::NAN } else { *x })
+                    .collect();
+                let nan_keys: Vec<u32> = (0..n as u32)
+                    .map(|i| if i % 5 == 2 { 1000 } else { i % 11 })
+                    .collect();
+                let mut lows = BTreeMap::<u32, f32>::new();
+                let mut highs = BTreeMap::<u32, f32>::new();
+                let mut totals = BTreeMap::<u32, (f64, usize)>::new();
+                for (k, x) in nan_keys.iter().zip(&fs) {
+                    let lo = lows.entry(*k).or_insert(f32::NAN);
+                    *lo = lo.min(*x);
+                    let hi = highs.entry(*k).or_insert(f32::NAN);
+                    *hi = hi.max(*x);
+                    let t = totals.entry(*k).or_default();
+                    *t = (t.0 + *x as f64, t.1 + 1);
+                }
+                let bits = |v: Vec<(u32, f32)>| {
+                    v.into_iter()
+                        .map(|(k, x)| (k, x.to_bits()))
+                        .collect::<Vec<_>>()
+                };
+                let grouped = || c.from(&nan_keys).zip(&fs).group_by(|(k, _)| k);
+                assert_eq!(
+                    bits(grouped().min(|(_, x)| x).unwrap()),
+                    bits(lows.into_iter().collect()),
+                    "f32 min, {at}"
+                );
+                assert_eq!(
+                    bits(grouped().max(|(_, x)| x).unwrap()),
+                    bits(highs.into_iter().collect()),
+                    "f32 max, {at}"
+                );
+                let got = c
+                    .from(&nan_keys)
+                    .zip(&xs)
+                    .group_by(|(k, _)| k)
+                    .average(|(_, x)| x)
+                    .unwrap();
+                let mut want = BTreeMap::<u32, (f64, usize)>::new();
+                for (k, x) in nan_keys.iter().zip(&xs) {
+                    let t = want.entry(*k).or_default();
+                    *t = (t.0 + *x as f64, t.1 + 1);
+                }
+                assert_eq!(got.len(), want.len(), "average, {at}");
+                for ((k, avg), (wk, (sum, count))) in got.iter().zip(&want) {
+                    assert_eq!(k, wk, "average, {at}");
+                    assert!(
+                        close(*avg, sum / *count as f64, 1e6),
+                        "average of {k}, {at}"
+                    );
+                }
+                let got = grouped().sum(|(_, x)| x).unwrap();
+                assert_eq!(got.len(), totals.len(), "f32 sum, {at}");
+                for ((k, sum), (wk, (want, count))) in got.iter().zip(&totals) {
+                    assert_eq!(k, wk, "f32 sum, {at}");
+                    let ok = if want.is_nan() {
+                        sum.is_nan()
+                    } else {
+                        (*sum as f64 - want).abs() <= 1e-6 * 2000.0 * *count as f64
+                    };
+                    assert!(ok, "f32 sum of {k}: {sum} vs {want}, {at}");
+                }
+
+                // Float keys, -0/+0 and NaNs of both signs included, after a filter and a map.
+                let specials = [f32::NAN, -f32::NAN, 0.0, -0.0, f32::INFINITY, -1.5];
+                let fkeys: Vec<f32> = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        if i % 3 == 0 {
+                            specials[i % 6]
+                        } else {
+                            (x % 9) as f32 * 0.5
+                        }
+                    })
+                    .collect();
+                let kept: Vec<f32> = fkeys
+                    .iter()
+                    .zip(&xs)
+                    .filter(|(_, x)| *x % 4 != 1)
+                    .map(|(k, _)| *k)
+                    .collect();
+                let mut sorted = kept.clone();
+                sorted.sort_by(f32::total_cmp);
+                let mut want: Vec<(u32, usize)> = Vec::new();
+                for k in &sorted {
+                    match want.last_mut() {
+                        Some((b, count)) if *b == k.to_bits() => *count += 1,
+                        _ => want.push((k.to_bits(), 1)),
+                    }
+                }
+                let got: Vec<(u32, usize)> = c
+                    .from(&fkeys)
+                    .zip(&xs)
+                    .filter(|(_, x)| (x % 4).ne(1))
+                    .map(|(k, x)| (k, x))
+                    .group_by(|(k, _)| k)
+                    .count()
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, count)| (k.to_bits(), count))
+                    .collect();
+                assert_eq!(got, want, "f32 keys, {at}");
+                let distinct: Vec<u32> = want.iter().map(|(b, _)| *b).collect();
+                let got = c
+                    .from(&fkeys)
+                    .zip(&xs)
+                    .filter(|(_, x)| (x % 4).ne(1))
+                    .map(|(k, _)| k)
+                    .distinct()
+                    .to_vec()
+                    .unwrap();
+                assert_eq!(
+                    got.iter().map(|k| k.to_bits()).collect::<Vec<_>>(),
+                    distinct,
+                    "distinct f32, {at}"
+                );
+
+                // 64-bit keys differing only above bit 32, and distinct integers to a buffer.
+                let wide: Vec<u64> = xs
+                    .iter()
+                    .map(|x| (x.rem_euclid(5) as u64) << 33 | 7)
+                    .collect();
+                let mut want = BTreeMap::<u64, i64>::new();
+                for (k, x) in wide.iter().zip(&xs) {
+                    *want.entry(*k).or_default() += *x as i64;
+                }
+                let got = c
+                    .from(&wide)
+                    .zip(&xs)
+                    .group_by(|(k, _)| k)
+                    .sum(|(_, x)| x.cast::<i64>())
+                    .unwrap();
+                assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "u64 keys, {at}");
+                let mut want: Vec<i32> = xs.iter().map(|x| x / 1000).collect();
+                want.sort();
+                want.dedup();
+                let got = c
+                    .from(&xs)
+                    .map(|x| x / 1000)
+                    .distinct()
+                    .to_buffer()
+                    .unwrap();
+                assert_eq!(
+                    got.download().unwrap(),
+                    want,
+                    "distinct i32 to a buffer, {at}"
+                );
+            }
+        }
+    });
+}

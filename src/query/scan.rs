@@ -260,6 +260,21 @@ impl<'a, T: Row> Query<'a, T> {
             exclusive,
         }
     }
+
+    /// An inclusive scan with `op` on column values, from `identity` (the planner's own
+    /// scans).
+    pub(super) fn scan_erased(
+        self,
+        identity: Vec<ScalarValue>,
+        op: OwnedCombineFn<'a>,
+    ) -> Scan<'a, T> {
+        Scan {
+            query: self,
+            identity,
+            op,
+            exclusive: false,
+        }
+    }
 }
 
 impl<'a, T: Row> Scan<'a, T> {
@@ -271,6 +286,19 @@ impl<'a, T: Row> Scan<'a, T> {
         self.query.check()?;
         let plan = self.prepare()?;
         collect_rows(plan.selected, &mut |outs| self.write(&plan, outs))
+    }
+
+    /// Runs the scan into new device columns, one per column of the rows; returns them and
+    /// how many rows there are.
+    pub(super) fn into_columns(mut self) -> Result<(Columns, usize)> {
+        self.query.check()?;
+        let plan = self.prepare()?;
+        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), plan.selected)?;
+        self.write(
+            &plan,
+            outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+        )?;
+        Ok((outs, plan.selected))
     }
 
     /// The values scanned, with the count of kept elements first after a filter.

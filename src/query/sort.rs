@@ -66,7 +66,7 @@ impl SortShape {
 /// signed ones with the sign bit flipped, floats with the sign bit flipped when positive and
 /// every bit flipped when negative (IEEE 754 total order: -NaN, -inf, ..., -0, +0, ..., +inf,
 /// +NaN).
-fn ordered_bits(key: &AnyVal, ty: ScalarType, desc: bool) -> AnyVal {
+pub(super) fn ordered_bits(key: &AnyVal, ty: ScalarType, desc: bool) -> AnyVal {
     fn flip_top<U: Int + Copy>(bits: Val<U>, top: U) -> Val<U> {
         bits ^ top
     }
@@ -143,6 +143,16 @@ impl<'a, T: Row> Query<'a, T> {
             desc,
         }
     }
+
+    /// A sort by the rows' first column, of type `key_type`.
+    pub(super) fn sorted_by_first_column(self, key_type: ScalarType, desc: bool) -> Sorted<'a, T> {
+        Sorted {
+            query: self,
+            key: Box::new(|cols| cols[0].clone()),
+            key_type,
+            desc,
+        }
+    }
 }
 
 impl<'a, T: Numeric + Row> Query<'a, T> {
@@ -158,12 +168,7 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
     }
 
     fn sorted_by_self(self, desc: bool) -> Sorted<'a, T> {
-        Sorted {
-            query: self,
-            key: Box::new(|cols| cols[0].clone()),
-            key_type: T::TYPE,
-            desc,
-        }
+        self.sorted_by_first_column(T::TYPE, desc)
     }
 }
 
@@ -177,14 +182,25 @@ impl<'a, T: Row> Sorted<'a, T> {
         collect_rows(selected, &mut |outs| self.passes(&rows, selected, outs))
     }
 
+    /// Runs the sort into new device columns, one per column of the rows; returns them and
+    /// how many rows there are.
+    pub(super) fn into_columns(mut self) -> Result<(Columns, usize)> {
+        self.query.check()?;
+        let (rows, selected) = self.materialize()?;
+        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), selected)?;
+        self.passes(
+            &rows,
+            selected,
+            outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+        )?;
+        Ok((outs, selected))
+    }
+
     /// The query's rows in device columns, and how many there are.
     fn materialize(&self) -> Result<(Columns, usize)> {
         let q = &self.query;
         let plan = q.prepare()?;
-        let rows: Columns = Query::<T>::out_types()
-            .iter()
-            .map(|t| Ok(q.ctx.backend().alloc(plan.selected * t.size() as usize)?))
-            .collect::<Result<_>>()?;
+        let rows = alloc_rows(&q.ctx, &Query::<T>::out_types(), plan.selected)?;
         q.write(
             &plan,
             rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
@@ -285,10 +301,7 @@ impl<'a, T: Row> Sorted<'a, T> {
         let counts = ctx
             .backend()
             .alloc(shape.chunks as usize * RADIX as usize * 4)?;
-        let spare: Columns = Query::<T>::out_types()
-            .iter()
-            .map(|t| Ok(ctx.backend().alloc(n * t.size() as usize)?))
-            .collect::<Result<_>>()?;
+        let spare = alloc_rows(ctx, &Query::<T>::out_types(), n)?;
         let (mut from, mut to) = (rows, &spare);
         let mut outs = Some(outs);
         let passes = self.pass_count();
@@ -306,7 +319,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             args.push(LaunchArg::Device(&*counts));
             ctx.launch_ir(&count, &shape.grid(), &mut args)?;
             drop(args);
-            let offsets = Query::<u32>::over_device(ctx, &*counts, shape.chunks as usize * 256)
+            let offsets = Query::<u32>::over_device(ctx, &[&*counts], shape.chunks as usize * 256)
                 .scan_exclusive(0, |a, b| a + b)
                 .to_buffer()?;
             let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();

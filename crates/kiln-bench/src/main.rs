@@ -128,6 +128,30 @@ fn main() -> Result<(), Error> {
                 },
             )
     });
+    let rayon_group_sum = best(reps, || {
+        levels
+            .par_chunks(1 << 16)
+            .zip(xs.par_chunks(1 << 16))
+            .map(|(k, x)| {
+                let mut sums = vec![0f32; 256];
+                k.iter().zip(x).for_each(|(k, x)| sums[*k as usize] += x);
+                sums
+            })
+            .reduce(
+                || vec![0f32; 256],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            )
+    });
+    let ids: Vec<u32> = xs.iter().map(|x| x.to_bits() % 65_521).collect();
+    let rayon_distinct = best(reps, || {
+        let mut v = ids.clone();
+        v.par_sort_unstable();
+        v.dedup();
+        v
+    });
     let rayon_sort = best(reps, || {
         let mut v = xs.clone();
         v.par_sort_unstable_by(f32::total_cmp);
@@ -210,6 +234,26 @@ fn main() -> Result<(), Error> {
             sort,
             "rayon par_sort_unstable",
             rayon_sort,
+        ));
+        let group_sum = best(reps, || {
+            ctx.from(&levels)
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x)
+                .unwrap()
+        });
+        rows.push(row(
+            "group_by sum (256 u8 keys, sorted)",
+            group_sum,
+            "rayon dense per-key sums",
+            rayon_group_sum,
+        ));
+        let distinct = best(reps, || ctx.from(&ids).distinct().to_vec().unwrap());
+        rows.push(row(
+            "distinct to_vec (65521 u32 values)",
+            distinct,
+            "rayon par_sort_unstable + dedup",
+            rayon_distinct,
         ));
         rows.push(row("map to_vec vs parallel memcpy", map, "memcpy", copy));
         let mut reused = vec![0f32; n];
