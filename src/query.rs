@@ -761,6 +761,33 @@ impl<'a, T: Row> Query<'a, T> {
         q
     }
 
+    /// Combines each element with the element of `other` at the same index: `zip(other)`
+    /// followed by `map(|(x, y)| f(x, y))`, one fused element function. Fails like
+    /// [`Query::zip`].
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (xs, ys) = ([1.0f32, 2.0, 3.0], [10.0f32, 20.0, 30.0]);
+    /// let dot = ctx.from(&xs).zip_with(&ys, |x, y| x * y).sum()?;
+    /// assert_eq!(dot, 140.0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn zip_with<U: Scalar, O: IntoRow, F: Fn(T::Vals, Val<U>) -> O + 'a>(
+        self,
+        other: &'a [U],
+        f: F,
+    ) -> Query<'a, O::Row> {
+        let mut zipped = self.zip(other);
+        zipped.stages.push(Stage::Map(Box::new(move |mut cols| {
+            let y = cols.split_off(cols.len() - 1)[0].typed::<U>();
+            let mut out = Vec::new();
+            f(T::vals(&mut cols.into_iter()), y).into_handles(&mut out);
+            out
+        })));
+        zipped.retype()
+    }
+
     fn zip_column<U>(
         mut self,
         column: Column<'a>,

@@ -301,6 +301,22 @@ fn zip_and_enumerate() {
                 .map(|(x, y)| (*x as f64 * *y as f64).abs())
                 .sum();
             assert!(close(dot, want, scale), "n={n}");
+            // zip_with on an enumerated query: the closure gets the tuple and the other value.
+            let got = c
+                .from(&b)
+                .enumerate()
+                .zip_with(&a, |(i, y), x| {
+                    (x * 2.0).cast::<f64>() + (y - i.cast::<i32>()).cast()
+                })
+                .to_vec()
+                .unwrap();
+            let want: Vec<f64> = b
+                .iter()
+                .enumerate()
+                .zip(&a)
+                .map(|((i, y), x)| (x * 2.0) as f64 + y.wrapping_sub(i as i32) as f64)
+                .collect();
+            assert_eq!(got, want, "zip_with, n={n}");
             let pairs = c
                 .from(&b)
                 .zip(&a)
@@ -447,6 +463,13 @@ fn errors_are_typed() {
                 right: 11,
             }) => {}
             other => panic!("expected LengthMismatch, got {other:?}"),
+        }
+        match c.from(&a).zip_with(&b, |x, y| x * y).to_vec() {
+            Err(Error::LengthMismatch {
+                left: 10,
+                right: 11,
+            }) => {}
+            other => panic!("zip_with: expected LengthMismatch, got {other:?}"),
         }
         match c.from(&a).filter(|x| x.gt(0.0)).enumerate().to_vec() {
             Err(Error::Unsupported { what, .. }) => {
