@@ -514,11 +514,12 @@ impl<'a, T> Query<'a, T> {
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
     ) -> Result<[Kernel; 2]> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let partials =
-            self.chunked_fold_kernel("query_reduce_partials", identity, op, &|v| v, order)?;
+            self.chunked_fold_kernel("query_reduce_partials", identity, op, project, order)?;
         let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
             let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
             let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
@@ -575,10 +576,22 @@ impl<'a, T> Query<'a, T> {
     ) -> Result<Vec<ScalarValue>> {
         let _span = self.plan_span("reduce");
         self.check()?;
+        self.reduce_projected(&identity, op, &|v| v, order)
+    }
+
+    /// Runs a reduction of `project` of each of the current rows (the columns of `identity`);
+    /// returns the result's column constants. The query stays usable.
+    fn reduce_projected(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
+    ) -> Result<Vec<ScalarValue>> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let result = match self.ctx.effective_plan_shape() {
-            PlanShape::Grouped => self.grouped_reduce(&identity, op, order)?,
-            _ => self.chunked_reduce(&identity, op, order)?,
+            PlanShape::Grouped => self.grouped_reduce(identity, op, project, order)?,
+            _ => self.chunked_reduce(identity, op, project, order)?,
         };
         result
             .iter()
@@ -600,10 +613,11 @@ impl<'a, T> Query<'a, T> {
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
     ) -> Result<Columns> {
         let order = self.chunked_order(identity, order);
-        let [chunked, finish] = self.reduce_kernels(identity, op, order)?;
+        let [chunked, finish] = self.reduce_kernels(identity, op, project, order)?;
         let groups = groups_for(self.len);
         let per_group = items_per_chunk(order);
         let partials = self.alloc_columns(identity, groups * per_group)?;
@@ -629,11 +643,12 @@ impl<'a, T> Query<'a, T> {
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
     ) -> Result<Columns> {
         let g = grouped_size(self.ctx.device().max_group_size);
         let kernel =
-            self.grouped_reduce_kernel("query_reduce_grouped", identity, op, &|v| v, order, g)?;
+            self.grouped_reduce_kernel("query_reduce_grouped", identity, op, project, order, g)?;
         let groups = grouped_groups(self.len, g);
         let partials = self.alloc_columns(identity, groups)?;
         let mut args = self.input_args();
@@ -709,6 +724,18 @@ impl<'a, T> Query<'a, T> {
 }
 
 impl<'a, T: Row> Query<'a, T> {
+    /// Runs the query into new device columns, one per column of its rows; returns them and
+    /// how many rows there are (those the filters keep).
+    fn materialize(&self) -> Result<(Columns, usize)> {
+        let plan = self.prepare()?;
+        let rows = alloc_rows(&self.ctx, &Self::out_types(), plan.selected)?;
+        self.write(
+            &plan,
+            rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+        )?;
+        Ok((rows, plan.selected))
+    }
+
     /// Number of elements in the source (before any filter).
     pub fn source_len(&self) -> usize {
         self.len

@@ -1019,51 +1019,85 @@ fn groups_match_btreemap_folds() {
             for n in [0usize, 1, 2, 7, 300, 16385, 100_003] {
                 let at = format!("n={n}, {shape:?}");
                 let xs = ints(n);
-                let keys: Vec<i32> = xs.iter().map(|x| x.rem_euclid(37) - 18).collect();
+                // Keys 1 apart fold in per-key slots (dense); keys 100_003 apart are sorted.
+                for spread in [1, 100_003] {
+                    let keys: Vec<i32> = xs
+                        .iter()
+                        .map(|x| (x.rem_euclid(37) - 18) * spread)
+                        .collect();
 
-                let mut counts = BTreeMap::<i32, usize>::new();
-                for k in &keys {
-                    *counts.entry(*k).or_default() += 1;
-                }
-                let got = c.from(&keys).group_by(|k| k).count().unwrap();
-                assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "count, {at}");
+                    let mut counts = BTreeMap::<i32, usize>::new();
+                    for k in &keys {
+                        *counts.entry(*k).or_default() += 1;
+                    }
+                    let before = c.stats().launches;
+                    let got = c.from(&keys).group_by(|k| k).count().unwrap();
+                    // Keys spanning less than 1024 values: a min/max reduction (at most two
+                    // launches), then the dense plan's two; keys further apart are sorted,
+                    // which takes more.
+                    let launches = c.stats().launches - before;
+                    if let (Some(lo), Some(hi)) = (keys.iter().min(), keys.iter().max()) {
+                        let dense = (*hi as i64 - *lo as i64) < 1024;
+                        assert_eq!(launches <= 4, dense, "{launches} launches, {at}");
+                    }
+                    assert_eq!(
+                        got,
+                        counts.into_iter().collect::<Vec<_>>(),
+                        "count, spread {spread}, {at}"
+                    );
 
-                let mut sums = BTreeMap::<i32, i32>::new();
-                for (k, x) in keys.iter().zip(&xs) {
-                    let s = sums.entry(*k).or_default();
-                    *s = s.wrapping_add(x.wrapping_mul(40_000));
-                }
-                let got = c
-                    .from(&keys)
-                    .zip(&xs)
-                    .group_by(|(k, _)| k)
-                    .sum(|(_, x)| x * 40_000)
-                    .unwrap();
-                assert_eq!(got, sums.into_iter().collect::<Vec<_>>(), "i32 sum, {at}");
+                    let mut sums = BTreeMap::<i32, i32>::new();
+                    for (k, x) in keys.iter().zip(&xs) {
+                        let s = sums.entry(*k).or_default();
+                        *s = s.wrapping_add(x.wrapping_mul(40_000));
+                    }
+                    let got = c
+                        .from(&keys)
+                        .zip(&xs)
+                        .group_by(|(k, _)| k)
+                        .sum(|(_, x)| x * 40_000)
+                        .unwrap();
+                    assert_eq!(
+                        got,
+                        sums.into_iter().collect::<Vec<_>>(),
+                        "i32 sum, spread {spread}, {at}"
+                    );
 
-                // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
-                // (a1*a2, b1*a2 + b2), wrapping.
-                let mut maps = BTreeMap::<i32, (u32, u32)>::new();
-                for (k, x) in keys.iter().zip(&xs) {
-                    let (a2, b2) = (2 * (*x as u32) + 1, *x as u32 >> 3);
-                    let m = maps.entry(*k).or_insert((1, 0));
-                    *m = (m.0.wrapping_mul(a2), m.1.wrapping_mul(a2).wrapping_add(b2));
+                    // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
+                    // (a1*a2, b1*a2 + b2), wrapping.
+                    let mut maps = BTreeMap::<i32, (u32, u32)>::new();
+                    for (k, x) in keys.iter().zip(&xs) {
+                        let (a2, b2) = (2 * (*x as u32) + 1, *x as u32 >> 3);
+                        let m = maps.entry(*k).or_insert((1, 0));
+                        *m = (m.0.wrapping_mul(a2), m.1.wrapping_mul(a2).wrapping_add(b2));
+                    }
+                    let got = c
+                        .from(&keys)
+                        .zip(&xs)
+                        .group_by(|(k, _)| k)
+                        .fold(
+                            (1u32, 0u32),
+                            |(_, x)| (x.bitcast::<u32>() * 2u32 + 1u32, x.bitcast::<u32>() >> 3u32),
+                            |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
+                        )
+                        .unwrap();
+                    assert_eq!(
+                        got,
+                        maps.into_iter().collect::<Vec<_>>(),
+                        "affine fold, spread {spread}, {at}"
+                    );
                 }
-                let got = c
-                    .from(&keys)
-                    .zip(&xs)
-                    .group_by(|(k, _)| k)
-                    .fold(
-                        (1u32, 0u32),
-                        |(_, x)| (x.bitcast::<u32>() * 2u32 + 1u32, x.bitcast::<u32>() >> 3u32),
-                        |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
-                    )
-                    .unwrap();
-                assert_eq!(
-                    got,
-                    maps.into_iter().collect::<Vec<_>>(),
-                    "affine fold, {at}"
-                );
+                let bytes: Vec<i8> = xs.iter().map(|x| *x as i8).collect();
+                let mut counts = BTreeMap::<i8, usize>::new();
+                for b in &bytes {
+                    *counts.entry(*b).or_default() += 1;
+                }
+                let before = c.stats().launches;
+                let got = c.from(&bytes).group_by(|b| b).count().unwrap();
+                assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "i8 keys, {at}");
+                // 8-bit keys need no range pass: the dense plan's two launches (none when empty).
+                let launches = c.stats().launches - before;
+                assert_eq!(launches, if n == 0 { 0 } else { 2 }, "i8 keys, {at}");
 
                 // Float values with NaNs: min and max skip them unless a key has only NaNs.
                 let fs: Vec<f32> = floats(n)

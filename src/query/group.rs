@@ -13,8 +13,18 @@
 //! 4. a filter keeps each run's last row, which holds the run's key and its whole fold.
 //!
 //! `distinct` skips the scan. Results come in ascending key order.
+//!
+//! Integer keys that span few values (at most [`DENSE_KEYS`], found by a min/max reduction
+//! first) take a shorter path, [`DenseFold`]: each work item folds its chunk of rows into one
+//! slot per key, then one work item per key folds the chunks' slots in chunk order.
 
 use super::*;
+
+/// Integer keys spanning at most this many values (largest minus smallest plus one) are folded
+/// without a sort: see [`DenseFold`].
+const DENSE_KEYS: u32 = 1024;
+/// The most partial folds (chunks times keys) the dense plan keeps per value column.
+const DENSE_PARTIALS: u64 = 1 << 22;
 
 /// Flag bit of a row that starts a run of equal keys.
 const RUN_START: u32 = 1;
@@ -209,66 +219,76 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     /// [`GroupBy::fold`] on column values: `value` gives a row's value columns (of the types
     /// of `identity`, the columns of `V`), `op` combines two of them.
     fn fold_erased<V: Row>(
-        mut self,
+        self,
         identity: Vec<ScalarValue>,
         value: Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>,
         op: CombineFn<'_>,
     ) -> Result<Vec<(K, V)>> {
         let _span = self.query.plan_span("group_by fold");
-        self.query.check()?;
-        let ctx = self.query.ctx.clone();
-        let key = self.key;
-        let pairs: Query<(K, V)> = self
-            .query
-            .map_erased(move |cols| {
-                let mut out = vec![key(T::vals(&mut cols.clone().into_iter())).erase()];
-                out.extend(value(cols));
-                out
-            })
-            .retype();
+        let pairs = self.pairs::<V>(value)?;
+        if let Some(folds) = dense_fold(&pairs, &identity, op)? {
+            return Ok(folds);
+        }
+        let ctx = pairs.ctx.clone();
         let (sorted, n) = pairs
             .sorted_by_first_column(K::TYPE, false)
             .into_columns()?;
         if n == 0 {
             return Ok(Vec::new());
         }
-        let flags = mark_runs(&ctx, &*sorted[0], K::TYPE, n)?;
-
-        // The segmented scan of (flags, value columns).
-        let scan_cols: Vec<&dyn DeviceMemory> = std::iter::once(&*flags)
-            .chain(sorted[1..].iter().map(|c| &**c))
-            .collect();
-        let scan_identity = std::iter::once(ScalarValue::U32(0))
-            .chain(identity)
-            .collect();
-        let segmented = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            let b_starts = (b[0].typed::<u32>() & RUN_START).ne(0u32).erase();
-            let folded = op(a[1..].to_vec(), b[1..].to_vec());
-            std::iter::once(bin(BinaryOp::Or, &a[0], &b[0]))
-                .chain(
-                    folded
-                        .iter()
-                        .zip(&b[1..])
-                        .map(|(f, b)| select_dyn(&b_starts, b, f)),
-                )
-                .collect()
-        };
-        let (scanned, _) = Query::<(u32, V)>::over_device(&ctx, &scan_cols, n)
-            .scan_erased(scan_identity, Box::new(segmented))
-            .into_columns()?;
-
-        let end_cols: Vec<&dyn DeviceMemory> = [&*flags, &*sorted[0]]
-            .into_iter()
-            .chain(scanned[1..].iter().map(|c| &**c))
-            .collect();
-        run_ends::<(K, V)>(&ctx, &end_cols, n).to_vec()
+        fold_runs(&ctx, &sorted, n, identity, op)
     }
 
-    /// The number of rows of each key.
+    /// The rows as (key, `value`) rows. Fails with the query's own error (`LengthMismatch`,
+    /// `Unsupported`).
+    fn pairs<V: Row>(
+        mut self,
+        value: Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>,
+    ) -> Result<Query<'a, (K, V)>> {
+        self.query.check()?;
+        let key = self.key;
+        Ok(self
+            .query
+            .map_erased(move |cols| {
+                let mut out = vec![key(T::vals(&mut cols.clone().into_iter())).erase()];
+                out.extend(value(cols));
+                out
+            })
+            .retype())
+    }
+
+    /// The number of rows of each key. Without the dense plan, only the keys are sorted, and
+    /// each key's count is the distance between the ends of consecutive runs.
     pub fn count(self) -> Result<Vec<(K, usize)>> {
-        let counts: Vec<(K, u32)> =
-            self.fold_erased(vec![ScalarValue::U32(0)], Box::new(one_u32), &add_u32)?;
-        Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect())
+        let _span = self.query.plan_span("group_by count");
+        let pairs = self.pairs::<u32>(Box::new(one_u32))?;
+        if let Some(counts) = dense_fold(&pairs, &[ScalarValue::U32(0)], &add_u32)? {
+            return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
+        }
+        let ctx = pairs.ctx.clone();
+        let keys: Query<K> = pairs.map_erased(|c| vec![c[0].clone()]).retype();
+        let (sorted, n) = keys.sort().into_columns()?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let flags = mark_runs(&ctx, &*sorted[0], K::TYPE, n)?;
+        let mut ends = Query::<(u32, K)>::over_device(&ctx, &[&*flags, &*sorted[0]], n).enumerate();
+        ends.stages.push(Stage::Filter(Box::new(|c| {
+            (c[1].typed::<u32>() & RUN_END).ne(0u32)
+        })));
+        let ends: Vec<(u32, K)> = ends
+            .map_erased(|c| vec![c[0].clone(), c[2].clone()])
+            .retype()
+            .to_vec()?;
+        let mut before = 0;
+        Ok(ends
+            .into_iter()
+            .map(|(end, key)| {
+                let count = end as usize + 1 - before;
+                before = end as usize + 1;
+                (key, count)
+            })
+            .collect())
     }
 
     /// The sum of `value` over the rows of each key (wrapping for integers).
@@ -330,4 +350,315 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
             .map(|(k, (sum, count))| (k, sum / count as f64))
             .collect())
     }
+}
+
+/// Folds the values of each run of equal keys of `sorted` (`n` rows of (key, values), sorted
+/// by key) with a segmented scan, and returns each run's key and fold.
+fn fold_runs<K: Numeric + Row, V: Row>(
+    ctx: &Context,
+    sorted: &Columns,
+    n: usize,
+    identity: Vec<ScalarValue>,
+    op: CombineFn<'_>,
+) -> Result<Vec<(K, V)>> {
+    let flags = mark_runs(ctx, &*sorted[0], K::TYPE, n)?;
+    let scan_cols: Vec<&dyn DeviceMemory> = std::iter::once(&*flags)
+        .chain(sorted[1..].iter().map(|c| &**c))
+        .collect();
+    let scan_identity = std::iter::once(ScalarValue::U32(0))
+        .chain(identity)
+        .collect();
+    let segmented = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+        let b_starts = (b[0].typed::<u32>() & RUN_START).ne(0u32).erase();
+        let folded = op(a[1..].to_vec(), b[1..].to_vec());
+        std::iter::once(bin(BinaryOp::Or, &a[0], &b[0]))
+            .chain(
+                folded
+                    .iter()
+                    .zip(&b[1..])
+                    .map(|(f, b)| select_dyn(&b_starts, b, f)),
+            )
+            .collect()
+    };
+    let (scanned, _) = Query::<(u32, V)>::over_device(ctx, &scan_cols, n)
+        .scan_erased(scan_identity, Box::new(segmented))
+        .into_columns()?;
+    let end_cols: Vec<&dyn DeviceMemory> = [&*flags, &*sorted[0]]
+        .into_iter()
+        .chain(scanned[1..].iter().map(|c| &**c))
+        .collect();
+    run_ends::<(K, V)>(ctx, &end_cols, n).to_vec()
+}
+
+/// The smallest and largest integer key of the (key, value) rows of `pairs`: for 8-bit keys
+/// the type's range, otherwise found by a reduction (the largest is below the smallest when no
+/// row is kept).
+fn key_range<K: Numeric + Row, V: Row>(pairs: &Query<'_, (K, V)>) -> Result<(i128, i128)> {
+    let ty = K::TYPE;
+    let wide = |v: ScalarValue| {
+        let unused = 64 - ty.bits();
+        if ty.is_signed() {
+            ((v.to_bits() << unused) as i64 >> unused) as i128
+        } else {
+            v.to_bits() as i128
+        }
+    };
+    let (lo, hi) = (min_max_identity(ty, true), min_max_identity(ty, false));
+    if ty.bits() == 8 {
+        return Ok((wide(lo), wide(hi)));
+    }
+    let v = pairs.reduce_projected(
+        &[hi, lo],
+        &|a, b| {
+            vec![
+                math2(MathFn::Min, &a[0], &b[0]),
+                math2(MathFn::Max, &a[1], &b[1]),
+            ]
+        },
+        &|row| vec![row[0].clone(), row[0].clone()],
+        Order::Any,
+    )?;
+    Ok((wide(v[0]), wide(v[1])))
+}
+
+/// [`DenseFold`] of `pairs` when its keys are integers that span at most [`DENSE_KEYS`]
+/// values (or no row is kept); `None` when they are not.
+fn dense_fold<K: Numeric + Row, V: Row>(
+    pairs: &Query<'_, (K, V)>,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+) -> Result<Option<Vec<(K, V)>>> {
+    if pairs.len == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    if !K::TYPE.is_int() {
+        return Ok(None);
+    }
+    let (lo, hi) = key_range(pairs)?;
+    if hi < lo {
+        // Every row was filtered out.
+        return Ok(Some(Vec::new()));
+    }
+    if hi - lo >= DENSE_KEYS as i128 {
+        return Ok(None);
+    }
+    let dense = DenseFold {
+        query: pairs,
+        key_type: K::TYPE,
+        lo: ScalarValue::from_bits(K::TYPE, lo as u64),
+        keys: (hi - lo + 1) as u32,
+        identity,
+        op,
+    };
+    dense.run().map(Some)
+}
+
+/// The fold of every key's values when the integer keys span few values (`keys` of them, from
+/// `lo`): no sort, two launches, the first over the query's fused (key, value) rows.
+///
+/// 1. Each work item takes a chunk of rows and folds each row into its own slot for the row's
+///    key (`partial[chunk * keys + key - lo]`, in global memory, which only it touches), with
+///    and marks the slot seen; rows are folded in input order.
+/// 2. One work item per key folds that key's seen slots of every chunk, in chunk order, and
+///    marks the key seen when any was.
+///
+/// The host then keeps the keys that were seen, in key order.
+struct DenseFold<'b, 'q, K, V> {
+    /// The (key, value) rows.
+    query: &'b Query<'q, (K, V)>,
+    key_type: ScalarType,
+    /// The smallest key.
+    lo: ScalarValue,
+    /// How many key values the slots cover.
+    keys: u32,
+    identity: &'b [ScalarValue],
+    op: CombineFn<'b>,
+}
+
+impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
+    fn value_types(&self) -> Vec<ScalarType> {
+        self.identity.iter().map(|v| v.ty()).collect()
+    }
+
+    /// Folds each chunk of rows (`keys` column, then the value columns) into its slots.
+    fn partials_kernel(&self) -> Result<Kernel> {
+        let types = self.value_types();
+        Ok(Kernel::build_unvalidated(
+            "query_group_dense_partials",
+            |k| {
+                let cols = self.query.declare_inputs(k);
+                let slots = declare_columns(k, "slot", &types, Access::ReadWrite);
+                let seen = k.buffer::<u32>("seen", Access::Write);
+                let lo = k.buffer_dyn("lo", Type::Scalar(self.key_type), Access::Read);
+                let n = k.value::<u32>("n");
+                let chunk = k.value::<u32>("chunk");
+                let chunks = k.value::<u32>("chunks");
+                let keys = k.value::<u32>("keys");
+                let c = global_id(Axis::X);
+                if_then(c.lt(chunks), || {
+                    let base = c * keys;
+                    for_range(0u32, keys, |s| {
+                        for (m, v) in slots.iter().zip(self.identity) {
+                            store_dyn(*m, base + s, &lit_value(*v));
+                        }
+                        seen.store(base + s, 0u32);
+                    });
+                    let lo = load_dyn(lo, lit(0u32), Type::Scalar(self.key_type));
+                    let wide = if self.key_type.is_signed() {
+                        ScalarType::I64
+                    } else {
+                        ScalarType::U64
+                    };
+                    let (start, end) = chunk_range(n, chunk);
+                    for_range(start, end, |i| {
+                        self.query.element(&cols, i, &mut |mut vals| {
+                            // The offset from `lo` in 64 bits, where it cannot wrap.
+                            let values = vals.split_off(1);
+                            let offset = bin(
+                                BinaryOp::Sub,
+                                &cast_dyn(&vals[0], wide),
+                                &cast_dyn(&lo, wide),
+                            );
+                            let slot = base + cast_dyn(&offset, ScalarType::U32).typed::<u32>();
+                            let folded = (self.op)(load_row(&slots, &types, slot), values);
+                            for (m, v) in slots.iter().zip(&folded) {
+                                store_dyn(*m, slot, v);
+                            }
+                            seen.store(slot, 1u32);
+                        })
+                    });
+                });
+            },
+        )?)
+    }
+
+    /// Folds each key's seen slots of every chunk, in chunk order, into `out`, and marks the
+    /// key in `out_seen` when any slot was seen.
+    fn combine_kernel(&self) -> Result<Kernel> {
+        let types = self.value_types();
+        Ok(Kernel::build_unvalidated(
+            "query_group_dense_combine",
+            |k| {
+                let slots = declare_columns(k, "slot", &types, Access::Read);
+                let seen = k.buffer::<u32>("seen", Access::Read);
+                let outs = declare_columns(k, "out", &types, Access::Write);
+                let out_seen = k.buffer::<u32>("out_seen", Access::Write);
+                let chunks = k.value::<u32>("chunks");
+                let keys = k.value::<u32>("keys");
+                let key = global_id(Axis::X);
+                if_then(key.lt(keys), || {
+                    let acc: Vec<AnyVar> = self
+                        .identity
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
+                        .collect();
+                    let any = Var::new("any", 0u32);
+                    for_range(0u32, chunks, |c| {
+                        let slot = c * keys + key;
+                        let was_seen = seen.load(slot);
+                        if_then(was_seen.ne(0u32), || {
+                            fold_into(&acc, load_row(&slots, &types, slot), self.op);
+                            any.set(was_seen);
+                        });
+                    });
+                    for (m, a) in outs.iter().zip(&acc) {
+                        store_dyn(*m, key, &a.get());
+                    }
+                    out_seen.store(key, any.get());
+                });
+            },
+        )?)
+    }
+
+    /// Runs both kernels over `rows` (keys, then values; `n` of them) and returns each key
+    /// that has rows with its fold, in key order.
+    fn run(&self) -> Result<Vec<(K, V)>> {
+        let ctx = &self.query.ctx;
+        let n = self.query.len;
+        let types = self.value_types();
+        let keys = self.keys as usize;
+        let (min_rows, g) = match ctx.effective_plan_shape() {
+            PlanShape::Grouped => (ITEM_CHUNK * 16, grouped_size(ctx.device().max_group_size)),
+            _ => (CHUNK, 1),
+        };
+        // Enough rows per chunk to pay for its slots, and few enough chunks that the slots
+        // stay within DENSE_PARTIALS per column.
+        let chunk = (min_rows as u64)
+            .max(4 * keys as u64)
+            .max((n as u64 * keys as u64).div_ceil(DENSE_PARTIALS)) as u32;
+        let chunks = (n as u64).div_ceil(chunk as u64) as u32;
+        let slots = alloc_rows(ctx, &types, chunks as usize * keys)?;
+        let seen = ctx.backend().alloc(chunks as usize * keys * 4)?;
+        let lo_bytes = self.lo.to_bits().to_le_bytes();
+        let lo = ctx.backend().alloc(8)?;
+        ctx.backend()
+            .upload(&*lo, &lo_bytes[..self.key_type.size() as usize])?;
+
+        let mut args = self.query.input_args();
+        args.extend(slots.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([LaunchArg::Device(&*seen), LaunchArg::Device(&*lo)]);
+        args.extend([
+            value_bytes(n as u32),
+            value_bytes(chunk),
+            value_bytes(chunks),
+            value_bytes(self.keys),
+        ]);
+        let grid = Grid::linear(chunks.div_ceil(g), g);
+        ctx.launch_ir(&self.partials_kernel()?, &grid, &mut args)?;
+        drop(args);
+
+        let outs = alloc_rows(ctx, &types, keys)?;
+        let out_seen = ctx.backend().alloc(keys * 4)?;
+        let mut args: Vec<LaunchArg> = slots
+            .iter()
+            .map(|m| LaunchArg::Device(&**m))
+            .chain([LaunchArg::Device(&*seen)])
+            .chain(outs.iter().map(|m| LaunchArg::Device(&**m)))
+            .chain([LaunchArg::Device(&*out_seen)])
+            .collect();
+        args.extend([value_bytes(chunks), value_bytes(self.keys)]);
+        let group = 64.min(ctx.device().max_group_size);
+        let grid = Grid::linear(self.keys.div_ceil(group), group);
+        ctx.launch_ir(&self.combine_kernel()?, &grid, &mut args)?;
+        drop(args);
+
+        let mut found = vec![0u32; keys];
+        ctx.backend()
+            .download(&*out_seen, u32_bytes_mut(&mut found))?;
+        let values: Vec<Vec<u64>> = outs
+            .iter()
+            .zip(&types)
+            .map(|(m, t)| {
+                let mut w = words(keys, *t);
+                ctx.backend()
+                    .download(&**m, &mut as_bytes_mut(&mut w)[..keys * t.size() as usize])?;
+                Ok(w)
+            })
+            .collect::<Result<_>>()?;
+        Ok(found
+            .iter()
+            .enumerate()
+            .filter(|(_, seen)| **seen != 0)
+            .map(|(s, _)| {
+                let key =
+                    ScalarValue::from_bits(self.key_type, self.lo.to_bits().wrapping_add(s as u64));
+                let mut cols = std::iter::once(key)
+                    .chain(values.iter().zip(&types).map(|(w, t)| read_value(w, s, *t)));
+                <(K, V)>::from_values(&mut cols)
+            })
+            .collect())
+    }
+}
+
+/// `v` converted to `to`.
+fn cast_dyn(v: &AnyVal, to: ScalarType) -> AnyVal {
+    expr_dyn(
+        Expr::Cast {
+            arg: v.handle(),
+            to,
+        },
+        &[v],
+        Type::Scalar(to),
+    )
 }

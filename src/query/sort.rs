@@ -187,25 +187,24 @@ impl<'a, T: Row> Sorted<'a, T> {
     pub(super) fn into_columns(mut self) -> Result<(Columns, usize)> {
         self.query.check()?;
         let (rows, selected) = self.materialize()?;
-        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), selected)?;
-        self.passes(
-            &rows,
-            selected,
-            outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
-        )?;
-        Ok((outs, selected))
+        Ok((self.sort_rows(&rows, selected)?, selected))
     }
 
     /// The query's rows in device columns, and how many there are.
     fn materialize(&self) -> Result<(Columns, usize)> {
-        let q = &self.query;
-        let plan = q.prepare()?;
-        let rows = alloc_rows(&q.ctx, &Query::<T>::out_types(), plan.selected)?;
-        q.write(
-            &plan,
-            rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+        self.query.materialize()
+    }
+
+    /// Sorts `rows` (`n` of them, as [`Sorted::materialize`] wrote them) into new device
+    /// columns.
+    fn sort_rows(&self, rows: &Columns, n: usize) -> Result<Columns> {
+        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), n)?;
+        self.passes(
+            rows,
+            n,
+            outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
         )?;
-        Ok((rows, plan.selected))
+        Ok(outs)
     }
 
     /// The number of passes: one per 8 bits of the ordered key.

@@ -111,7 +111,9 @@ fn main() -> Result<(), Error> {
             });
         out
     });
-    let levels: Vec<u8> = xs.iter().map(|x| x.to_bits() as u8).collect();
+    let levels: Vec<u8> = (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
     let rayon_hist = best(reps, || {
         levels
             .par_chunks(1 << 16)
@@ -151,6 +153,18 @@ fn main() -> Result<(), Error> {
         v.par_sort_unstable();
         v.dedup();
         v
+    });
+    let rayon_group_count = best(reps, || {
+        let mut v = ids.clone();
+        v.par_sort_unstable();
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for id in v {
+            match runs.last_mut() {
+                Some((last, count)) if *last == id => *count += 1,
+                _ => runs.push((id, 1)),
+            }
+        }
+        runs
     });
     let rayon_sort = best(reps, || {
         let mut v = xs.clone();
@@ -243,10 +257,17 @@ fn main() -> Result<(), Error> {
                 .unwrap()
         });
         rows.push(row(
-            "group_by sum (256 u8 keys, sorted)",
+            "group_by sum (256 u8 keys, dense)",
             group_sum,
             "rayon dense per-key sums",
             rayon_group_sum,
+        ));
+        let group_count = best(reps, || ctx.from(&ids).group_by(|k| k).count().unwrap());
+        rows.push(row(
+            "group_by count (65521 u32 keys, sorted)",
+            group_count,
+            "rayon par_sort_unstable + run counts",
+            rayon_group_count,
         ));
         let distinct = best(reps, || ctx.from(&ids).distinct().to_vec().unwrap());
         rows.push(row(
