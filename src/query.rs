@@ -936,6 +936,61 @@ impl<'a, T: Row> Query<'a, T> {
         Ok(T::from_values(&mut vals.into_iter()))
     }
 
+    /// The first element (of those a filter keeps), in input order; `None` when there is
+    /// none. Fails as [`Query::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [3i32, -4, 8, -1, 6];
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.lt(0)).first()?, Some(-4));
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.lt(0)).last()?, Some(-1));
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.gt(10)).first()?, None);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn first(self) -> Result<Option<T>> {
+        self.end_element(false)
+    }
+
+    /// The last element (of those a filter keeps), in input order; `None` when there is none.
+    /// Fails as [`Query::fold`] does.
+    pub fn last(self) -> Result<Option<T>> {
+        self.end_element(true)
+    }
+
+    /// The first (or `last`) element: a fold of (found, element) pairs that keeps the earlier
+    /// (later) found one, in input order.
+    fn end_element(self, last: bool) -> Result<Option<T>> {
+        let identity: Vec<ScalarValue> = std::iter::once(ScalarValue::U32(0))
+            .chain(Self::out_types().into_iter().map(ScalarValue::zero))
+            .collect();
+        let q = self.map_erased(|c| {
+            std::iter::once(lit_value(ScalarValue::U32(1)))
+                .chain(c)
+                .collect()
+        });
+        let vals = q.reduce_values(
+            identity,
+            &|a, b| {
+                // Keep `a` when it was found (first), or when `b` was not (last).
+                let zero = lit_value(ScalarValue::U32(0));
+                let keep_a = if last {
+                    bin(BinaryOp::Eq, &b[0], &zero)
+                } else {
+                    bin(BinaryOp::Ne, &a[0], &zero)
+                };
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| select_dyn(&keep_a, x, y))
+                    .collect()
+            },
+            Order::Kept,
+        )?;
+        let mut vals = vals.into_iter();
+        let found = vals.next().is_some_and(|f| f.to_bits() != 0);
+        Ok(found.then(|| T::from_values(&mut vals)))
+    }
+
     /// Collects the elements into a `Vec`, in input order.
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.plan_span("to_vec");

@@ -578,6 +578,9 @@ enum Terminal {
     ExclusiveMax,
     Sort,
     SortDesc,
+    /// The first and the last kept element.
+    First,
+    Last,
     /// The distinct elements, ascending.
     Distinct,
     /// Wrapping sums of the elements grouped by `x % 13`.
@@ -645,6 +648,8 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
             v.sort_by(|a, b| b.cmp(a));
             Answer::Elements(v)
         }
+        Terminal::First => Answer::Value(kept.first().map(|v| *v as i64)),
+        Terminal::Last => Answer::Value(kept.last().map(|v| *v as i64)),
         Terminal::Distinct => {
             let set: std::collections::BTreeSet<i32> = kept.into_iter().collect();
             Answer::Elements(set.into_iter().collect())
@@ -688,13 +693,15 @@ fn answer_on(
         }
         Terminal::Sort => Answer::Elements(q.sort().to_vec()?),
         Terminal::SortDesc => Answer::Elements(q.sort_desc().to_vec()?),
+        Terminal::First => Answer::Value(q.first()?.map(|v| v as i64)),
+        Terminal::Last => Answer::Value(q.last()?.map(|v| v as i64)),
         Terminal::Distinct => Answer::Elements(q.distinct().to_vec()?),
         Terminal::GroupSum => Answer::Pairs(q.group_by(|x| x % 13i32).sum(|x| x)?),
     })
 }
 
 /// Random queries (one to four map and filter stages, then a terminal: a reduction, a scan, a
-/// sort, the distinct elements or sums by key) over inputs whose sizes
+/// sort, the first or last element, the distinct elements or sums by key) over inputs whose sizes
 /// straddle the planner's chunks give the plain loop's answer on every backend, with both the
 /// chunked and the grouped plan.
 #[test]
@@ -719,6 +726,8 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::ExclusiveMax),
         1 => Just(Terminal::Sort),
         1 => Just(Terminal::SortDesc),
+        1 => Just(Terminal::First),
+        1 => Just(Terminal::Last),
         1 => Just(Terminal::Distinct),
         1 => Just(Terminal::GroupSum),
     ];

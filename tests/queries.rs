@@ -1255,3 +1255,46 @@ fn groups_match_btreemap_folds() {
         }
     });
 }
+
+/// `first` and `last` against `Iterator::next` and `last` over the same chains: after filters
+/// that keep none, some or all elements, on zipped rows, and on floats whose bits must come
+/// back unchanged (NaN, -0).
+#[test]
+fn first_and_last_match_iterator_ends() {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in SIZES {
+                let at = format!("n={n}, {shape:?}");
+                let xs = ints(n);
+                for bound in [i32::MIN, -999_000, 0, 999_000, i32::MAX] {
+                    let kept = || xs.iter().copied().filter(|x| *x > bound);
+                    let q = || c.from(&xs).filter(move |x| x.gt(bound));
+                    assert_eq!(
+                        q().first().unwrap(),
+                        kept().next(),
+                        "first, > {bound}, {at}"
+                    );
+                    assert_eq!(q().last().unwrap(), kept().last(), "last, > {bound}, {at}");
+                }
+                let fs: Vec<f32> = floats(n)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| match i % 4 {
+                        0 => f32::NAN,
+                        1 => -0.0,
+                        _ => *x,
+                    })
+                    .collect();
+                let pairs = || xs.iter().copied().zip(fs.iter().copied());
+                let bits = |r: Option<(i32, f32)>| r.map(|(a, b)| (a, b.to_bits()));
+                let got = c.from(&xs).zip(&fs).filter(|(x, _)| (x & 3).eq(1)).first();
+                let want = pairs().find(|(x, _)| x & 3 == 1);
+                assert_eq!(bits(got.unwrap()), bits(want), "first pair, {at}");
+                let got = c.from(&xs).zip(&fs).last();
+                assert_eq!(bits(got.unwrap()), bits(pairs().last()), "last pair, {at}");
+            }
+        }
+    });
+}
