@@ -109,6 +109,22 @@ fn main() -> Result<(), Error> {
             .histogram(10)
     })?;
     println!("result histogram {hist:?}");
+    let by_decile = timed("group_by sum (10 keys)", || {
+        ctx.from(&ids)
+            .zip(&ys)
+            .group_by(|(v, _)| (v + 500_000) / 100_000)
+            .sum(|(_, y)| y.cast::<f64>())
+    })?;
+    println!("result group_by-sum {by_decile:?}");
+    let distinct = timed("distinct (sorted keys)", || {
+        ctx.from(&ids).map(|v| v / 1000).distinct().to_vec()
+    })?;
+    println!(
+        "result distinct len={} first={:?} last={:?}",
+        distinct.len(),
+        distinct.first(),
+        distinct.last()
+    );
     let any = timed("any", || ctx.from(&xs).any(|x| x.is_nan()))?;
     println!("result any-nan {any}");
 
