@@ -15,7 +15,7 @@
 //! `distinct` skips the scan. Results come in ascending key order.
 //!
 //! Integer keys that span few values (at most [`DENSE_KEYS`], found by a min/max reduction
-//! first) take a shorter path, [`DenseFold`]: each work item folds its chunk of rows into one
+//! first; 8-bit keys always do and need no reduction) take a shorter path, [`DenseFold`]: each work item folds its chunk of rows into one
 //! slot per key, then one work item per key folds the chunks' slots in chunk order.
 
 use super::*;
@@ -258,7 +258,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     }
 
     /// The number of rows of each key. Without the dense plan, only the keys are sorted, and
-    /// each key's count is the distance between the ends of consecutive runs.
+    /// each key's count is the distance between the ends of consecutive runs. Fails as
+    /// [`GroupBy::fold`] does.
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let pairs = self.pairs::<u32>(Box::new(one_u32))?;
@@ -291,7 +292,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
             .collect())
     }
 
-    /// The sum of `value` over the rows of each key (wrapping for integers).
+    /// The sum of `value` over the rows of each key (wrapping for integers). Fails as
+    /// [`GroupBy::fold`] does.
     pub fn sum<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -302,6 +304,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     }
 
     /// The smallest `value` of each key; NaN is skipped unless every value of the key is NaN.
+    /// Fails as [`GroupBy::fold`] does.
     pub fn min<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -312,6 +315,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     }
 
     /// The largest `value` of each key; NaN is skipped unless every value of the key is NaN.
+    /// Fails as [`GroupBy::fold`] does.
     pub fn max<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -335,7 +339,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         )
     }
 
-    /// The arithmetic mean of `value` (as `f64`) over the rows of each key.
+    /// The arithmetic mean of `value` (as `f64`) over the rows of each key. Fails as
+    /// [`GroupBy::fold`] does.
     pub fn average<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
