@@ -22,6 +22,20 @@ fn ints(n: usize) -> Vec<i32> {
         .collect()
 }
 
+/// Runs `body(c, n, at)` on every backend, in both plan shapes, for each size `n` of `sizes`;
+/// `at` names the size and shape for failure messages.
+fn every_backend_plan_and_size(sizes: &[usize], body: impl Fn(&Context, usize, &str)) {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for &n in sizes {
+                body(&c, n, &format!("n={n}, {shape:?}"));
+            }
+        }
+    });
+}
+
 fn close(got: f64, want: f64, scale: f64) -> bool {
     (got - want).abs() <= 1e-5 * scale.max(1.0)
 }
@@ -679,108 +693,101 @@ fn eight_and_sixteen_bit_inputs_widen_to_32_bits() {
 /// output. The grouped plan's larger size gives its carry scan several partials per item.
 #[test]
 fn scans_match_sequential_folds() {
-    every_backend(|| {
-        let c = ctx();
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            let big = [1_100_003usize];
-            for &n in SIZES.iter().chain(&big) {
-                let at = format!("n={n}, {shape:?}");
-                let xs = ints(n);
-                let mut acc = 0i32;
-                let inclusive: Vec<i32> = xs
-                    .iter()
-                    .map(|x| {
-                        acc = acc.wrapping_add(*x);
-                        acc
-                    })
-                    .collect();
-                let got = c.from(&xs).scan(0, |a, b| a + b).to_vec().unwrap();
-                assert_eq!(got, inclusive, "inclusive sum, {at}");
-                if n > 100_003 {
-                    continue;
-                }
-                let exclusive: Vec<i32> = std::iter::once(0)
-                    .chain(inclusive.iter().copied())
-                    .take(n)
-                    .collect();
-                let got = c.from(&xs).scan_exclusive(0, |a, b| a + b).to_vec();
-                assert_eq!(got.unwrap(), exclusive, "exclusive sum, {at}");
-
-                // x' = a * x + b, composed in order: (a1, b1) then (a2, b2) is
-                // (a1 * a2, b1 * a2 + b2), which is associative but not commutative.
-                let a: Vec<u32> = (0..n as u32).map(|i| i % 7 + 1).collect();
-                let b: Vec<u32> = (0..n as u32)
-                    .map(|i| i.wrapping_mul(2_654_435_761))
-                    .collect();
-                let got = c
-                    .from(&a)
-                    .zip(&b)
-                    .scan((1u32, 0u32), |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2))
-                    .to_vec()
-                    .unwrap();
-                let mut run = (1u32, 0u32);
-                let want: Vec<(u32, u32)> = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(&a2, &b2)| {
-                        run = (
-                            run.0.wrapping_mul(a2),
-                            run.1.wrapping_mul(a2).wrapping_add(b2),
-                        );
-                        run
-                    })
-                    .collect();
-                assert_eq!(got, want, "linear recurrence, {at}");
-
-                let kept: Vec<i32> = xs.iter().map(|x| x / 8).filter(|x| x % 3 == 0).collect();
-                let mut acc = i32::MAX;
-                let want: Vec<i32> = kept
-                    .iter()
-                    .map(|x| {
-                        let before = acc;
-                        acc = acc.min(*x);
-                        before
-                    })
-                    .collect();
-                let got = c
-                    .from(&xs)
-                    .map(|x| x / 8)
-                    .filter(|x| (x % 3).eq(0))
-                    .scan_exclusive(i32::MAX, |a, b| a.min(b))
-                    .to_vec()
-                    .unwrap();
-                assert_eq!(got, want, "exclusive min after a filter, {at}");
-
-                let fs: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
-                let mut acc = 0f32;
-                let want: Vec<f32> = fs
-                    .iter()
-                    .map(|x| {
-                        acc += x;
-                        acc
-                    })
-                    .collect();
-                let buf = c.upload(&fs).unwrap();
-                let got = c
-                    .from_buffer(&buf)
-                    .filter(|x| x.ne(0.0))
-                    .scan(0.0, |a, b| a + b)
-                    .to_buffer()
-                    .unwrap();
-                let want_kept: Vec<f32> = want
-                    .iter()
-                    .zip(&fs)
-                    .filter(|(_, x)| **x != 0.0)
-                    .map(|(w, _)| *w)
-                    .collect();
-                assert_eq!(
-                    got.download().unwrap(),
-                    want_kept,
-                    "float sum to a buffer, {at}"
-                );
-            }
+    let sizes: Vec<usize> = SIZES.iter().copied().chain([1_100_003]).collect();
+    every_backend_plan_and_size(&sizes, |c, n, at| {
+        let xs = ints(n);
+        let mut acc = 0i32;
+        let inclusive: Vec<i32> = xs
+            .iter()
+            .map(|x| {
+                acc = acc.wrapping_add(*x);
+                acc
+            })
+            .collect();
+        let got = c.from(&xs).scan(0, |a, b| a + b).to_vec().unwrap();
+        assert_eq!(got, inclusive, "inclusive sum, {at}");
+        if n > 100_003 {
+            return;
         }
+        let exclusive: Vec<i32> = std::iter::once(0)
+            .chain(inclusive.iter().copied())
+            .take(n)
+            .collect();
+        let got = c.from(&xs).scan_exclusive(0, |a, b| a + b).to_vec();
+        assert_eq!(got.unwrap(), exclusive, "exclusive sum, {at}");
+
+        // x' = a * x + b, composed in order: (a1, b1) then (a2, b2) is
+        // (a1 * a2, b1 * a2 + b2), which is associative but not commutative.
+        let a: Vec<u32> = (0..n as u32).map(|i| i % 7 + 1).collect();
+        let b: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let got = c
+            .from(&a)
+            .zip(&b)
+            .scan((1u32, 0u32), |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2))
+            .to_vec()
+            .unwrap();
+        let mut run = (1u32, 0u32);
+        let want: Vec<(u32, u32)> = a
+            .iter()
+            .zip(&b)
+            .map(|(&a2, &b2)| {
+                run = (
+                    run.0.wrapping_mul(a2),
+                    run.1.wrapping_mul(a2).wrapping_add(b2),
+                );
+                run
+            })
+            .collect();
+        assert_eq!(got, want, "linear recurrence, {at}");
+
+        let kept: Vec<i32> = xs.iter().map(|x| x / 8).filter(|x| x % 3 == 0).collect();
+        let mut acc = i32::MAX;
+        let want: Vec<i32> = kept
+            .iter()
+            .map(|x| {
+                let before = acc;
+                acc = acc.min(*x);
+                before
+            })
+            .collect();
+        let got = c
+            .from(&xs)
+            .map(|x| x / 8)
+            .filter(|x| (x % 3).eq(0))
+            .scan_exclusive(i32::MAX, |a, b| a.min(b))
+            .to_vec()
+            .unwrap();
+        assert_eq!(got, want, "exclusive min after a filter, {at}");
+
+        let fs: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let mut acc = 0f32;
+        let want: Vec<f32> = fs
+            .iter()
+            .map(|x| {
+                acc += x;
+                acc
+            })
+            .collect();
+        let buf = c.upload(&fs).unwrap();
+        let got = c
+            .from_buffer(&buf)
+            .filter(|x| x.ne(0.0))
+            .scan(0.0, |a, b| a + b)
+            .to_buffer()
+            .unwrap();
+        let want_kept: Vec<f32> = want
+            .iter()
+            .zip(&fs)
+            .filter(|(_, x)| **x != 0.0)
+            .map(|(w, _)| *w)
+            .collect();
+        assert_eq!(
+            got.download().unwrap(),
+            want_kept,
+            "float sum to a buffer, {at}"
+        );
     });
 }
 
@@ -790,109 +797,104 @@ fn scans_match_sequential_folds() {
 /// many ties (which must keep their input order), a sort after a filter, and a buffer output.
 #[test]
 fn sorts_match_rust_stable_sorts() {
-    every_backend(|| {
-        let c = ctx();
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            for n in [0usize, 1, 2, 7, 300, 16385, 3 * 16384 + 5, 100_003] {
-                let at = format!("n={n}, {shape:?}");
-                let xs = ints(n);
-                let mut want = xs.clone();
-                want.sort();
-                assert_eq!(c.from(&xs).sort().to_vec().unwrap(), want, "i32, {at}");
-                want.reverse();
-                assert_eq!(
-                    c.from(&xs).sort_desc().to_vec().unwrap(),
-                    want,
-                    "i32 descending, {at}"
-                );
+    every_backend_plan_and_size(
+        &[0usize, 1, 2, 7, 300, 16385, 3 * 16384 + 5, 100_003],
+        |c, n, at| {
+            let xs = ints(n);
+            let mut want = xs.clone();
+            want.sort();
+            assert_eq!(c.from(&xs).sort().to_vec().unwrap(), want, "i32, {at}");
+            want.reverse();
+            assert_eq!(
+                c.from(&xs).sort_desc().to_vec().unwrap(),
+                want,
+                "i32 descending, {at}"
+            );
 
-                let specials = [
-                    f32::NAN,
-                    -f32::NAN,
-                    f32::INFINITY,
-                    f32::NEG_INFINITY,
-                    0.0,
-                    -0.0,
-                    f32::MIN_POSITIVE,
-                    -1.5,
-                ];
-                let fs: Vec<f32> = floats(n)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| if i % 7 == 3 { specials[i % 8] } else { *x })
-                    .collect();
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                let mut want = fs.clone();
-                want.sort_by(f32::total_cmp);
-                let got = c.from(&fs).sort().to_vec().unwrap();
-                assert_eq!(bits(&got), bits(&want), "f32, {at}");
-                want.sort_by(|a, b| b.total_cmp(a));
-                let got = c.from(&fs).sort_desc().to_vec().unwrap();
-                assert_eq!(bits(&got), bits(&want), "f32 descending, {at}");
+            let specials = [
+                f32::NAN,
+                -f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                0.0,
+                -0.0,
+                f32::MIN_POSITIVE,
+                -1.5,
+            ];
+            let fs: Vec<f32> = floats(n)
+                .iter()
+                .enumerate()
+                .map(|(i, x)| if i % 7 == 3 { specials[i % 8] } else { *x })
+                .collect();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut want = fs.clone();
+            want.sort_by(f32::total_cmp);
+            let got = c.from(&fs).sort().to_vec().unwrap();
+            assert_eq!(bits(&got), bits(&want), "f32, {at}");
+            want.sort_by(|a, b| b.total_cmp(a));
+            let got = c.from(&fs).sort_desc().to_vec().unwrap();
+            assert_eq!(bits(&got), bits(&want), "f32 descending, {at}");
 
-                // Keys with many ties, and the row's index as payload: a stable sort keeps
-                // the indices of equal keys increasing.
-                let keys: Vec<u8> = (0..n).map(|i| (i * 37 % 11) as u8).collect();
-                let idx: Vec<u32> = (0..n as u32).collect();
-                let mut want: Vec<(u8, u32)> =
-                    keys.iter().copied().zip(idx.iter().copied()).collect();
-                want.sort_by_key(|r| r.0);
-                let got = c.from(&keys).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
-                assert_eq!(got.unwrap(), want, "u8 key with ties, {at}");
-                want.sort_by_key(|r| std::cmp::Reverse(r.0));
-                let got = c
-                    .from(&keys)
-                    .zip(&idx)
-                    .sort_by_key_desc(|(k, _)| k)
-                    .to_vec();
-                assert_eq!(got.unwrap(), want, "u8 key with ties, descending, {at}");
+            // Keys with many ties, and the row's index as payload: a stable sort keeps
+            // the indices of equal keys increasing.
+            let keys: Vec<u8> = (0..n).map(|i| (i * 37 % 11) as u8).collect();
+            let idx: Vec<u32> = (0..n as u32).collect();
+            let mut want: Vec<(u8, u32)> = keys.iter().copied().zip(idx.iter().copied()).collect();
+            want.sort_by_key(|r| r.0);
+            let got = c.from(&keys).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
+            assert_eq!(got.unwrap(), want, "u8 key with ties, {at}");
+            want.sort_by_key(|r| std::cmp::Reverse(r.0));
+            let got = c
+                .from(&keys)
+                .zip(&idx)
+                .sort_by_key_desc(|(k, _)| k)
+                .to_vec();
+            assert_eq!(got.unwrap(), want, "u8 key with ties, descending, {at}");
 
-                let wide: Vec<i64> = xs.iter().map(|x| (*x as i64) * 1_000_003 - 7).collect();
-                let short: Vec<i16> = xs.iter().map(|x| *x as i16).collect();
-                let mut want = short.clone();
-                want.sort();
-                let got = c
-                    .from(&short)
-                    .zip(&wide)
-                    .sort_by_key(|(s, _)| s)
-                    .to_vec()
-                    .unwrap();
-                assert_eq!(
-                    got.iter().map(|r| r.0).collect::<Vec<_>>(),
-                    want,
-                    "i16 key, {at}"
-                );
-                if n > 16385 {
-                    continue;
-                }
-                let mut want = wide.clone();
-                want.sort();
-                assert_eq!(c.from(&wide).sort().to_vec().unwrap(), want, "i64, {at}");
-                want.reverse();
-                let got = c.from(&wide).sort_desc().to_vec().unwrap();
-                assert_eq!(got, want, "i64 descending, {at}");
-                let ds: Vec<f64> = fs.iter().map(|x| *x as f64 * 1e300).collect();
-                let mut want = ds.clone();
-                want.sort_by(f64::total_cmp);
-                let got = c.from(&ds).sort().to_vec().unwrap();
-                let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits64(&got), bits64(&want), "f64, {at}");
-
-                let us: Vec<u32> = xs.iter().map(|x| *x as u32).collect();
-                let mut want: Vec<u32> = us.iter().copied().filter(|u| u % 3 == 0).collect();
-                want.sort();
-                let buf = c.upload(&us).unwrap();
-                let got = c
-                    .from_buffer(&buf)
-                    .filter(|u| (u % 3).eq(0))
-                    .sort()
-                    .to_buffer()
-                    .unwrap();
-                assert_eq!(got.download().unwrap(), want, "u32 after a filter, {at}");
+            let wide: Vec<i64> = xs.iter().map(|x| (*x as i64) * 1_000_003 - 7).collect();
+            let short: Vec<i16> = xs.iter().map(|x| *x as i16).collect();
+            let mut want = short.clone();
+            want.sort();
+            let got = c
+                .from(&short)
+                .zip(&wide)
+                .sort_by_key(|(s, _)| s)
+                .to_vec()
+                .unwrap();
+            assert_eq!(
+                got.iter().map(|r| r.0).collect::<Vec<_>>(),
+                want,
+                "i16 key, {at}"
+            );
+            if n > 16385 {
+                return;
             }
-        }
-    });
+            let mut want = wide.clone();
+            want.sort();
+            assert_eq!(c.from(&wide).sort().to_vec().unwrap(), want, "i64, {at}");
+            want.reverse();
+            let got = c.from(&wide).sort_desc().to_vec().unwrap();
+            assert_eq!(got, want, "i64 descending, {at}");
+            let ds: Vec<f64> = fs.iter().map(|x| *x as f64 * 1e300).collect();
+            let mut want = ds.clone();
+            want.sort_by(f64::total_cmp);
+            let got = c.from(&ds).sort().to_vec().unwrap();
+            let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits64(&got), bits64(&want), "f64, {at}");
+
+            let us: Vec<u32> = xs.iter().map(|x| *x as u32).collect();
+            let mut want: Vec<u32> = us.iter().copied().filter(|u| u % 3 == 0).collect();
+            want.sort();
+            let buf = c.upload(&us).unwrap();
+            let got = c
+                .from_buffer(&buf)
+                .filter(|u| (u % 3).eq(0))
+                .sort()
+                .to_buffer()
+                .unwrap();
+            assert_eq!(got.download().unwrap(), want, "u32 after a filter, {at}");
+        },
+    );
 }
 
 /// Histograms in both plan shapes against plain counting loops: byte values, signed values
@@ -901,57 +903,50 @@ fn sorts_match_rust_stable_sorts() {
 /// private and shared counts hold (global atomics), and zero or one bin.
 #[test]
 fn histograms_match_plain_counts() {
-    every_backend(|| {
-        let c = ctx();
-        let count = |vals: &mut dyn Iterator<Item = i64>, bins: usize| {
-            let mut h = vec![0u32; bins];
-            for v in vals {
-                if v >= 0 && (v as u64) < bins as u64 {
-                    h[v as usize] += 1;
-                }
-            }
-            h
-        };
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            for n in SIZES {
-                let at = format!("n={n}, {shape:?}");
-                let xs = ints(n);
-                let bytes: Vec<u8> = xs.iter().map(|x| *x as u8).collect();
-                let want = count(&mut bytes.iter().map(|b| *b as i64), 256);
-                assert_eq!(c.from(&bytes).histogram(256).unwrap(), want, "u8, {at}");
-
-                let want = count(
-                    &mut xs
-                        .iter()
-                        .map(|x| x / 1000)
-                        .filter(|x| x % 5 != 0)
-                        .map(|x| x as i64),
-                    700,
-                );
-                let got = c
-                    .from(&xs)
-                    .map(|x| x / 1000)
-                    .filter(|x| (x % 5).ne(0))
-                    .histogram(700)
-                    .unwrap();
-                assert_eq!(got, want, "i32 after a map and a filter, {at}");
-
-                let wide: Vec<i64> = xs
-                    .iter()
-                    .map(|x| (*x as i64 % 50) + if x % 3 == 0 { 1 << 32 } else { 0 })
-                    .collect();
-                let want = count(&mut wide.iter().copied(), 64);
-                assert_eq!(c.from(&wide).histogram(64).unwrap(), want, "i64, {at}");
-
-                let us: Vec<u32> = xs.iter().map(|x| x.unsigned_abs() % 10_007).collect();
-                let want = count(&mut us.iter().map(|u| *u as i64), 10_000);
-                assert_eq!(c.from(&us).histogram(10_000).unwrap(), want, "u32, {at}");
-                assert_eq!(c.from(&us).histogram(0).unwrap(), Vec::<u32>::new());
-                let want = vec![us.iter().filter(|u| **u == 0).count() as u32];
-                assert_eq!(c.from(&us).histogram(1).unwrap(), want, "one bin, {at}");
+    let count = |vals: &mut dyn Iterator<Item = i64>, bins: usize| {
+        let mut h = vec![0u32; bins];
+        for v in vals {
+            if v >= 0 && (v as u64) < bins as u64 {
+                h[v as usize] += 1;
             }
         }
+        h
+    };
+    every_backend_plan_and_size(&SIZES, |c, n, at| {
+        let xs = ints(n);
+        let bytes: Vec<u8> = xs.iter().map(|x| *x as u8).collect();
+        let want = count(&mut bytes.iter().map(|b| *b as i64), 256);
+        assert_eq!(c.from(&bytes).histogram(256).unwrap(), want, "u8, {at}");
+
+        let want = count(
+            &mut xs
+                .iter()
+                .map(|x| x / 1000)
+                .filter(|x| x % 5 != 0)
+                .map(|x| x as i64),
+            700,
+        );
+        let got = c
+            .from(&xs)
+            .map(|x| x / 1000)
+            .filter(|x| (x % 5).ne(0))
+            .histogram(700)
+            .unwrap();
+        assert_eq!(got, want, "i32 after a map and a filter, {at}");
+
+        let wide: Vec<i64> = xs
+            .iter()
+            .map(|x| (*x as i64 % 50) + if x % 3 == 0 { 1 << 32 } else { 0 })
+            .collect();
+        let want = count(&mut wide.iter().copied(), 64);
+        assert_eq!(c.from(&wide).histogram(64).unwrap(), want, "i64, {at}");
+
+        let us: Vec<u32> = xs.iter().map(|x| x.unsigned_abs() % 10_007).collect();
+        let want = count(&mut us.iter().map(|u| *u as i64), 10_000);
+        assert_eq!(c.from(&us).histogram(10_000).unwrap(), want, "u32, {at}");
+        assert_eq!(c.from(&us).histogram(0).unwrap(), Vec::<u32>::new());
+        let want = vec![us.iter().filter(|u| **u == 0).count() as u32];
+        assert_eq!(c.from(&us).histogram(1).unwrap(), want, "one bin, {at}");
     });
 }
 
@@ -1012,247 +1007,240 @@ fn ranges_match_plain_index_loops() {
 #[test]
 fn groups_match_btreemap_folds() {
     use std::collections::BTreeMap;
-    every_backend(|| {
-        let c = ctx();
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            for n in [0usize, 1, 2, 7, 300, 16385, 100_003] {
-                let at = format!("n={n}, {shape:?}");
-                let xs = ints(n);
-                // Keys 1 apart fold in per-key slots (dense); keys 100_003 apart are sorted.
-                for spread in [1, 100_003] {
-                    let keys: Vec<i32> = xs
-                        .iter()
-                        .map(|x| (x.rem_euclid(37) - 18) * spread)
-                        .collect();
+    every_backend_plan_and_size(&[0usize, 1, 2, 7, 300, 16385, 100_003], |c, n, at| {
+        let xs = ints(n);
+        // Keys 1 apart fold in per-key slots (dense); keys 100_003 apart are sorted.
+        for spread in [1, 100_003] {
+            let keys: Vec<i32> = xs
+                .iter()
+                .map(|x| (x.rem_euclid(37) - 18) * spread)
+                .collect();
 
-                    let mut counts = BTreeMap::<i32, usize>::new();
-                    for k in &keys {
-                        *counts.entry(*k).or_default() += 1;
-                    }
-                    let before = c.stats().launches;
-                    let got = c.from(&keys).group_by(|k| k).count().unwrap();
-                    // Keys spanning less than 1024 values: a min/max reduction (at most two
-                    // launches), then the dense plan's two; keys further apart are sorted,
-                    // which takes more.
-                    let launches = c.stats().launches - before;
-                    if let (Some(lo), Some(hi)) = (keys.iter().min(), keys.iter().max()) {
-                        let dense = (*hi as i64 - *lo as i64) < 1024;
-                        assert_eq!(launches <= 4, dense, "{launches} launches, {at}");
-                    }
-                    assert_eq!(
-                        got,
-                        counts.into_iter().collect::<Vec<_>>(),
-                        "count, spread {spread}, {at}"
-                    );
+            let mut counts = BTreeMap::<i32, usize>::new();
+            for k in &keys {
+                *counts.entry(*k).or_default() += 1;
+            }
+            let before = c.stats().launches;
+            let got = c.from(&keys).group_by(|k| k).count().unwrap();
+            // Keys spanning less than 1024 values: a min/max reduction (at most two
+            // launches), then the dense plan's two; keys further apart are sorted,
+            // which takes more.
+            let launches = c.stats().launches - before;
+            if let (Some(lo), Some(hi)) = (keys.iter().min(), keys.iter().max()) {
+                let dense = (*hi as i64 - *lo as i64) < 1024;
+                assert_eq!(launches <= 4, dense, "{launches} launches, {at}");
+            }
+            assert_eq!(
+                got,
+                counts.into_iter().collect::<Vec<_>>(),
+                "count, spread {spread}, {at}"
+            );
 
-                    let mut sums = BTreeMap::<i32, i32>::new();
-                    for (k, x) in keys.iter().zip(&xs) {
-                        let s = sums.entry(*k).or_default();
-                        *s = s.wrapping_add(x.wrapping_mul(40_000));
-                    }
-                    let got = c
-                        .from(&keys)
-                        .zip(&xs)
-                        .group_by(|(k, _)| k)
-                        .sum(|(_, x)| x * 40_000)
-                        .unwrap();
-                    assert_eq!(
-                        got,
-                        sums.into_iter().collect::<Vec<_>>(),
-                        "i32 sum, spread {spread}, {at}"
-                    );
+            let mut sums = BTreeMap::<i32, i32>::new();
+            for (k, x) in keys.iter().zip(&xs) {
+                let s = sums.entry(*k).or_default();
+                *s = s.wrapping_add(x.wrapping_mul(40_000));
+            }
+            let got = c
+                .from(&keys)
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x * 40_000)
+                .unwrap();
+            assert_eq!(
+                got,
+                sums.into_iter().collect::<Vec<_>>(),
+                "i32 sum, spread {spread}, {at}"
+            );
 
-                    // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
-                    // (a1*a2, b1*a2 + b2), wrapping.
-                    let mut maps = BTreeMap::<i32, (u32, u32)>::new();
-                    for (k, x) in keys.iter().zip(&xs) {
-                        let (a2, b2) = (2 * (*x as u32) + 1, *x as u32 >> 3);
-                        let m = maps.entry(*k).or_insert((1, 0));
-                        *m = (m.0.wrapping_mul(a2), m.1.wrapping_mul(a2).wrapping_add(b2));
-                    }
-                    let got = c
-                        .from(&keys)
-                        .zip(&xs)
-                        .group_by(|(k, _)| k)
-                        .fold(
-                            (1u32, 0u32),
-                            |(_, x)| (x.bitcast::<u32>() * 2u32 + 1u32, x.bitcast::<u32>() >> 3u32),
-                            |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
-                        )
-                        .unwrap();
-                    assert_eq!(
-                        got,
-                        maps.into_iter().collect::<Vec<_>>(),
-                        "affine fold, spread {spread}, {at}"
-                    );
-                }
-                let bytes: Vec<i8> = xs.iter().map(|x| *x as i8).collect();
-                let mut counts = BTreeMap::<i8, usize>::new();
-                for b in &bytes {
-                    *counts.entry(*b).or_default() += 1;
-                }
-                let before = c.stats().launches;
-                let got = c.from(&bytes).group_by(|b| b).count().unwrap();
-                assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "i8 keys, {at}");
-                // 8-bit keys need no range pass: the dense plan's two launches (none when empty).
-                let launches = c.stats().launches - before;
-                assert_eq!(launches, if n == 0 { 0 } else { 2 }, "i8 keys, {at}");
+            // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
+            // (a1*a2, b1*a2 + b2), wrapping.
+            let mut maps = BTreeMap::<i32, (u32, u32)>::new();
+            for (k, x) in keys.iter().zip(&xs) {
+                let (a2, b2) = (2 * (*x as u32) + 1, *x as u32 >> 3);
+                let m = maps.entry(*k).or_insert((1, 0));
+                *m = (m.0.wrapping_mul(a2), m.1.wrapping_mul(a2).wrapping_add(b2));
+            }
+            let got = c
+                .from(&keys)
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .fold(
+                    (1u32, 0u32),
+                    |(_, x)| (x.bitcast::<u32>() * 2u32 + 1u32, x.bitcast::<u32>() >> 3u32),
+                    |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
+                )
+                .unwrap();
+            assert_eq!(
+                got,
+                maps.into_iter().collect::<Vec<_>>(),
+                "affine fold, spread {spread}, {at}"
+            );
+        }
+        let bytes: Vec<i8> = xs.iter().map(|x| *x as i8).collect();
+        let mut counts = BTreeMap::<i8, usize>::new();
+        for b in &bytes {
+            *counts.entry(*b).or_default() += 1;
+        }
+        let before = c.stats().launches;
+        let got = c.from(&bytes).group_by(|b| b).count().unwrap();
+        assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "i8 keys, {at}");
+        // 8-bit keys need no range pass: the dense plan's two launches (none when empty).
+        let launches = c.stats().launches - before;
+        assert_eq!(launches, if n == 0 { 0 } else { 2 }, "i8 keys, {at}");
 
-                // Float values with NaNs: min and max skip them unless a key has only NaNs.
-                let fs: Vec<f32> = floats(n)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| if i % 5 == 2 { f32::NAN } else { *x })
-                    .collect();
-                let nan_keys: Vec<u32> = (0..n as u32)
-                    .map(|i| if i % 5 == 2 { 1000 } else { i % 11 })
-                    .collect();
-                let mut lows = BTreeMap::<u32, f32>::new();
-                let mut highs = BTreeMap::<u32, f32>::new();
-                let mut totals = BTreeMap::<u32, (f64, usize)>::new();
-                for (k, x) in nan_keys.iter().zip(&fs) {
-                    let lo = lows.entry(*k).or_insert(f32::NAN);
-                    *lo = lo.min(*x);
-                    let hi = highs.entry(*k).or_insert(f32::NAN);
-                    *hi = hi.max(*x);
-                    let t = totals.entry(*k).or_default();
-                    *t = (t.0 + *x as f64, t.1 + 1);
-                }
-                let bits = |v: Vec<(u32, f32)>| {
-                    v.into_iter()
-                        .map(|(k, x)| (k, x.to_bits()))
-                        .collect::<Vec<_>>()
-                };
-                let grouped = || c.from(&nan_keys).zip(&fs).group_by(|(k, _)| k);
-                assert_eq!(
-                    bits(grouped().min(|(_, x)| x).unwrap()),
-                    bits(lows.into_iter().collect()),
-                    "f32 min, {at}"
-                );
-                assert_eq!(
-                    bits(grouped().max(|(_, x)| x).unwrap()),
-                    bits(highs.into_iter().collect()),
-                    "f32 max, {at}"
-                );
-                let got = c
-                    .from(&nan_keys)
-                    .zip(&xs)
-                    .group_by(|(k, _)| k)
-                    .average(|(_, x)| x)
-                    .unwrap();
-                let mut want = BTreeMap::<u32, (f64, usize)>::new();
-                for (k, x) in nan_keys.iter().zip(&xs) {
-                    let t = want.entry(*k).or_default();
-                    *t = (t.0 + *x as f64, t.1 + 1);
-                }
-                assert_eq!(got.len(), want.len(), "average, {at}");
-                for ((k, avg), (wk, (sum, count))) in got.iter().zip(&want) {
-                    assert_eq!(k, wk, "average, {at}");
-                    assert!(
-                        close(*avg, sum / *count as f64, 1e6),
-                        "average of {k}, {at}"
-                    );
-                }
-                let got = grouped().sum(|(_, x)| x).unwrap();
-                assert_eq!(got.len(), totals.len(), "f32 sum, {at}");
-                for ((k, sum), (wk, (want, count))) in got.iter().zip(&totals) {
-                    assert_eq!(k, wk, "f32 sum, {at}");
-                    let ok = if want.is_nan() {
-                        sum.is_nan()
-                    } else {
-                        (*sum as f64 - want).abs() <= 1e-6 * 2000.0 * *count as f64
-                    };
-                    assert!(ok, "f32 sum of {k}: {sum} vs {want}, {at}");
-                }
+        // Float values with NaNs: min and max skip them unless a key has only NaNs.
+        let fs: Vec<f32> = floats(n)
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i % 5 == 2 { f32::NAN } else { *x })
+            .collect();
+        let nan_keys: Vec<u32> = (0..n as u32)
+            .map(|i| if i % 5 == 2 { 1000 } else { i % 11 })
+            .collect();
+        let mut lows = BTreeMap::<u32, f32>::new();
+        let mut highs = BTreeMap::<u32, f32>::new();
+        let mut totals = BTreeMap::<u32, (f64, usize)>::new();
+        for (k, x) in nan_keys.iter().zip(&fs) {
+            let lo = lows.entry(*k).or_insert(f32::NAN);
+            *lo = lo.min(*x);
+            let hi = highs.entry(*k).or_insert(f32::NAN);
+            *hi = hi.max(*x);
+            let t = totals.entry(*k).or_default();
+            *t = (t.0 + *x as f64, t.1 + 1);
+        }
+        let bits = |v: Vec<(u32, f32)>| {
+            v.into_iter()
+                .map(|(k, x)| (k, x.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        let grouped = || c.from(&nan_keys).zip(&fs).group_by(|(k, _)| k);
+        assert_eq!(
+            bits(grouped().min(|(_, x)| x).unwrap()),
+            bits(lows.into_iter().collect()),
+            "f32 min, {at}"
+        );
+        assert_eq!(
+            bits(grouped().max(|(_, x)| x).unwrap()),
+            bits(highs.into_iter().collect()),
+            "f32 max, {at}"
+        );
+        let got = c
+            .from(&nan_keys)
+            .zip(&xs)
+            .group_by(|(k, _)| k)
+            .average(|(_, x)| x)
+            .unwrap();
+        let mut want = BTreeMap::<u32, (f64, usize)>::new();
+        for (k, x) in nan_keys.iter().zip(&xs) {
+            let t = want.entry(*k).or_default();
+            *t = (t.0 + *x as f64, t.1 + 1);
+        }
+        assert_eq!(got.len(), want.len(), "average, {at}");
+        for ((k, avg), (wk, (sum, count))) in got.iter().zip(&want) {
+            assert_eq!(k, wk, "average, {at}");
+            assert!(
+                close(*avg, sum / *count as f64, 1e6),
+                "average of {k}, {at}"
+            );
+        }
+        let got = grouped().sum(|(_, x)| x).unwrap();
+        assert_eq!(got.len(), totals.len(), "f32 sum, {at}");
+        for ((k, sum), (wk, (want, count))) in got.iter().zip(&totals) {
+            assert_eq!(k, wk, "f32 sum, {at}");
+            let ok = if want.is_nan() {
+                sum.is_nan()
+            } else {
+                (*sum as f64 - want).abs() <= 1e-6 * 2000.0 * *count as f64
+            };
+            assert!(ok, "f32 sum of {k}: {sum} vs {want}, {at}");
+        }
 
-                // Float keys, -0/+0 and NaNs of both signs included, after a filter and a map.
-                let specials = [f32::NAN, -f32::NAN, 0.0, -0.0, f32::INFINITY, -1.5];
-                let fkeys: Vec<f32> = xs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| {
-                        if i % 3 == 0 {
-                            specials[i % 6]
-                        } else {
-                            (x % 9) as f32 * 0.5
-                        }
-                    })
-                    .collect();
-                let kept: Vec<f32> = fkeys
-                    .iter()
-                    .zip(&xs)
-                    .filter(|(_, x)| *x % 4 != 1)
-                    .map(|(k, _)| *k)
-                    .collect();
-                let mut sorted = kept.clone();
-                sorted.sort_by(f32::total_cmp);
-                let mut want: Vec<(u32, usize)> = Vec::new();
-                for k in &sorted {
-                    match want.last_mut() {
-                        Some((b, count)) if *b == k.to_bits() => *count += 1,
-                        _ => want.push((k.to_bits(), 1)),
-                    }
+        // Float keys, -0/+0 and NaNs of both signs included, after a filter and a map.
+        let specials = [f32::NAN, -f32::NAN, 0.0, -0.0, f32::INFINITY, -1.5];
+        let fkeys: Vec<f32> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                if i % 3 == 0 {
+                    specials[i % 6]
+                } else {
+                    (x % 9) as f32 * 0.5
                 }
-                let got: Vec<(u32, usize)> = c
-                    .from(&fkeys)
-                    .zip(&xs)
-                    .filter(|(_, x)| (x % 4).ne(1))
-                    .map(|(k, x)| (k, x))
-                    .group_by(|(k, _)| k)
-                    .count()
-                    .unwrap()
-                    .into_iter()
-                    .map(|(k, count)| (k.to_bits(), count))
-                    .collect();
-                assert_eq!(got, want, "f32 keys, {at}");
-                let distinct: Vec<u32> = want.iter().map(|(b, _)| *b).collect();
-                let got = c
-                    .from(&fkeys)
-                    .zip(&xs)
-                    .filter(|(_, x)| (x % 4).ne(1))
-                    .map(|(k, _)| k)
-                    .distinct()
-                    .to_vec()
-                    .unwrap();
-                assert_eq!(
-                    got.iter().map(|k| k.to_bits()).collect::<Vec<_>>(),
-                    distinct,
-                    "distinct f32, {at}"
-                );
-
-                // 64-bit keys differing only above bit 32, and distinct integers to a buffer.
-                let wide: Vec<u64> = xs
-                    .iter()
-                    .map(|x| (x.rem_euclid(5) as u64) << 33 | 7)
-                    .collect();
-                let mut want = BTreeMap::<u64, i64>::new();
-                for (k, x) in wide.iter().zip(&xs) {
-                    *want.entry(*k).or_default() += *x as i64;
-                }
-                let got = c
-                    .from(&wide)
-                    .zip(&xs)
-                    .group_by(|(k, _)| k)
-                    .sum(|(_, x)| x.cast::<i64>())
-                    .unwrap();
-                assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "u64 keys, {at}");
-                let mut want: Vec<i32> = xs.iter().map(|x| x / 1000).collect();
-                want.sort();
-                want.dedup();
-                let got = c
-                    .from(&xs)
-                    .map(|x| x / 1000)
-                    .distinct()
-                    .to_buffer()
-                    .unwrap();
-                assert_eq!(
-                    got.download().unwrap(),
-                    want,
-                    "distinct i32 to a buffer, {at}"
-                );
+            })
+            .collect();
+        let kept: Vec<f32> = fkeys
+            .iter()
+            .zip(&xs)
+            .filter(|(_, x)| *x % 4 != 1)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut sorted = kept.clone();
+        sorted.sort_by(f32::total_cmp);
+        let mut want: Vec<(u32, usize)> = Vec::new();
+        for k in &sorted {
+            match want.last_mut() {
+                Some((b, count)) if *b == k.to_bits() => *count += 1,
+                _ => want.push((k.to_bits(), 1)),
             }
         }
+        let got: Vec<(u32, usize)> = c
+            .from(&fkeys)
+            .zip(&xs)
+            .filter(|(_, x)| (x % 4).ne(1))
+            .map(|(k, x)| (k, x))
+            .group_by(|(k, _)| k)
+            .count()
+            .unwrap()
+            .into_iter()
+            .map(|(k, count)| (k.to_bits(), count))
+            .collect();
+        assert_eq!(got, want, "f32 keys, {at}");
+        let distinct: Vec<u32> = want.iter().map(|(b, _)| *b).collect();
+        let got = c
+            .from(&fkeys)
+            .zip(&xs)
+            .filter(|(_, x)| (x % 4).ne(1))
+            .map(|(k, _)| k)
+            .distinct()
+            .to_vec()
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|k| k.to_bits()).collect::<Vec<_>>(),
+            distinct,
+            "distinct f32, {at}"
+        );
+
+        // 64-bit keys differing only above bit 32, and distinct integers to a buffer.
+        let wide: Vec<u64> = xs
+            .iter()
+            .map(|x| (x.rem_euclid(5) as u64) << 33 | 7)
+            .collect();
+        let mut want = BTreeMap::<u64, i64>::new();
+        for (k, x) in wide.iter().zip(&xs) {
+            *want.entry(*k).or_default() += *x as i64;
+        }
+        let got = c
+            .from(&wide)
+            .zip(&xs)
+            .group_by(|(k, _)| k)
+            .sum(|(_, x)| x.cast::<i64>())
+            .unwrap();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "u64 keys, {at}");
+        let mut want: Vec<i32> = xs.iter().map(|x| x / 1000).collect();
+        want.sort();
+        want.dedup();
+        let got = c
+            .from(&xs)
+            .map(|x| x / 1000)
+            .distinct()
+            .to_buffer()
+            .unwrap();
+        assert_eq!(
+            got.download().unwrap(),
+            want,
+            "distinct i32 to a buffer, {at}"
+        );
     });
 }
 
@@ -1261,48 +1249,41 @@ fn groups_match_btreemap_folds() {
 /// back unchanged (NaN, -0).
 #[test]
 fn first_and_last_match_iterator_ends() {
-    every_backend(|| {
-        let c = ctx();
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            for n in SIZES {
-                let at = format!("n={n}, {shape:?}");
-                let xs = ints(n);
-                for bound in [i32::MIN, -999_000, 0, 999_000, i32::MAX] {
-                    let kept = || xs.iter().copied().filter(|x| *x > bound);
-                    let q = || c.from(&xs).filter(move |x| x.gt(bound));
-                    assert_eq!(
-                        q().first().unwrap(),
-                        kept().next(),
-                        "first, > {bound}, {at}"
-                    );
-                    assert_eq!(
-                        q().last().unwrap(),
-                        kept().next_back(),
-                        "last, > {bound}, {at}"
-                    );
-                }
-                let fs: Vec<f32> = floats(n)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| match i % 4 {
-                        0 => f32::NAN,
-                        1 => -0.0,
-                        _ => *x,
-                    })
-                    .collect();
-                let pairs = || xs.iter().copied().zip(fs.iter().copied());
-                let bits = |r: Option<(i32, f32)>| r.map(|(a, b)| (a, b.to_bits()));
-                let got = c.from(&xs).zip(&fs).filter(|(x, _)| (x & 3).eq(1)).first();
-                let want = pairs().find(|(x, _)| x & 3 == 1);
-                assert_eq!(bits(got.unwrap()), bits(want), "first pair, {at}");
-                let got = c.from(&xs).zip(&fs).last();
-                assert_eq!(
-                    bits(got.unwrap()),
-                    bits(pairs().next_back()),
-                    "last pair, {at}"
-                );
-            }
+    every_backend_plan_and_size(&SIZES, |c, n, at| {
+        let xs = ints(n);
+        for bound in [i32::MIN, -999_000, 0, 999_000, i32::MAX] {
+            let kept = || xs.iter().copied().filter(|x| *x > bound);
+            let q = || c.from(&xs).filter(move |x| x.gt(bound));
+            assert_eq!(
+                q().first().unwrap(),
+                kept().next(),
+                "first, > {bound}, {at}"
+            );
+            assert_eq!(
+                q().last().unwrap(),
+                kept().next_back(),
+                "last, > {bound}, {at}"
+            );
         }
+        let fs: Vec<f32> = floats(n)
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match i % 4 {
+                0 => f32::NAN,
+                1 => -0.0,
+                _ => *x,
+            })
+            .collect();
+        let pairs = || xs.iter().copied().zip(fs.iter().copied());
+        let bits = |r: Option<(i32, f32)>| r.map(|(a, b)| (a, b.to_bits()));
+        let got = c.from(&xs).zip(&fs).filter(|(x, _)| (x & 3).eq(1)).first();
+        let want = pairs().find(|(x, _)| x & 3 == 1);
+        assert_eq!(bits(got.unwrap()), bits(want), "first pair, {at}");
+        let got = c.from(&xs).zip(&fs).last();
+        assert_eq!(
+            bits(got.unwrap()),
+            bits(pairs().next_back()),
+            "last pair, {at}"
+        );
     });
 }
