@@ -194,6 +194,25 @@ fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
     (start, (start + chunk).min(n))
 }
 
+/// One work item per element of `n`, in groups of up to [`CHUNK`] work items.
+fn per_element_grid(ctx: &Context, n: usize) -> Grid {
+    let group = CHUNK.min(ctx.device().max_group_size);
+    Grid::linear((n as u64).div_ceil(group as u64).max(1) as u32, group)
+}
+
+/// The first `n` values of type `ty` in `memory`, as the words [`read_value`] reads.
+fn download_words(
+    ctx: &Context,
+    memory: &dyn DeviceMemory,
+    n: usize,
+    ty: ScalarType,
+) -> Result<Vec<u64>> {
+    let mut w = words(n, ty);
+    ctx.backend()
+        .download(memory, &mut as_bytes_mut(&mut w)[..n * ty.size() as usize])?;
+    Ok(w)
+}
+
 fn words(n: usize, ty: ScalarType) -> Vec<u64> {
     vec![0u64; (n * ty.size() as usize).div_ceil(8).max(1)]
 }
@@ -596,13 +615,7 @@ impl<'a, T> Query<'a, T> {
         result
             .iter()
             .zip(&types)
-            .map(|(m, t)| {
-                let mut w = words(1, *t);
-                self.ctx
-                    .backend()
-                    .download(&**m, &mut as_bytes_mut(&mut w)[..t.size() as usize])?;
-                Ok(read_value(&w, 0, *t))
-            })
+            .map(|(m, t)| Ok(read_value(&download_words(&self.ctx, &**m, 1, *t)?, 0, *t)))
             .collect()
     }
 
@@ -1120,12 +1133,10 @@ impl<'a, T: Row> Query<'a, T> {
         match &plan.offsets {
             None => {
                 let kernel = self.map_kernel()?;
-                let group = CHUNK.min(self.ctx.device().max_group_size);
-                let groups = (n as u64).div_ceil(group as u64).max(1) as u32;
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 self.ctx
-                    .launch_ir(&kernel, &Grid::linear(groups, group), &mut args)
+                    .launch_ir(&kernel, &per_element_grid(&self.ctx, n), &mut args)
             }
             Some(offsets) => {
                 let (scatter, grid, per_item) = match plan.group {

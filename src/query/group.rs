@@ -110,17 +110,12 @@ fn mark_runs(
         });
     })?;
     let flags = ctx.backend().alloc(n * 4)?;
-    let group = CHUNK.min(ctx.device().max_group_size);
     let mut args = vec![
         LaunchArg::Device(keys),
         LaunchArg::Device(&*flags),
         value_bytes(n as u32),
     ];
-    ctx.launch_ir(
-        &kernel,
-        &Grid::linear((n as u64).div_ceil(group as u64) as u32, group),
-        &mut args,
-    )?;
+    ctx.launch_ir(&kernel, &per_element_grid(ctx, n), &mut args)?;
     drop(args);
     Ok(flags)
 }
@@ -139,8 +134,7 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
     /// Sorts the elements and marks the runs of equal ones; returns the context, the flags and
     /// the sorted elements (one device column each; none when there are no elements) and how
     /// many elements there are.
-    fn runs(mut self) -> Result<(Context, Columns, usize)> {
-        self.query.check()?;
+    fn runs(self) -> Result<(Context, Columns, usize)> {
         let ctx = self.query.ctx.clone();
         let (sorted, n) = self.query.sort().into_columns()?;
         if n == 0 {
@@ -634,12 +628,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let values: Vec<Vec<u64>> = outs
             .iter()
             .zip(&types)
-            .map(|(m, t)| {
-                let mut w = words(keys, *t);
-                ctx.backend()
-                    .download(&**m, &mut as_bytes_mut(&mut w)[..keys * t.size() as usize])?;
-                Ok(w)
-            })
+            .map(|(m, t)| download_words(ctx, &**m, keys, *t))
             .collect::<Result<_>>()?;
         Ok(found
             .iter()

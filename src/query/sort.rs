@@ -178,7 +178,7 @@ impl<'a, T: Row> Sorted<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("sort to_vec");
         self.query.check()?;
-        let (rows, selected) = self.materialize()?;
+        let (rows, selected) = self.query.materialize()?;
         collect_rows(selected, &mut |outs| self.passes(&rows, selected, outs))
     }
 
@@ -186,16 +186,11 @@ impl<'a, T: Row> Sorted<'a, T> {
     /// how many rows there are.
     pub(super) fn into_columns(mut self) -> Result<(Columns, usize)> {
         self.query.check()?;
-        let (rows, selected) = self.materialize()?;
+        let (rows, selected) = self.query.materialize()?;
         Ok((self.sort_rows(&rows, selected)?, selected))
     }
 
-    /// The query's rows in device columns, and how many there are.
-    fn materialize(&self) -> Result<(Columns, usize)> {
-        self.query.materialize()
-    }
-
-    /// Sorts `rows` (`n` of them, as [`Sorted::materialize`] wrote them) into new device
+    /// Sorts `rows` (`n` of them, as [`Query::materialize`] wrote them) into new device
     /// columns.
     fn sort_rows(&self, rows: &Columns, n: usize) -> Result<Columns> {
         let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), n)?;
@@ -343,7 +338,7 @@ impl<'a, T: Scalar + Row> Sorted<'a, T> {
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.query.plan_span("sort to_buffer");
         self.query.check()?;
-        let (rows, selected) = self.materialize()?;
+        let (rows, selected) = self.query.materialize()?;
         new_buffer(&self.query.ctx, selected, |out| {
             self.passes(&rows, selected, vec![out])
         })
