@@ -569,12 +569,16 @@ impl Writer {
                         )
                     })
                     .collect();
-                let _ = writeln!(
-                    out,
-                    "{pad}if ({} < {n}u) {{ {} }}",
-                    temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
-                    parts.join(" ")
-                );
+                if cx.in_bounds.local_store(*local, *index, *value) {
+                    let _ = writeln!(out, "{pad}{}", parts.join(" "));
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{pad}if ({} < {n}u) {{ {} }}",
+                        temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
+                        parts.join(" ")
+                    );
+                }
             }
             Stmt::Store {
                 memory,
@@ -758,6 +762,7 @@ impl Writer {
                 let name = cx.local_name(local.0 as usize);
                 let comps = e.flatten().len();
                 let i = temp_name(*index, 0, &u32t);
+                let checked = !cx.in_bounds.load(h);
                 let vals = e
                     .flatten()
                     .iter()
@@ -768,10 +773,14 @@ impl Writer {
                         } else {
                             format!("{name}_{c}")
                         };
-                        format!(
-                            "(({i} < {n}u) ? {arr}[{i}] : {})",
-                            self.lit(ScalarValue::zero(*s))
-                        )
+                        if checked {
+                            format!(
+                                "(({i} < {n}u) ? {arr}[{i}] : {})",
+                                self.lit(ScalarValue::zero(*s))
+                            )
+                        } else {
+                            format!("{arr}[{i}]")
+                        }
                     })
                     .collect();
                 Ok(Vals {

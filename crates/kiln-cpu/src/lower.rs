@@ -182,8 +182,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let mut fx = FnCtx {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
+            in_bounds: InBounds::of(&k.body, &types),
             types,
-            in_bounds: InBounds::of(&k.body),
             params: std::mem::take(&mut lw.value_params),
             is_kernel: true,
             locals: Vec::new(),
@@ -845,7 +845,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             } => {
                 let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
-                let (addr, elem) = self.array_elem(fx, *local, i, true)?;
+                let proven = fx.in_bounds.local_store(*local, *index, *value);
+                let (addr, elem) = self.array_elem(fx, *local, i, true, proven)?;
                 self.store_flat(&elem, addr, 0, &v);
             }
             Stmt::Store {
@@ -993,12 +994,16 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok((addr, inb, elem))
     }
 
+    /// The address of element `i` of array local `local` and the element's type. Out of
+    /// bounds gives the address of zeros to read or of a sink to write, unless `proven` (see
+    /// [`InBounds`]) says the index is in bounds.
     fn array_elem(
         &mut self,
         fx: &FnCtx,
         local: LocalId,
         i: Value,
         write: bool,
+        proven: bool,
     ) -> R<(Value, Type)> {
         let Type::Array(elem, n) = &fx.body.locals[local.0 as usize].ty else {
             return Err("not an array local".into());
@@ -1009,13 +1014,16 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             LocalStore::Private(off) => self.private_addr(*off, elem.size() * n),
             LocalStore::Vars(_) => return Err("not an array local".into()),
         };
+        let i64v = self.b.ins().uextend(types::I64, i);
+        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
+        let addr = self.b.ins().iadd(base, off);
+        if proven {
+            return Ok((addr, elem));
+        }
         let inb = self
             .b
             .ins()
             .icmp_imm_u(IntCC::UnsignedLessThan, i, n as i64);
-        let i64v = self.b.ins().uextend(types::I64, i);
-        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
-        let addr = self.b.ins().iadd(base, off);
         let fallback = if write { self.sink } else { self.zeros };
         Ok((self.b.ins().select(inb, addr, fallback), elem))
     }
@@ -1066,7 +1074,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             },
             Expr::LocalIndex { local, index } => {
                 let i = self.get(fx, index)?[0];
-                let (addr, elem) = self.array_elem(fx, local, i, false)?;
+                let (addr, elem) = self.array_elem(fx, local, i, false, fx.in_bounds.load(h))?;
                 self.load_flat(&elem, addr, 0)
             }
             Expr::Load { memory, index } => {
@@ -1207,8 +1215,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let mut sub = FnCtx {
             body: &f.body,
             vals: vec![None; f.body.exprs.len()],
+            in_bounds: InBounds::of(&f.body, &types),
             types,
-            in_bounds: InBounds::of(&f.body),
             params: args,
             is_kernel: false,
             locals: Vec::new(),

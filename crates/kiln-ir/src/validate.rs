@@ -168,7 +168,7 @@ impl<'a> TypedBody<'a> {
             kernel,
             params,
             body,
-            in_bounds: InBounds::of(body),
+            in_bounds: InBounds::of(body, &types),
             types,
         })
     }

@@ -749,7 +749,11 @@ impl Writer {
                         )
                     })
                     .collect();
-                let _ = writeln!(out, "{pad}if ({i} < {n}u) {{ {} }}", parts.join(" "));
+                if cx.in_bounds.local_store(*local, *index, *value) {
+                    let _ = writeln!(out, "{pad}{}", parts.join(" "));
+                } else {
+                    let _ = writeln!(out, "{pad}if ({i} < {n}u) {{ {} }}", parts.join(" "));
+                }
             }
             Stmt::Store {
                 memory,
@@ -1033,16 +1037,21 @@ impl Writer {
                 let name = cx.local_name(local.0 as usize);
                 let i = temp_name(*index, 0, &u32t);
                 let flat = e.flatten();
+                let checked = !cx.in_bounds.load(h);
                 Ok(Vals::new(
                     flat.iter()
                         .enumerate()
                         .map(|(c, (s, _))| {
-                            format!(
-                                "select({}, {}[min({i}, {}u)], {i} < {len}u)",
-                                zero(*s),
-                                component_name(&name, c, flat.len()),
-                                len.saturating_sub(1)
-                            )
+                            let arr = component_name(&name, c, flat.len());
+                            if checked {
+                                format!(
+                                    "select({}, {arr}[min({i}, {}u)], {i} < {len}u)",
+                                    zero(*s),
+                                    len.saturating_sub(1)
+                                )
+                            } else {
+                                format!("{arr}[{i}]")
+                            }
                         })
                         .collect(),
                 ))
