@@ -15,8 +15,9 @@
 //! `distinct` skips the scan. Results come in ascending key order.
 //!
 //! Integer keys that span few values (at most [`DENSE_KEYS`], found by a min/max reduction
-//! first; 8-bit keys always do and need no reduction) take a shorter path, [`DenseFold`]: each work item folds its chunk of rows into one
-//! slot per key, then one work item per key folds the chunks' slots in chunk order.
+//! first; 8-bit keys always do and need no reduction) take a shorter path, [`DenseFold`]:
+//! each work item folds its chunk of rows into one slot per key, then one work item per key
+//! folds the chunks' slots in chunk order.
 
 use super::*;
 
@@ -456,8 +457,10 @@ fn dense_fold<K: Numeric + Row, V: Row>(
 /// `lo`): no sort, two launches, the first over the query's fused (key, value) rows.
 ///
 /// 1. Each work item takes a chunk of rows and folds each row into its own slot for the row's
-///    key (`partial[chunk * keys + key - lo]`, in global memory, which only it touches), with
-///    and marks the slot seen; rows are folded in input order.
+///    key (`partial[chunk * keys + key - lo]`, in global memory, which only it touches), and
+///    marks the slot seen; rows are folded in input order. In the chunked plan, on devices
+///    with [`crate::DeviceInfo::indexed_private_arrays`], the work item folds into private arrays
+///    and copies them to its slots once at the end.
 /// 2. One work item per key folds that key's seen slots of every chunk, in chunk order, and
 ///    marks the key seen when any was.
 ///
@@ -479,8 +482,12 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         self.identity.iter().map(|v| v.ty()).collect()
     }
 
-    /// Folds each chunk of rows (`keys` column, then the value columns) into its slots.
-    fn partials_kernel(&self) -> Result<Kernel> {
+    /// Folds each chunk of rows (`keys` column, then the value columns) into its slots. With
+    /// `private`, each work item folds into arrays of its own ([`DENSE_KEYS`] slots, whose
+    /// accesses need no bounds tests) and copies them to its slots at the end; otherwise it
+    /// folds into its slots in global memory directly, which keeps private memory small where
+    /// many work items run at once (GPUs).
+    fn partials_kernel(&self, private: bool) -> Result<Kernel> {
         let types = self.value_types();
         Ok(Kernel::build_unvalidated(
             "query_group_dense_partials",
@@ -489,43 +496,87 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 let slots = declare_columns(k, "slot", &types, Access::ReadWrite);
                 let seen = k.buffer::<u32>("seen", Access::Write);
                 let lo = k.buffer_dyn("lo", Type::Scalar(self.key_type), Access::Read);
-                let n = k.value::<u32>("n");
+                let n = bounded(k.value::<u32>("n"), &cols);
                 let chunk = k.value::<u32>("chunk");
                 let chunks = k.value::<u32>("chunks");
                 let keys = k.value::<u32>("keys");
                 let c = global_id(Axis::X);
                 if_then(c.lt(chunks), || {
                     let base = c * keys;
-                    for_range(0u32, keys, |s| {
-                        for (m, v) in slots.iter().zip(self.identity) {
-                            store_dyn(*m, base + s, &lit_value(*v));
-                        }
-                        seen.store(base + s, 0u32);
-                    });
                     let lo = load_dyn(lo, lit(0u32), Type::Scalar(self.key_type));
                     let wide = if self.key_type.is_signed() {
                         ScalarType::I64
                     } else {
                         ScalarType::U64
                     };
+                    // The row's key as an offset from `lo`, computed in 64 bits, where it
+                    // cannot wrap, and the row's values.
+                    let key_offset = |mut vals: Vec<AnyVal>| {
+                        let values = vals.split_off(1);
+                        let offset = bin(
+                            BinaryOp::Sub,
+                            &cast_dyn(&vals[0], wide),
+                            &cast_dyn(&lo, wide),
+                        );
+                        (cast_dyn(&offset, ScalarType::U32).typed::<u32>(), values)
+                    };
                     let (start, end) = chunk_range(n, chunk);
-                    for_range(start, end, |i| {
-                        self.query.element(&cols, i, &mut |mut vals| {
-                            // The offset from `lo` in 64 bits, where it cannot wrap.
-                            let values = vals.split_off(1);
-                            let offset = bin(
-                                BinaryOp::Sub,
-                                &cast_dyn(&vals[0], wide),
-                                &cast_dyn(&lo, wide),
-                            );
-                            let slot = base + cast_dyn(&offset, ScalarType::U32).typed::<u32>();
-                            let folded = (self.op)(load_row(&slots, &types, slot), values);
-                            for (m, v) in slots.iter().zip(&folded) {
-                                store_dyn(*m, slot, v);
+                    if private {
+                        let here: Vec<AnyArray> = types
+                            .iter()
+                            .enumerate()
+                            .map(|(j, t)| {
+                                AnyArray::new(
+                                    &format!("slot{j}_here"),
+                                    Type::Scalar(*t),
+                                    DENSE_KEYS,
+                                )
+                            })
+                            .collect();
+                        let seen_here = LocalArray::<u32>::new("seen_here", DENSE_KEYS);
+                        for_range(0u32, keys, |s| {
+                            for (a, v) in here.iter().zip(self.identity) {
+                                a.set(s, &lit_value(*v));
                             }
-                            seen.store(slot, 1u32);
-                        })
-                    });
+                        });
+                        for_range(start, end, |i| {
+                            self.query.element(&cols, i, &mut |vals| {
+                                // Every offset is below `keys`; the `min` shows the arrays'
+                                // bound to the backends.
+                                let (offset, values) = key_offset(vals);
+                                let s = offset.min(DENSE_KEYS - 1);
+                                let row = here.iter().map(|a| a.get(s)).collect();
+                                for (a, v) in here.iter().zip(&(self.op)(row, values)) {
+                                    a.set(s, v);
+                                }
+                                seen_here.set(s, 1u32);
+                            })
+                        });
+                        for_range(0u32, keys, |s| {
+                            for (m, a) in slots.iter().zip(&here) {
+                                store_dyn(*m, base + s, &a.get(s));
+                            }
+                            seen.store(base + s, seen_here.get(s));
+                        });
+                    } else {
+                        for_range(0u32, keys, |s| {
+                            for (m, v) in slots.iter().zip(self.identity) {
+                                store_dyn(*m, base + s, &lit_value(*v));
+                            }
+                            seen.store(base + s, 0u32);
+                        });
+                        for_range(start, end, |i| {
+                            self.query.element(&cols, i, &mut |vals| {
+                                let (offset, values) = key_offset(vals);
+                                let slot = base + offset;
+                                let folded = (self.op)(load_row(&slots, &types, slot), values);
+                                for (m, v) in slots.iter().zip(&folded) {
+                                    store_dyn(*m, slot, v);
+                                }
+                                seen.store(slot, 1u32);
+                            })
+                        });
+                    }
                 });
             },
         )?)
@@ -604,7 +655,8 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             value_bytes(self.keys),
         ]);
         let grid = Grid::linear(chunks.div_ceil(g), g);
-        ctx.launch_ir(&self.partials_kernel()?, &grid, &mut args)?;
+        let private = g == 1 && ctx.device().indexed_private_arrays;
+        ctx.launch_ir(&self.partials_kernel(private)?, &grid, &mut args)?;
         drop(args);
 
         let outs = alloc_rows(ctx, &types, keys)?;

@@ -43,18 +43,21 @@ impl<'a, T: Int + Row> Query<'a, T> {
                 1,
             )
         } else {
-            match self.ctx.effective_plan_shape() {
-                PlanShape::Grouped => {
-                    let g = grouped_size(self.ctx.device().max_group_size);
-                    let groups = grouped_groups(n, g);
-                    let kernel = self.histogram_kernel(bins, Some(g))?;
-                    (kernel, Grid::linear(groups, g), ITEM_CHUNK)
-                }
-                _ => (
+            // Private counts need private arrays indexed at run time; without them, the
+            // grouped plan's shared counts.
+            let shared = self.ctx.effective_plan_shape() == PlanShape::Grouped
+                || !self.ctx.device().indexed_private_arrays;
+            if shared {
+                let g = grouped_size(self.ctx.device().max_group_size);
+                let groups = grouped_groups(n, g);
+                let kernel = self.histogram_kernel(bins, Some(g))?;
+                (kernel, Grid::linear(groups, g), ITEM_CHUNK)
+            } else {
+                (
                     self.histogram_kernel(bins, Some(1))?,
                     Grid::linear(groups_for(n), 1),
                     CHUNK,
-                ),
+                )
             }
         };
         let mut args = self.input_args();

@@ -100,6 +100,11 @@ pub struct DeviceInfo {
     pub max_shared_bytes: u64,
     /// Largest single buffer in bytes.
     pub max_buffer_bytes: u64,
+    /// Whether a private (per work item) array indexed by a run-time value is plain memory
+    /// that query plans may count or fold into: true for the CPU backend, OpenCL and CUDA;
+    /// false for CPU adapters of wgpu (llvmpipe), whose compiler expands every such access
+    /// into code for each element, so large arrays are slow to compile and to run.
+    pub indexed_private_arrays: bool,
     /// Optional capabilities.
     pub features: Features,
 }

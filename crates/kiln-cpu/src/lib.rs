@@ -89,6 +89,7 @@ impl CpuBackend {
             subgroup_size: 1,
             max_shared_bytes: MAX_SHARED_BYTES,
             max_buffer_bytes: host_memory_bytes(),
+            indexed_private_arrays: true,
             features: Features {
                 f64: true,
                 subgroups: true,

@@ -122,6 +122,7 @@ impl CudaBackend {
             max_shared_bytes: default_shared_bytes
                 .max(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as u64),
             max_buffer_bytes: memory,
+            indexed_private_arrays: true,
             features: Features {
                 f64: true,
                 subgroups: true,

@@ -796,40 +796,76 @@ impl<T: IrType> LocalArray<T> {
     }
     /// Element `i`; out of bounds reads zero.
     pub fn get(self, i: impl IntoVal<u32>) -> Val<T> {
-        let i = i.into_val();
-        typed(
-            Expr::LocalIndex {
-                local: self.local,
-                index: i.raw.h,
-            },
-            &[
-                i.raw,
-                Raw {
-                    h: Handle(0),
-                    owner: self.owner,
-                },
-            ],
-        )
+        Val::from_raw(array_get(self.local, self.owner, i.into_val()))
     }
     /// Sets element `i`; out of bounds is skipped.
     pub fn set(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) {
-        let (i, v) = (i.into_val(), v.into_val());
-        push_stmt(
-            Stmt::LocalIndexSet {
-                local: self.local,
-                index: i.raw.h,
-                value: v.raw.h,
-            },
-            &[
-                i.raw,
-                v.raw,
-                Raw {
-                    h: Handle(0),
-                    owner: self.owner,
-                },
-            ],
-        );
+        array_set(self.local, self.owner, i.into_val(), v.into_val().raw);
     }
+}
+
+/// A fixed-size local array (zero-initialized) whose element type is known only at run time
+/// (for generated code).
+#[derive(Clone, Debug)]
+pub struct AnyArray {
+    local: LocalId,
+    owner: u32,
+    elem: Type,
+}
+
+impl AnyArray {
+    /// A new zeroed array of `len` elements of type `elem`.
+    pub fn new(name: &str, elem: Type, len: u32) -> AnyArray {
+        let (local, owner) = new_local(name, Type::Array(Box::new(elem.clone()), len));
+        AnyArray { local, owner, elem }
+    }
+    /// Element `i`; out of bounds reads zero.
+    pub fn get(&self, i: Val<u32>) -> AnyVal {
+        AnyVal {
+            raw: array_get(self.local, self.owner, i),
+            ty: self.elem.clone(),
+        }
+    }
+    /// Sets element `i` to `v` (of the element type); out of bounds is skipped.
+    pub fn set(&self, i: Val<u32>, v: &AnyVal) {
+        array_set(self.local, self.owner, i, v.raw);
+    }
+}
+
+/// Element `i` of array local `local` (declared by scope `owner`).
+fn array_get(local: LocalId, owner: u32, i: Val<u32>) -> Raw {
+    push(
+        Expr::LocalIndex {
+            local,
+            index: i.raw.h,
+        },
+        &[
+            i.raw,
+            Raw {
+                h: Handle(0),
+                owner,
+            },
+        ],
+    )
+}
+
+/// Sets element `i` of array local `local` (declared by scope `owner`) to `v`.
+fn array_set(local: LocalId, owner: u32, i: Val<u32>, v: Raw) {
+    push_stmt(
+        Stmt::LocalIndexSet {
+            local,
+            index: i.raw.h,
+            value: v.h,
+        },
+        &[
+            i.raw,
+            v,
+            Raw {
+                h: Handle(0),
+                owner,
+            },
+        ],
+    );
 }
 
 /// A buffer parameter or a shared array of `T` elements.

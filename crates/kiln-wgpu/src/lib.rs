@@ -184,6 +184,7 @@ impl WgpuBackend {
             max_buffer_bytes: limits
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
+            indexed_private_arrays: a.device_type != wgpu::DeviceType::Cpu,
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),
                 subgroups,
