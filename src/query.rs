@@ -468,7 +468,7 @@ impl<'a, T> Query<'a, T> {
         Ok(Kernel::build_unvalidated(name, |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
-            let n = k.value::<u32>("n");
+            let n = bounded(k.value::<u32>("n"), &cols);
             let chunk = k.value::<u32>("chunk");
             let lanes: Vec<Vec<AnyVar>> = (0..LANES)
                 .map(|l| {
@@ -487,7 +487,11 @@ impl<'a, T> Query<'a, T> {
                     for_range(0u32, quarter, |t| {
                         for (l, acc) in lanes.iter().enumerate() {
                             let i = start + quarter * (l as u32) + t;
-                            self.element(&cols, i, &mut |vals| fold_into(acc, vals));
+                            // Always true; it shows the backends that `i` is inside every
+                            // column, so the loads need no bounds tests.
+                            if_then(i.lt(end), || {
+                                self.element(&cols, i, &mut |vals| fold_into(acc, vals))
+                            });
                         }
                     });
                     for_range(start + quarter * LANES, end, |i| {

@@ -147,6 +147,8 @@ fn scan_kernel(
         };
         let outs: Vec<Memory> = declare_columns(k, "out", &types[skip..], Access::Write);
         let n = bounded(k.value::<u32>("n"), &cols);
+        // Without a filter, element `i` is written at `i`, so the outputs bound `n` too.
+        let n = if skip == 0 { bounded(n, &outs) } else { n };
         let chunk = k.value::<u32>("chunk");
         let (start, end) = chunk_range(n, chunk);
         let identity = || -> Vec<AnyVal> { spec.identity.iter().map(|v| lit_value(*v)).collect() };
