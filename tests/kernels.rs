@@ -776,15 +776,55 @@ fn generated_source_points_back_to_the_rust_lines() {
         .expect("the statement is in this file")
         + 1;
     let k = gammas().ir().unwrap();
-    let at = format!("// tests/kernels.rs:{line}\n");
-    for target in [
-        kiln::Target::Ir,
-        kiln::Target::CudaC,
-        kiln::Target::OpenClC,
-        kiln::Target::Wgsl,
+    let comment = format!("// tests/kernels.rs:{line}\n");
+    let directive = format!("#line {line} \"tests/kernels.rs\"\n");
+    for (target, at) in [
+        (kiln::Target::Ir, &comment),
+        (kiln::Target::CudaC, &directive),
+        (kiln::Target::OpenClC, &directive),
+        (kiln::Target::Wgsl, &comment),
     ] {
         let src = kiln::emit(&k, target).unwrap();
-        assert!(src.contains(&at), "{target:?} has no `{at}`:\n{src}");
+        assert!(src.contains(at), "{target:?} has no `{at}`:\n{src}");
+    }
+    // After the kernel's Rust lines, the numbering goes back to the generated file's own.
+    let cuda = kiln::emit(&k, kiln::Target::CudaC).unwrap();
+    let resets: Vec<(usize, &str)> = cuda
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("#line") && l.ends_with(".cu\""))
+        .collect();
+    assert!(
+        !resets.is_empty(),
+        "no directive back to gammas.cu:\n{cuda}"
+    );
+    for (i, l) in resets {
+        assert_eq!(l, format!("#line {} \"gammas.cu\"", i + 2), "in:\n{cuda}");
+    }
+    // NVRTC keeps the directives as line information in the PTX, which is what debuggers
+    // and profilers show: the file, and every instruction located in it on the statement's
+    // line (CUDA's `gamma` is `tgammaf`, so the kernel's statement is the only Rust line).
+    if common::nvrtc_present() {
+        let ptx = kiln_cuda::compile_ptx(&k, "sm_90").unwrap().ptx;
+        let file = ptx
+            .lines()
+            .find(|l| l.trim_start().starts_with(".file") && l.contains("tests/kernels.rs"))
+            .unwrap_or_else(|| panic!("no .file naming tests/kernels.rs in the PTX:\n{ptx}"));
+        let index = file.split_whitespace().nth(1).unwrap();
+        let rust_lines: Vec<&str> = ptx
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                (words.next() == Some(".loc") && words.next() == Some(index))
+                    .then(|| words.next())
+                    .flatten()
+            })
+            .collect();
+        let want = line.to_string();
+        assert!(
+            !rust_lines.is_empty() && rust_lines.iter().all(|l| *l == want),
+            "PTX locations in tests/kernels.rs are on lines {rust_lines:?}, not all {line}:\n{ptx}"
+        );
     }
     // Device function bodies keep theirs too (WGSL writes the Rust body of the intrinsic).
     let wgsl = kiln::emit(&k, kiln::Target::Wgsl).unwrap();

@@ -169,13 +169,21 @@ pub fn translation_check(k: &kiln::ir::Kernel) {
     }
 }
 
+/// Whether NVRTC can be loaded; a panic saying why not when `KILN_REQUIRE` names `nvrtc`.
+pub fn nvrtc_present() -> bool {
+    match kiln_cuda::nvrtc_available() {
+        Ok(()) => true,
+        Err(e) if required().iter().any(|r| r == "nvrtc") => {
+            panic!("KILN_REQUIRE names nvrtc, but {e}")
+        }
+        Err(_) => false,
+    }
+}
+
 /// Compiles one kernel to PTX with NVRTC and assembles it for sm_90 with ptxas, when they are
 /// present (both required when `KILN_REQUIRE` names `nvrtc`).
 pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
-    if let Err(e) = kiln_cuda::nvrtc_available() {
-        if required().iter().any(|r| r == "nvrtc") {
-            panic!("KILN_REQUIRE names nvrtc, but {e}");
-        }
+    if !nvrtc_present() {
         return;
     }
     let compiled = kiln_cuda::compile_ptx(k, "sm_90")

@@ -8,7 +8,9 @@
 //! explicitly, mostly as small helper functions emitted only when used. A load or store whose
 //! guard already compares its index with the buffer's length ([`InBounds`]) is written without
 //! its bounds check, which could not fail there. Names follow the IR's
-//! names (which follow the Rust names), and each IR statement is one line of C.
+//! names (which follow the Rust names), and each IR statement is one line of C. Where the IR
+//! records the Rust line a statement comes from (kernels written with `#[kiln::kernel]`), a
+//! `#line` directive names that file and line.
 //!
 //! Buffer parameters become a pointer plus a `<name>_len` element count (`uint`), in parameter
 //! order. Value parameters are passed as their flattened scalar components
@@ -66,7 +68,14 @@ pub struct Writer {
     helpers: Vec<String>,
     needs: Needs,
     loop_id: usize,
+    /// The Rust line the statements being written come from, and whether the next line of
+    /// output is already numbered as that line.
+    at: Option<(u32, bool)>,
 }
+
+/// Stands for a `#line` directive that hands the numbering back to the generated source
+/// after a body whose lines were numbered as Rust lines; [`Writer::kernel`] fills it in.
+const LINE_RESET: &str = "#line kiln_reset";
 
 /// Writes `kernel` in `dialect`. Fails for IR the writer cannot express (reported with what).
 pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
@@ -77,6 +86,7 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
         helpers: Vec::new(),
         needs: Needs::default(),
         loop_id: 0,
+        at: None,
     }
     .kernel(&k)
 }
@@ -282,6 +292,7 @@ impl Writer {
         self.locals(&cx, &mut inner)?;
         self.shared_decls(k, &mut inner)?;
         self.block(&cx, &k.body.block, &mut inner, 1)?;
+        self.end_lines(&mut inner);
         match self.d {
             Dialect::OpenCl => {
                 let _ = writeln!(text, "__kernel void {}({}) {{", k.name, params.join(", "));
@@ -314,8 +325,20 @@ impl Writer {
         }
         out += &body;
         out += &text;
+        let file = match self.d {
+            Dialect::OpenCl => format!("{}.cl", k.name),
+            Dialect::Cuda => format!("{}.cu", k.name),
+        };
+        let text = out
+            .lines()
+            .enumerate()
+            .map(|(i, l)| match l.trim_start() == LINE_RESET {
+                true => format!("#line {} \"{file}\"\n", i + 2),
+                false => format!("{l}\n"),
+            })
+            .collect();
         Ok(Source {
-            text: out,
+            text,
             entry: k.name.clone(),
             needs: self.needs,
         })
@@ -471,6 +494,7 @@ impl Writer {
         }
         self.locals(&cx, out)?;
         self.block(&cx, &f.body.block, out, 1)?;
+        self.end_lines(out);
         let zeros: Vec<String> = flat
             .iter()
             .map(|(s, _)| self.lit(ScalarValue::zero(*s)))
@@ -488,6 +512,13 @@ impl Writer {
         Ok(())
     }
 
+    /// After a body with `#line` directives, hands the numbering back to the generated source.
+    fn end_lines(&mut self, out: &mut String) {
+        if self.at.take().is_some() {
+            let _ = writeln!(out, "{LINE_RESET}");
+        }
+    }
+
     fn block(&mut self, cx: &Cx, b: &Block, out: &mut String, depth: usize) -> W<()> {
         for s in &b.0 {
             self.stmt(cx, s, out, depth)?;
@@ -497,9 +528,20 @@ impl Writer {
 
     fn stmt(&mut self, cx: &Cx, s: &Stmt, out: &mut String, depth: usize) -> W<()> {
         let pad = "  ".repeat(depth);
+        // Every line written for a statement from a Rust line is numbered as that line.
+        if let (Some((line, fresh)), false) = (&mut self.at, matches!(s, Stmt::Source(_))) {
+            if !*fresh {
+                let _ = writeln!(out, "{pad}#line {line}");
+            }
+            *fresh = false;
+        }
         match s {
             Stmt::Source(at) => {
-                let _ = writeln!(out, "{pad}// {at}");
+                // A line directive: compiler messages, and with NVRTC's line information
+                // debuggers and profilers, point at the Rust line.
+                let file = at.file.replace('\\', "\\\\").replace('"', "\\\"");
+                let _ = writeln!(out, "{pad}#line {} \"{file}\"", at.line);
+                self.at = Some((at.line, true));
             }
             Stmt::Eval(h) => {
                 let ty = cx.ty(*h)?;

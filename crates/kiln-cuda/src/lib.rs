@@ -25,8 +25,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// NVRTC options of every compile besides the architecture: no fused multiply-add, so results
-/// match the other backends.
-pub const NVRTC_OPTIONS: [&str; 1] = ["--fmad=false"];
+/// match the other backends, and line information, so that the `#line` directives of the
+/// generated source map the code to Rust lines in debuggers and profilers (no effect on the
+/// code itself).
+pub const NVRTC_OPTIONS: [&str; 2] = ["--fmad=false", "--generate-line-info"];
 
 /// Ok if NVRTC can be loaded; `Unavailable` listing where kiln looked otherwise.
 pub fn nvrtc_available() -> Result<(), BackendError> {
