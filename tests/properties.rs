@@ -585,6 +585,8 @@ enum Terminal {
     Distinct,
     /// Wrapping sums of the elements grouped by `x % 13`.
     GroupSum,
+    /// Counts of the elements' low bytes below 200.
+    ByteHistogram,
 }
 
 /// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
@@ -662,6 +664,15 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
             }
             Answer::Pairs(sums.into_iter().collect())
         }
+        Terminal::ByteHistogram => {
+            let mut counts = vec![0i32; 200];
+            for x in kept {
+                if let Some(c) = counts.get_mut(x as u8 as usize) {
+                    *c += 1;
+                }
+            }
+            Answer::Elements(counts)
+        }
     }
 }
 
@@ -697,11 +708,19 @@ fn answer_on(
         Terminal::Last => Answer::Value(q.last()?.map(|v| v as i64)),
         Terminal::Distinct => Answer::Elements(q.distinct().to_vec()?),
         Terminal::GroupSum => Answer::Pairs(q.group_by(|x| x % 13i32).sum(|x| x)?),
+        Terminal::ByteHistogram => Answer::Elements(
+            q.map(|x| x.cast::<u8>())
+                .histogram(200)?
+                .into_iter()
+                .map(|c| c as i32)
+                .collect(),
+        ),
     })
 }
 
 /// Random queries (one to four map and filter stages, then a terminal: a reduction, a scan, a
-/// sort, the first or last element, the distinct elements or sums by key) over inputs whose sizes
+/// sort, the first or last element, the distinct elements, sums by key or a histogram of the
+/// low bytes) over inputs whose sizes
 /// straddle the planner's chunks give the plain loop's answer on every backend, with both the
 /// chunked and the grouped plan.
 #[test]
@@ -730,6 +749,7 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::Last),
         1 => Just(Terminal::Distinct),
         1 => Just(Terminal::GroupSum),
+        1 => Just(Terminal::ByteHistogram),
     ];
     let len = prop_oneof![
         Just(0usize),
