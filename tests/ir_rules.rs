@@ -2371,3 +2371,46 @@ fn counted_loops_with_constant_bounds_give_per_item_results() {
         }
     });
 }
+
+#[test]
+fn locals_start_at_zero_in_every_work_item() {
+    // The IR's locals are zero at function entry, in each work item. The builder's `Var::new`
+    // always sets one first, so that set is taken out: work items whose condition fails read
+    // the zero, never a value another work item (the one before it in a vector, or in the
+    // previous quads of an unrolled loop) left behind. Loop-free and guarded by the output's
+    // length, as the CPU backend's fastest path wants.
+    every_backend(|| {
+        let mut k = Kernel::build("fresh_locals", |k| {
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            let v = Var::new("v", 0u32);
+            if_then(i.lt(out.len()), || {
+                if_then((i % 3u32).eq(0u32), || v.set(i + 1u32));
+                out.store(i, v.get());
+            });
+        })
+        .unwrap();
+        let first_set = k
+            .body
+            .block
+            .0
+            .iter()
+            .position(|s| matches!(s, Stmt::LocalSet { .. }))
+            .expect("the builder sets the local first");
+        k.body.block.0.remove(first_set);
+        for n in [1000usize, 4099] {
+            let mut out = vec![7u32; n];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear((n as u32).div_ceil(256), 256),
+                    &mut [LaunchArg::read_write(&mut out)],
+                )
+                .unwrap();
+            let want: Vec<u32> = (0..n as u32)
+                .map(|i| if i % 3 == 0 { i + 1 } else { 0 })
+                .collect();
+            assert_eq!(out, want, "n = {n}");
+        }
+    });
+}

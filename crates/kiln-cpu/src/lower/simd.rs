@@ -564,6 +564,16 @@ fn control_fits(body: &Body, stmts: &[Stmt]) -> bool {
 }
 
 /// Calls `f` on every statement of `stmts`, nested ones included.
+/// Quads the prefix copy of a short body runs per trip of the quad loop.
+const UNROLL: u32 = 4;
+
+/// Whether a body is short enough (in statements) that [`UNROLL`] more copies of it pay.
+fn unrolls(stmts: &[Stmt]) -> bool {
+    let mut count = 0;
+    each_stmt(stmts, &mut |_| count += 1);
+    count <= 48
+}
+
 fn each_stmt(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in stmts {
         f(s);
@@ -847,10 +857,12 @@ impl Lowerer<'_, '_> {
     ) -> R<Value> {
         // A quad must lie in one row of the group: one-dimensional groups, or rows whose
         // length is a multiple of 4 (then the quads cover the whole group).
-        let in_rows = {
+        let one_dim = {
             let y = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[1], 1);
             let z = self.b.ins().icmp_imm_s(IntCC::Equal, self.gsize[2], 1);
-            let one_dim = self.b.ins().band(y, z);
+            self.b.ins().band(y, z)
+        };
+        let in_rows = {
             let x_rem = self.b.ins().band_imm_u(self.gsize[0], 3);
             let x4 = self.b.ins().icmp_imm_s(IntCC::Equal, x_rem, 0);
             self.b.ins().bor(one_dim, x4)
@@ -920,15 +932,8 @@ impl Lowerer<'_, '_> {
         let active = self.b.ins().splat(types::I32X4, all);
         self.lid = lid_vars.map(|v| self.b.use_var(v));
         self.item = Some(q);
-        self.zero_locals(fx);
-        for (var, decl) in locals.iter().zip(&fx.body.locals) {
-            if let (Some(var), Some(s)) = (var, decl.ty.as_scalar()) {
-                let z = self.zero(s);
-                let z = self.b.ins().splat(vty(s), z);
-                self.b.def_var(*var, z);
-            }
-        }
-        let state = |prefix: Option<Rc<PrefixFacts>>| QuadState {
+        self.zero_quad_locals(fx, &locals);
+        let state = |prefix: Option<Rc<PrefixFacts>>, first_item: Value| QuadState {
             lanes: vec![None; fx.body.exprs.len()],
             all_true: vec![None; fx.body.exprs.len()],
             locals: locals.clone(),
@@ -938,7 +943,7 @@ impl Lowerer<'_, '_> {
             exited,
             loops: Vec::new(),
             varying_exprs: plan.varying_exprs.clone(),
-            first_item: q,
+            first_item,
             iota,
             prefix,
         };
@@ -952,18 +957,58 @@ impl Lowerer<'_, '_> {
                 self.b.create_block(),
             );
             self.b.set_cold_block(general);
+            if unrolls(stmts) {
+                // In one-dimensional groups, where the local id is the item and does not wrap,
+                // the next UNROLL quads inside the prefix run in one go: the loop's own tests
+                // and advances are paid once for them.
+                let (run, one) = (self.b.create_block(), self.b.create_block());
+                let span = 4 * UNROLL as i64;
+                let q_end = self.b.ins().iadd_imm_s(q, span);
+                let q_end64 = self.b.ins().uextend(types::I64, q_end);
+                let in_prefix = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::UnsignedLessThanOrEqual, q_end64, end);
+                let in_group = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::UnsignedLessThanOrEqual, q_end, limit);
+                let all = self.b.ins().band(in_prefix, in_group);
+                let all = self.b.ins().band(all, one_dim);
+                self.b.ins().brif(all, run, &[], one, &[]);
+                self.b.switch_to_block(run);
+                let [x, y, z] = self.lid;
+                for u in 0..UNROLL as i64 {
+                    let first = self.b.ins().iadd_imm_s(q, 4 * u);
+                    if u > 0 {
+                        self.lid = [self.b.ins().iadd_imm_s(x, 4 * u), y, z];
+                        self.item = Some(first);
+                        self.zero_quad_locals(fx, &locals);
+                    }
+                    self.quad_block(fx, &mut state(Some(plan.prefix.clone()), first), stmts)?;
+                }
+                // The latch adds the last quad's 4.
+                let last = self.b.ins().iadd_imm_s(q, span - 4);
+                self.b.def_var(q_var, last);
+                let last_x = self.b.ins().iadd_imm_s(x, span - 4);
+                self.b.def_var(lid_vars[0], last_x);
+                self.b.ins().jump(latch, &[]);
+                self.b.switch_to_block(one);
+                self.lid = [x, y, z];
+                self.item = Some(q);
+            }
             let q4 = self.b.ins().iadd_imm_s(q, 4);
             let q4 = self.b.ins().uextend(types::I64, q4);
             let inside = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, q4, end);
             self.b.ins().brif(inside, fast, &[], general, &[]);
             for (block, prefix) in [(fast, Some(plan.prefix.clone())), (general, None)] {
                 self.b.switch_to_block(block);
-                self.quad_block(fx, &mut state(prefix), stmts)?;
+                self.quad_block(fx, &mut state(prefix, q), stmts)?;
                 self.b.ins().jump(latch, &[]);
             }
             self.b.switch_to_block(latch);
         } else {
-            let mut qs = state(None);
+            let mut qs = state(None, q);
             let promoted = if self.barrier_mode {
                 self.quad_enter_run(fx, &mut qs, plan, stmts)?
             } else {
@@ -997,6 +1042,19 @@ impl Lowerer<'_, '_> {
         self.item = None;
         fx.vals.iter_mut().for_each(|v| *v = None);
         Ok(self.b.use_var(q_var))
+    }
+
+    /// Starts a quad's locals from zero: the scalar ones (see `zero_locals`) and the vector
+    /// ones of `locals`.
+    fn zero_quad_locals(&mut self, fx: &FnCtx, locals: &[Option<Variable>]) {
+        self.zero_locals(fx);
+        for (var, decl) in locals.iter().zip(&fx.body.locals) {
+            if let (Some(var), Some(s)) = (var, decl.ty.as_scalar()) {
+                let z = self.zero(s);
+                let z = self.b.ins().splat(vty(s), z);
+                self.b.def_var(*var, z);
+            }
+        }
     }
 
     fn quad_block(&mut self, fx: &mut FnCtx, qs: &mut QuadState, stmts: &[Stmt]) -> R<()> {
