@@ -944,6 +944,13 @@ fn histograms_match_plain_counts() {
         let us: Vec<u32> = xs.iter().map(|x| x.unsigned_abs() % 10_007).collect();
         let want = count(&mut us.iter().map(|u| *u as i64), 10_000);
         assert_eq!(c.from(&us).histogram(10_000).unwrap(), want, "u32, {at}");
+        // Bins enough that the chunked plan's chunks grow past their usual length.
+        let want = count(&mut us.iter().map(|u| *u as i64), 3_000);
+        assert_eq!(
+            c.from(&us).histogram(3_000).unwrap(),
+            want,
+            "3000 bins, {at}"
+        );
         assert_eq!(c.from(&us).histogram(0).unwrap(), Vec::<u32>::new());
         let want = vec![us.iter().filter(|u| **u == 0).count() as u32];
         assert_eq!(c.from(&us).histogram(1).unwrap(), want, "one bin, {at}");
