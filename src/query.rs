@@ -177,8 +177,14 @@ fn items_per_chunk(order: Order) -> u32 {
     }
 }
 
+/// Chunks of [`CHUNK`] elements covering `n` (at least one).
 fn groups_for(n: usize) -> u32 {
-    (n as u64).div_ceil(CHUNK as u64).max(1) as u32
+    chunks_of(n, CHUNK)
+}
+
+/// Chunks of `chunk` elements covering `n` (at least one).
+fn chunks_of(n: usize, chunk: u32) -> u32 {
+    (n as u64).div_ceil(chunk as u64).max(1) as u32
 }
 
 /// `n`, bounded also by the length of each of `memories` (which the host makes at least `n`

@@ -637,7 +637,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let chunk = (min_rows as u64)
             .max(4 * keys as u64)
             .max((n as u64 * keys as u64).div_ceil(DENSE_PARTIALS)) as u32;
-        let chunks = (n as u64).div_ceil(chunk as u64) as u32;
+        let chunks = chunks_of(n, chunk);
         let slots = alloc_rows(ctx, &types, chunks as usize * keys)?;
         let seen = ctx.backend().alloc(chunks as usize * keys * 4)?;
         let lo_bytes = self.lo.to_bits().to_le_bytes();

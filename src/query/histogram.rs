@@ -56,10 +56,9 @@ impl<'a, T: Int + Row> Query<'a, T> {
                 // Each chunk clears its counts and adds each one to the result once: enough
                 // elements per chunk that this stays small beside counting them.
                 let chunk = CHUNK.max(16 * bins);
-                let chunks = (n as u64).div_ceil(chunk as u64).max(1) as u32;
                 (
                     self.histogram_kernel(bins, Some(1))?,
-                    Grid::linear(chunks, 1),
+                    Grid::linear(chunks_of(n, chunk), 1),
                     chunk,
                 )
             }

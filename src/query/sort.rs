@@ -52,7 +52,7 @@ impl SortShape {
         SortShape {
             chunk,
             g,
-            chunks: (n as u64).div_ceil(chunk as u64).max(1) as u32,
+            chunks: chunks_of(n, chunk),
         }
     }
 

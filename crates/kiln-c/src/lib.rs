@@ -325,20 +325,22 @@ impl Writer {
         }
         out += &body;
         out += &text;
-        let file = match self.d {
-            Dialect::OpenCl => format!("{}.cl", k.name),
-            Dialect::Cuda => format!("{}.cu", k.name),
-        };
-        let text = out
-            .lines()
-            .enumerate()
-            .map(|(i, l)| match l.trim_start() == LINE_RESET {
-                true => format!("#line {} \"{file}\"\n", i + 2),
-                false => format!("{l}\n"),
-            })
-            .collect();
+        if out.contains(LINE_RESET) {
+            let file = match self.d {
+                Dialect::OpenCl => format!("{}.cl", k.name),
+                Dialect::Cuda => format!("{}.cu", k.name),
+            };
+            out = out
+                .lines()
+                .enumerate()
+                .map(|(i, l)| match l.trim_start() == LINE_RESET {
+                    true => format!("#line {} \"{file}\"\n", i + 2),
+                    false => format!("{l}\n"),
+                })
+                .collect();
+        }
         Ok(Source {
-            text,
+            text: out,
             entry: k.name.clone(),
             needs: self.needs,
         })
@@ -529,11 +531,13 @@ impl Writer {
     fn stmt(&mut self, cx: &Cx, s: &Stmt, out: &mut String, depth: usize) -> W<()> {
         let pad = "  ".repeat(depth);
         // Every line written for a statement from a Rust line is numbered as that line.
-        if let (Some((line, fresh)), false) = (&mut self.at, matches!(s, Stmt::Source(_))) {
-            if !*fresh {
-                let _ = writeln!(out, "{pad}#line {line}");
+        if !matches!(s, Stmt::Source(_)) {
+            if let Some((line, fresh)) = &mut self.at {
+                if !*fresh {
+                    let _ = writeln!(out, "{pad}#line {line}");
+                }
+                *fresh = false;
             }
-            *fresh = false;
         }
         match s {
             Stmt::Source(at) => {
