@@ -900,7 +900,8 @@ fn sorts_match_rust_stable_sorts() {
 /// Histograms in both plan shapes against plain counting loops: byte values, signed values
 /// after a map and a filter (negative ones and those past the last bin are not counted),
 /// 64-bit values whose low 32 bits name a bin (they must not count), more bins than the
-/// private and shared counts hold (global atomics), and zero or one bin.
+/// private and shared counts hold (rows of counts per chunk in device memory, or global
+/// atomics), and zero or one bin.
 #[test]
 fn histograms_match_plain_counts() {
     let count = |vals: &mut dyn Iterator<Item = i64>, bins: usize| {
@@ -951,6 +952,13 @@ fn histograms_match_plain_counts() {
             want,
             "3000 bins, {at}"
         );
+        if n == 100_003 {
+            // Bins too many for rows of counts per chunk: one global atomic per element.
+            let big: Vec<u32> = xs.iter().map(|x| x.unsigned_abs() * 17 + 3).collect();
+            let want = count(&mut big.iter().map(|u| *u as i64), 17_000_000);
+            let got = c.from(&big).histogram(17_000_000).unwrap();
+            assert!(got == want, "17e6 bins, {at}");
+        }
         assert_eq!(c.from(&us).histogram(0).unwrap(), Vec::<u32>::new());
         let want = vec![us.iter().filter(|u| **u == 0).count() as u32];
         assert_eq!(c.from(&us).histogram(1).unwrap(), want, "one bin, {at}");

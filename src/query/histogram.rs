@@ -3,8 +3,10 @@
 //! once per bin (the privatized histogram of `reference/002`):
 //!
 //! * the chunked plan: each work item counts its chunk in a private array, without atomics;
+//!   with more than [`PRIVATE_BINS`] bins, in its own row of a device array instead, and a
+//!   second kernel adds the rows up;
 //! * the grouped plan: each group counts in shared memory with shared atomics;
-//! * more than [`PRIVATE_BINS`] bins: one global atomic per element.
+//! * more bins than these hold: one global atomic per element.
 //!
 //! Integer counts do not depend on the order of the additions, so the result is exact.
 
@@ -12,6 +14,19 @@ use super::*;
 
 /// The most bins counted in private or shared memory (16 KiB of `u32`).
 const PRIVATE_BINS: u32 = 4096;
+
+/// Where a histogram kernel counts.
+#[derive(Clone, Copy)]
+enum Counts {
+    /// One global atomic per element; one element per work item.
+    Global,
+    /// A private array per work item, which counts its chunk.
+    Private,
+    /// Row `i` of `counts` for work item `i`, which counts its chunk.
+    Rows,
+    /// Shared counts per group of `group` work items.
+    Shared { group: u32 },
+}
 
 impl<'a, T: Int + Row> Query<'a, T> {
     /// Counts, for each `b` in `0..bins`, the elements equal to `b`; elements outside that
@@ -34,34 +49,31 @@ impl<'a, T: Int + Row> Query<'a, T> {
             return Ok(counts);
         }
         let n = self.len;
-        let (kernel, grid, chunk) = if bins > PRIVATE_BINS {
-            let g = CHUNK.min(self.ctx.device().max_group_size);
-            let groups = (n as u64).div_ceil(g as u64).max(1) as u32;
+        let device = self.ctx.device();
+        let private =
+            self.ctx.effective_plan_shape() != PlanShape::Grouped && device.indexed_private_arrays;
+        let (kernel, grid, chunk) = if private && bins <= PRIVATE_BINS {
+            // Each chunk clears its counts and adds each one to the result once: enough
+            // elements per chunk that this stays small beside counting them.
+            let chunk = CHUNK.max(16 * bins);
             (
-                self.histogram_kernel(bins, None)?,
-                Grid::linear(groups, g),
-                1,
+                self.histogram_kernel(bins, Counts::Private)?,
+                Grid::linear(chunks_of(n, chunk), 1),
+                chunk,
             )
+        } else if bins <= PRIVATE_BINS {
+            // Private arrays indexed at run time are slow here, or the plan is grouped.
+            let g = grouped_size(device.max_group_size);
+            let groups = grouped_groups(n, g);
+            let kernel = self.histogram_kernel(bins, Counts::Shared { group: g })?;
+            (kernel, Grid::linear(groups, g), ITEM_CHUNK)
+        } else if let Some(chunk) = private.then(|| self.row_chunk(bins)).flatten() {
+            return self.histogram_in_rows(bins, chunk, counts);
         } else {
-            // Private counts need private arrays indexed at run time; without them, the
-            // grouped plan's shared counts.
-            let shared = self.ctx.effective_plan_shape() == PlanShape::Grouped
-                || !self.ctx.device().indexed_private_arrays;
-            if shared {
-                let g = grouped_size(self.ctx.device().max_group_size);
-                let groups = grouped_groups(n, g);
-                let kernel = self.histogram_kernel(bins, Some(g))?;
-                (kernel, Grid::linear(groups, g), ITEM_CHUNK)
-            } else {
-                // Each chunk clears its counts and adds each one to the result once: enough
-                // elements per chunk that this stays small beside counting them.
-                let chunk = CHUNK.max(16 * bins);
-                (
-                    self.histogram_kernel(bins, Some(1))?,
-                    Grid::linear(chunks_of(n, chunk), 1),
-                    chunk,
-                )
-            }
+            let g = CHUNK.min(device.max_group_size);
+            let groups = (n as u64).div_ceil(g as u64).max(1) as u32;
+            let kernel = self.histogram_kernel(bins, Counts::Global)?;
+            (kernel, Grid::linear(groups, g), 1)
         };
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
@@ -71,13 +83,74 @@ impl<'a, T: Int + Row> Query<'a, T> {
         Ok(counts)
     }
 
-    /// The histogram kernel: with `group` of 1, a private count per work item; with a larger
-    /// group, shared counts per group, each work item taking every `group`-th element of the
-    /// group's range; with none, one global atomic per element (one element per work item).
-    fn histogram_kernel(&self, bins: u32, group: Option<u32>) -> Result<Kernel> {
+    /// The chunk length for counting `bins` bins in rows of a device array, one row per
+    /// chunk: chunks of at least 16 elements per bin, so that clearing and adding up the rows
+    /// stays small beside counting, unless that leaves fewer than two chunks per compute unit.
+    /// `None` when the rows would take more than four bytes per element (and 64 MiB).
+    fn row_chunk(&self, bins: u32) -> Option<u32> {
+        let n = self.len as u64;
+        let units = self.ctx.device().compute_units.max(1) as u64;
+        let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
+        let chunk = (CHUNK as u64).max(per_bin).min(u32::MAX as u64) as u32;
+        let bytes = chunks_of(self.len, chunk) as u64 * bins as u64 * 4;
+        (bytes <= (4 * n).max(1 << 26)).then_some(chunk)
+    }
+
+    /// Counts `bins` bins into `counts` with one row of `bins` counts per `chunk` elements in
+    /// device memory, then one work item per bin adding up its column.
+    fn histogram_in_rows(&self, bins: u32, chunk: u32, mut counts: Vec<u32>) -> Result<Vec<u32>> {
+        let n = self.len;
+        let chunks = chunks_of(n, chunk);
+        let rows = self
+            .ctx
+            .backend()
+            .alloc(chunks as usize * bins as usize * 4)?;
+        let mut args = self.input_args();
+        args.push(LaunchArg::Device(&*rows));
+        args.extend([value_bytes(n as u32), value_bytes(chunk)]);
+        let kernel = self.histogram_kernel(bins, Counts::Rows)?;
+        self.ctx
+            .launch_ir(&kernel, &Grid::linear(chunks, 1), &mut args)?;
+        drop(args);
+
+        let add_rows = Kernel::build_unvalidated("query_histogram_add_rows", |k| {
+            let rows = k.buffer::<u32>("rows", Access::Read);
+            let counts = k.buffer::<u32>("counts", Access::Write);
+            let chunks = k.value::<u32>("chunks");
+            let b = global_id(Axis::X);
+            if_then(b.lt(bins), || {
+                let total = Var::new("total", 0u32);
+                for_range(0u32, chunks, |c| {
+                    total.set(total.get() + rows.load(c * bins + b))
+                });
+                counts.store(b, total.get());
+            });
+        })?;
+        let mut args = vec![
+            LaunchArg::Device(&*rows),
+            LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)),
+            value_bytes(chunks),
+        ];
+        let group = 64.min(self.ctx.device().max_group_size);
+        self.ctx.launch_ir(
+            &add_rows,
+            &Grid::linear(bins.div_ceil(group), group),
+            &mut args,
+        )?;
+        drop(args);
+        Ok(counts)
+    }
+
+    /// The histogram kernel, counting where `place` says; a shared-count group takes every
+    /// `group`-th element of its range.
+    fn histogram_kernel(&self, bins: u32, place: Counts) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_histogram", |k| {
             let cols = self.declare_inputs(k);
-            let counts = k.buffer::<u32>("counts", Access::ReadWrite);
+            let name = match place {
+                Counts::Rows => "rows",
+                _ => "counts",
+            };
+            let counts = k.buffer::<u32>(name, Access::ReadWrite);
             let n = bounded(k.value::<u32>("n"), &cols);
             let chunk = k.value::<u32>("chunk");
             // The element's bin, and whether it has one.
@@ -95,8 +168,8 @@ impl<'a, T: Int + Row> Query<'a, T> {
                 let (has, b) = bin_of(&vals[0]);
                 if_then(has, || add(b));
             };
-            match group {
-                None => {
+            match place {
+                Counts::Global => {
                     let i = global_id(Axis::X);
                     if_then(i.lt(n), || {
                         self.element(&cols, i, &mut |vals| {
@@ -106,7 +179,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
                         })
                     });
                 }
-                Some(1) => {
+                Counts::Private => {
                     let local = LocalArray::<u32>::new("local_counts", bins);
                     let (start, end) = chunk_range(n, chunk);
                     for_range(start, end, |i| {
@@ -121,7 +194,20 @@ impl<'a, T: Int + Row> Query<'a, T> {
                         });
                     });
                 }
-                Some(g) => {
+                Counts::Rows => {
+                    let (start, end) = chunk_range(n, chunk);
+                    let row = global_id(Axis::X) * bins;
+                    for_range(0u32, bins, |b| counts.store(row + b, 0u32));
+                    for_range(start, end, |i| {
+                        self.element(&cols, i, &mut |vals| {
+                            count(vals, &|b| {
+                                let at = row + b;
+                                counts.store(at, counts.load(at) + 1u32);
+                            })
+                        })
+                    });
+                }
+                Counts::Shared { group: g } => {
                     let shared = k.shared::<u32>("group_counts", SharedLen::Static(bins));
                     let l = local_id(Axis::X);
                     for_range_step(l, lit(bins), lit(g), |b| shared.store(b, 0u32));
