@@ -252,7 +252,12 @@ impl Context {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
         {
-            PlanShape::Auto if self.device().class == kiln_backend::DeviceClass::Gpu => {
+            // Grouped plans give each work item a few elements, which also keeps it within a
+            // device's loop limit.
+            PlanShape::Auto
+                if self.device().class == kiln_backend::DeviceClass::Gpu
+                    || self.device().max_loop_iterations.is_some() =>
+            {
                 PlanShape::Grouped
             }
             PlanShape::Auto => PlanShape::Chunked,

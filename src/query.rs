@@ -159,7 +159,8 @@ fn grouped_groups(n: usize, g: u32) -> u32 {
 /// How the query planner spreads work over work items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanShape {
-    /// Chunked on CPU devices, grouped on GPUs.
+    /// Chunked on CPU devices, grouped on GPUs and on devices with a loop limit
+    /// ([`DeviceInfo::max_loop_iterations`](crate::DeviceInfo::max_loop_iterations)).
     Auto,
     /// One work item per group, each folding a long contiguous chunk: one tight loop per
     /// chunk on the CPU.

@@ -1302,3 +1302,65 @@ fn first_and_last_match_iterator_ends() {
         );
     });
 }
+
+/// Queries whose work items loop long: a sum of float remainders (whose exact `%` loops on
+/// WGSL), a histogram with more bins than private counts hold, and a dense group_by over 1000
+/// keys, 300000 elements each, in every plan shape. The automatic plan and the plans of
+/// histograms and groups stay within a device's loop limit and give the values of plain
+/// loops; a chunked fold over a device's loop limit may fail with `Unsupported`, never give
+/// wrong values.
+#[test]
+fn long_running_work_items_give_right_values_or_a_typed_error() {
+    let n = 300_000;
+    let xs: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 * 1.37).collect();
+    let keys: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) % 1000)
+        .collect();
+    let want_sum: f64 = xs.iter().map(|x| (x % 0.37) as f64).sum();
+    let mut want_hist = vec![0u32; 10_000];
+    let mut want_groups = std::collections::BTreeMap::new();
+    for (k, x) in keys.iter().zip(&xs) {
+        want_hist[(*k * 7 + (*x as u32 % 7)) as usize] += 1;
+        *want_groups.entry(*k).or_insert(0u64) += *x as u64;
+    }
+    every_backend(|| {
+        let c = ctx();
+        let limited = c.device().max_loop_iterations.is_some();
+        for shape in [
+            kiln::PlanShape::Auto,
+            kiln::PlanShape::Chunked,
+            kiln::PlanShape::Grouped,
+        ] {
+            c.set_plan_shape(shape);
+            let at = format!("{shape:?} on {}", c.device().name);
+            match c.from(&xs).map(|x| x % 0.37f32).sum() {
+                Ok(s) => assert!(
+                    close(s as f64, want_sum, want_sum),
+                    "{s} vs {want_sum}, {at}"
+                ),
+                Err(kiln::Error::Backend(kiln::BackendError::Unsupported { feature, .. }))
+                    if limited && shape == kiln::PlanShape::Chunked =>
+                {
+                    assert!(feature.contains("loop iterations"), "{feature}")
+                }
+                Err(e) => panic!("{at}: {e}"),
+            }
+            let hist = c
+                .from(&keys)
+                .zip(&xs)
+                .map(|(k, x)| k * 7u32 + x.cast::<u32>() % 7u32)
+                .histogram(10_000)
+                .unwrap();
+            assert!(hist == want_hist, "histogram of 10000 bins, {at}");
+            let groups = c
+                .from(&keys)
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x.cast::<u64>())
+                .unwrap();
+            let want: Vec<(u32, u64)> = want_groups.iter().map(|(k, v)| (*k, *v)).collect();
+            assert!(groups == want, "group_by of 1000 keys, {at}");
+        }
+        c.set_plan_shape(kiln::PlanShape::Auto);
+    });
+}

@@ -450,7 +450,10 @@ fn dense_fold<K: Numeric + Row, V: Row>(
         identity,
         op,
     };
-    dense.run().map(Some)
+    match dense.chunk() {
+        Some(chunk) => dense.run(chunk).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The fold of every key's values when the integer keys span few values (`keys` of them, from
@@ -621,22 +624,38 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// Runs both kernels over `rows` (keys, then values; `n` of them) and returns each key
-    /// that has rows with its fold, in key order.
-    fn run(&self) -> Result<Vec<(K, V)>> {
+    /// The rows per chunk: enough to pay for the chunk's slots, and few enough chunks that
+    /// the slots stay within [`DENSE_PARTIALS`] per column. `None` when a work item's loops
+    /// (over its chunk and its slots, or over the chunks) would pass half the device's loop
+    /// limit ([`crate::DeviceInfo::max_loop_iterations`]).
+    fn chunk(&self) -> Option<u32> {
+        let ctx = &self.query.ctx;
+        let (n, keys) = (self.query.len as u64, self.keys as u64);
+        let min_rows = match ctx.effective_plan_shape() {
+            PlanShape::Grouped => ITEM_CHUNK * 16,
+            _ => CHUNK,
+        };
+        let chunk = (min_rows as u64)
+            .max(4 * keys)
+            .max((n * keys).div_ceil(DENSE_PARTIALS));
+        let chunks = n.div_ceil(chunk);
+        match ctx.device().max_loop_iterations {
+            Some(limit) if (chunk + 2 * keys).max(chunks) > limit as u64 / 2 => None,
+            _ => Some(chunk as u32),
+        }
+    }
+
+    /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of
+    /// `chunk` rows and returns each key that has rows with its fold, in key order.
+    fn run(&self, chunk: u32) -> Result<Vec<(K, V)>> {
         let ctx = &self.query.ctx;
         let n = self.query.len;
         let types = self.value_types();
         let keys = self.keys as usize;
-        let (min_rows, g) = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => (ITEM_CHUNK * 16, grouped_size(ctx.device().max_group_size)),
-            _ => (CHUNK, 1),
+        let g = match ctx.effective_plan_shape() {
+            PlanShape::Grouped => grouped_size(ctx.device().max_group_size),
+            _ => 1,
         };
-        // Enough rows per chunk to pay for its slots, and few enough chunks that the slots
-        // stay within DENSE_PARTIALS per column.
-        let chunk = (min_rows as u64)
-            .max(4 * keys as u64)
-            .max((n as u64 * keys as u64).div_ceil(DENSE_PARTIALS)) as u32;
         let chunks = chunks_of(n, chunk);
         let slots = alloc_rows(ctx, &types, chunks as usize * keys)?;
         let seen = ctx.backend().alloc(chunks as usize * keys * 4)?;

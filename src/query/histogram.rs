@@ -50,8 +50,8 @@ impl<'a, T: Int + Row> Query<'a, T> {
         }
         let n = self.len;
         let device = self.ctx.device();
-        let private =
-            self.ctx.effective_plan_shape() != PlanShape::Grouped && device.indexed_private_arrays;
+        let chunked = self.ctx.effective_plan_shape() != PlanShape::Grouped;
+        let private = chunked && device.indexed_private_arrays;
         let (kernel, grid, chunk) = if private && bins <= PRIVATE_BINS {
             // Each chunk clears its counts and adds each one to the result once: enough
             // elements per chunk that this stays small beside counting them.
@@ -67,7 +67,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
             let groups = grouped_groups(n, g);
             let kernel = self.histogram_kernel(bins, Counts::Shared { group: g })?;
             (kernel, Grid::linear(groups, g), ITEM_CHUNK)
-        } else if let Some(chunk) = private.then(|| self.row_chunk(bins)).flatten() {
+        } else if let Some(chunk) = chunked.then(|| self.row_chunk(bins)).flatten() {
             return self.histogram_in_rows(bins, chunk, counts);
         } else {
             let g = CHUNK.min(device.max_group_size);
@@ -86,14 +86,24 @@ impl<'a, T: Int + Row> Query<'a, T> {
     /// The chunk length for counting `bins` bins in rows of a device array, one row per
     /// chunk: chunks of at least 16 elements per bin, so that clearing and adding up the rows
     /// stays small beside counting, unless that leaves fewer than two chunks per compute unit.
-    /// `None` when the rows would take more than four bytes per element (and 64 MiB).
+    /// `None` when the rows would take more than four bytes per element (and 64 MiB), or when
+    /// a work item's loops (over its chunk and its row, or over the chunks) would pass half
+    /// the device's loop limit ([`crate::DeviceInfo::max_loop_iterations`]).
     fn row_chunk(&self, bins: u32) -> Option<u32> {
         let n = self.len as u64;
-        let units = self.ctx.device().compute_units.max(1) as u64;
+        let device = self.ctx.device();
+        let units = device.compute_units.max(1) as u64;
         let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
-        let chunk = (CHUNK as u64).max(per_bin).min(u32::MAX as u64) as u32;
-        let bytes = chunks_of(self.len, chunk) as u64 * bins as u64 * 4;
-        (bytes <= (4 * n).max(1 << 26)).then_some(chunk)
+        let mut chunk = (CHUNK as u64).max(per_bin);
+        if let Some(limit) = device.max_loop_iterations {
+            chunk = chunk.min((limit as u64 / 2).saturating_sub(bins as u64));
+        }
+        let chunks = n.div_ceil(chunk.max(1));
+        let bytes = chunks * bins as u64 * 4;
+        let loops_fit = device
+            .max_loop_iterations
+            .is_none_or(|limit| chunk > 0 && chunks <= limit as u64 / 2);
+        (loops_fit && bytes <= (4 * n).max(1 << 26)).then_some(chunk.min(u32::MAX as u64) as u32)
     }
 
     /// Counts `bins` bins into `counts` with one row of `bins` counts per `chunk` elements in

@@ -133,7 +133,10 @@ pub fn translation_check(k: &kiln::ir::Kernel) {
             &kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default(),
         );
         // The variant for adapters with subgroups, when the kernel uses them.
-        let options = kiln_wgsl::WgslOptions { subgroups: true };
+        let options = kiln_wgsl::WgslOptions {
+            subgroups: true,
+            ..Default::default()
+        };
         let shader = kiln_wgsl::write_kernel_with(k, options)
             .unwrap_or_else(|e| panic!("WGSL with subgroups of `{}`: {e}", k.name));
         if shader.needs.subgroups {

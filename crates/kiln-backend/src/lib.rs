@@ -105,6 +105,11 @@ pub struct DeviceInfo {
     /// false for CPU adapters of wgpu (llvmpipe), whose compiler expands every such access
     /// into code for each element, so large arrays are slow to compile and to run.
     pub indexed_private_arrays: bool,
+    /// The most loop iterations a work item may run in total, all its loops together, where
+    /// the device stops them silently past that (Mesa's llvmpipe: 65535); `None` where loops
+    /// run as long as they need. The wgpu backend reports a work item that reaches it as an
+    /// error, and query plans keep each work item's loops below it.
+    pub max_loop_iterations: Option<u32>,
     /// Optional capabilities.
     pub features: Features,
 }

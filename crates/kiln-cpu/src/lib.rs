@@ -90,6 +90,7 @@ impl CpuBackend {
             max_shared_bytes: MAX_SHARED_BYTES,
             max_buffer_bytes: host_memory_bytes(),
             indexed_private_arrays: true,
+            max_loop_iterations: None,
             features: Features {
                 f64: true,
                 subgroups: true,

@@ -123,6 +123,7 @@ impl CudaBackend {
                 .max(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as u64),
             max_buffer_bytes: memory,
             indexed_private_arrays: true,
+            max_loop_iterations: None,
             features: Features {
                 f64: true,
                 subgroups: true,

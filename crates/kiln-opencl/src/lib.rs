@@ -156,6 +156,7 @@ impl OpenClBackend {
             max_shared_bytes: device.local_mem_size().unwrap_or(0),
             max_buffer_bytes: device.max_mem_alloc_size().unwrap_or(u64::MAX),
             indexed_private_arrays: true,
+            max_loop_iterations: None,
             features: Features {
                 f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)
                     || extensions.contains("cl_khr_fp64"),

@@ -13,10 +13,20 @@
 //! constants) and kept with the compiled kernel. wgpu validation errors are caught in error
 //! scopes and returned as typed errors; the device's uncaptured-error handler only records
 //! them, so nothing panics.
+//!
+//! Mesa's llvmpipe (lavapipe, and GL on llvmpipe) runs a subgroup of work items as one SIMD
+//! batch and stops all the batch's loops once they have run 65535 passes together (work items
+//! on different loops add up); the work items go on with wrong values. On such an adapter
+//! ([`DeviceInfo::max_loop_iterations`]) every shader counts its subgroups' loop passes
+//! ([`kiln_wgsl::LoopBudget`], with subgroup operations whether or not kernels' own subgroup
+//! operations use them) and the next wait for the device (reading results back,
+//! `synchronize`) fails with `BackendError::Unsupported`, naming the kernel, instead of
+//! handing wrong results on. Loops with a few constant passes that llvmpipe unrolls are
+//! counted too, so a kernel near the limit can fail although llvmpipe would have run it.
 
 use kiln_backend::*;
 use kiln_ir::{Access, Kernel, ParamKind, SharedLen};
-use kiln_wgsl::{ParamSlot, Shader, GROUP_SIZE_OVERRIDES};
+use kiln_wgsl::{ParamSlot, Shader, FAULT_TAG_OVERRIDE, GROUP_SIZE_OVERRIDES};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
@@ -30,7 +40,31 @@ struct Shared {
     info: DeviceInfo,
     limits: wgpu::Limits,
     features: wgpu::Features,
+    /// Where work items report reaching the adapter's loop limit, on adapters that have one.
+    loop_faults: Option<LoopFaults>,
+    /// The subgroup size that loop passes are counted per, on adapters with a loop limit,
+    /// subgroup operations and one subgroup size.
+    loop_subgroup_size: Option<u32>,
 }
+
+/// The `kiln_fault` word that shaders on an adapter with a loop limit share, and the kernels
+/// whose tags it holds.
+struct LoopFaults {
+    /// The adapter's limit on a work item's loop iterations.
+    budget: u32,
+    /// One `u32`: 0, or the tag of a kernel one of whose work items reached the budget.
+    buf: wgpu::Buffer,
+    /// The names of the kernels compiled here; tag `i + 1` is kernel `i`.
+    kernels: Mutex<Vec<String>>,
+}
+
+/// The features that give shaders subgroup built-ins.
+const SUBGROUP_FEATURES: wgpu::Features =
+    wgpu::Features::SUBGROUP.union(wgpu::Features::SUBGROUP_BARRIER);
+
+/// The loop limit of Mesa's llvmpipe: its work items' loops stop once they have run this many
+/// iterations in total (measured on Mesa 22.3 with LLVM 15).
+const LLVMPIPE_LOOP_LIMIT: u32 = 65535;
 
 /// Kernels as wgpu compute pipelines on one adapter.
 pub struct WgpuBackend {
@@ -146,12 +180,20 @@ impl WgpuBackend {
         if options.int64 {
             wanted |= wgpu::Features::SHADER_INT64;
         }
-        let subgroup_features = wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER;
-        if options.subgroups && adapter.features().contains(subgroup_features) {
-            wanted |= subgroup_features;
+        // An adapter with a loop limit counts its loop passes per subgroup, with subgroup
+        // built-ins, whether or not kernels' subgroup operations use them.
+        let loop_limit = a.name.contains("llvmpipe").then_some(LLVMPIPE_LOOP_LIMIT);
+        if (options.subgroups || loop_limit.is_some())
+            && adapter.features().contains(SUBGROUP_FEATURES)
+        {
+            wanted |= SUBGROUP_FEATURES;
         }
         let features = adapter.features() & wanted;
-        let subgroups = features.contains(subgroup_features);
+        let subgroups = options.subgroups && features.contains(SUBGROUP_FEATURES);
+        let loop_subgroup_size = (loop_limit.is_some()
+            && features.contains(SUBGROUP_FEATURES)
+            && a.subgroup_min_size == a.subgroup_max_size)
+            .then_some(a.subgroup_max_size);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("kiln"),
@@ -180,11 +222,19 @@ impl WgpuBackend {
             } else {
                 1
             },
-            max_shared_bytes: limits.max_compute_workgroup_storage_size as u64,
+            // Less the loop counts of an adapter with a loop limit.
+            max_shared_bytes: (limits.max_compute_workgroup_storage_size as u64).saturating_sub(
+                if loop_subgroup_size.is_some() {
+                    4 * kiln_wgsl::LOOP_COUNT_SUBGROUPS as u64
+                } else {
+                    0
+                },
+            ),
             max_buffer_bytes: limits
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             indexed_private_arrays: a.device_type != wgpu::DeviceType::Cpu,
+            max_loop_iterations: loop_limit,
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),
                 subgroups,
@@ -199,6 +249,20 @@ impl WgpuBackend {
             a.name,
             if subgroups { "on" } else { "off" }
         );
+        let loop_faults = info.max_loop_iterations.map(|budget| {
+            let buf = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("kiln_fault"),
+                contents: &[0u8; 16],
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            });
+            LoopFaults {
+                budget,
+                buf,
+                kernels: Mutex::new(Vec::new()),
+            }
+        });
         Ok(WgpuBackend {
             shared: Arc::new(Shared {
                 device,
@@ -206,6 +270,8 @@ impl WgpuBackend {
                 info,
                 limits,
                 features,
+                loop_faults,
+                loop_subgroup_size,
             }),
             version,
         })
@@ -214,9 +280,16 @@ impl WgpuBackend {
     /// The WGSL for `kernel` on this adapter (with its subgroups when it has them). Fails with
     /// `Unsupported` when the writer cannot express the kernel.
     fn write(&self, kernel: &Kernel) -> Result<kiln_wgsl::Shader, BackendError> {
-        let options = kiln_wgsl::WgslOptions {
-            subgroups: self.shared.info.features.subgroups,
-        };
+        let options =
+            kiln_wgsl::WgslOptions {
+                subgroups: self.shared.info.features.subgroups,
+                loop_budget: self.shared.info.max_loop_iterations.map(|limit| {
+                    kiln_wgsl::LoopBudget {
+                        limit,
+                        subgroup_size: self.shared.loop_subgroup_size,
+                    }
+                }),
+            };
         kiln_wgsl::write_kernel_with(kernel, options).map_err(|e| BackendError::Unsupported {
             backend: BackendKind::Wgpu,
             feature: e.to_string(),
@@ -283,9 +356,13 @@ impl Shared {
 
     /// Copies the first `outs[i].len()` bytes of each buffer to its host slice.
     fn read_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
-        let copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
+        let mut copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
         if copies.is_empty() {
             return Ok(());
+        }
+        let mut fault = [0u8; 4];
+        if let Some(f) = &self.loop_faults {
+            copies.push((&f.buf, &mut fault[..]));
         }
         let mut encoder = self
             .device
@@ -329,7 +406,29 @@ impl Shared {
             drop(view);
             s.unmap();
         }
-        Ok(())
+        self.loop_fault(u32::from_le_bytes(fault))
+    }
+
+    /// `Ok` for a fault word of 0; otherwise clears the word and fails with `Unsupported`,
+    /// naming the kernel whose tag it held.
+    fn loop_fault(&self, tag: u32) -> Result<(), BackendError> {
+        let Some(f) = self.loop_faults.as_ref().filter(|_| tag != 0) else {
+            return Ok(());
+        };
+        self.queue.write_buffer(&f.buf, 0, &[0u8; 4]);
+        let kernels = f.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        let name = kernels.get(tag as usize - 1).map_or("?", |n| n.as_str());
+        Err(BackendError::Unsupported {
+            backend: BackendKind::Wgpu,
+            feature: format!(
+                "more than {} loop iterations in one SIMD batch of work items (kernel \
+                 `{name}`) on {}: it stops the loops of a batch once they have run that many \
+                 passes together, so the results would be wrong; give each work item fewer \
+                 iterations (more work items), keep neighbouring work items on the same \
+                 loops, or use another backend",
+                f.budget, self.info.name
+            ),
+        })
     }
 }
 
@@ -417,7 +516,12 @@ impl Backend for WgpuBackend {
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
-        self.shared.wait()
+        self.shared.wait()?;
+        match &self.shared.loop_faults {
+            // Reading the fault word back reports a work item that reached the loop limit.
+            Some(f) => self.shared.read_back(vec![(&f.buf, &mut [0u8; 4][..])]),
+            None => Ok(()),
+        }
     }
 
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
@@ -501,6 +605,14 @@ impl Backend for WgpuBackend {
                 });
             }
         }
+        if let Some(binding) = shader.fault_binding {
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: storage(false),
+                count: None,
+            });
+        }
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: None,
@@ -514,8 +626,14 @@ impl Backend for WgpuBackend {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(compile_err(format!("creating the bind group layout: {e}")));
         }
+        let fault_tag = self.shared.loop_faults.as_ref().map(|f| {
+            let mut kernels = f.kernels.lock().unwrap_or_else(|p| p.into_inner());
+            kernels.push(kernel.name.clone());
+            kernels.len() as u32
+        });
         Ok(Arc::new(WgpuKernel {
             kernel: Arc::new(kernel.clone()),
+            fault_tag,
             shader,
             module,
             layout,
@@ -536,6 +654,8 @@ fn copy_err(reason: impl std::fmt::Display) -> BackendError {
 
 struct WgpuKernel {
     kernel: Arc<Kernel>,
+    /// What the kernel stores in the fault word, on adapters with a loop limit.
+    fault_tag: Option<u32>,
     shader: Shader,
     module: wgpu::ShaderModule,
     layout: wgpu::BindGroupLayout,
@@ -566,6 +686,9 @@ impl WgpuKernel {
             .collect();
         for (name, v) in self.shader.shared_overrides.iter().zip(&key[3..]) {
             constants.push((name.as_str(), (*v).max(1) as f64));
+        }
+        if let Some(tag) = self.fault_tag {
+            constants.push((FAULT_TAG_OVERRIDE, tag as f64));
         }
         let device = &self.shared.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -739,6 +862,12 @@ impl CompiledKernel for WgpuKernel {
                     resource: buf.as_entire_binding(),
                 });
             }
+        }
+        if let (Some(binding), Some(f)) = (self.shader.fault_binding, &shared.loop_faults) {
+            entries.push(wgpu::BindGroupEntry {
+                binding,
+                resource: f.buf.as_entire_binding(),
+            });
         }
         let device = &shared.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);

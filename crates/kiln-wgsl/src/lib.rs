@@ -18,6 +18,11 @@
 //!   min/max, exact `%` on floats, rounding half away from zero, out-of-bounds memory) is
 //!   written explicitly, mostly as helper functions emitted when used.
 //!
+//! * With [`WgslOptions::loop_budget`], every loop (those of helpers included) counts its
+//!   iterations, per subgroup or per work item, and reaching the budget stores the kernel's
+//!   tag in a `kiln_fault` buffer ([`Shader::fault_binding`]): for adapters that silently stop
+//!   loops after that many iterations.
+//!
 //! Subgroups have one lane, as on the OpenCL writer, unless [`WgslOptions::subgroups`] is set:
 //! then subgroup operations are WGSL's subgroup built-ins (the adapter needs SUBGROUP and
 //! SUBGROUP_BARRIER), with kiln's rules kept: operations cover the active lanes, a source lane
@@ -55,7 +60,37 @@ pub struct WgslOptions {
     /// Write subgroup operations with WGSL's subgroup built-ins, for an adapter that has
     /// them; without, subgroups have one lane and the shader runs on any adapter.
     pub subgroups: bool,
+    /// Count loop iterations and report reaching a budget; `None` writes no counting.
+    pub loop_budget: Option<LoopBudget>,
 }
+
+/// How a shader counts loop iterations, for adapters that stop loops after a number of
+/// iterations without telling (Mesa's llvmpipe: 65535 per SIMD batch of work items, all its
+/// loops together). Every pass through the top of a loop's body counts one (helpers' loops
+/// included); once the count reaches `limit`, the shader stores the override constant
+/// `kiln_fault_tag` into word 0 of the `kiln_fault` buffer with `atomicMax`, so that the host
+/// can report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LoopBudget {
+    /// The count that is reported.
+    pub limit: u32,
+    /// Count per subgroup of this many work items (a pass counts when any of its work items
+    /// makes it), for adapters that run a subgroup as one SIMD batch whose loops run until all
+    /// its work items are done, so that the work items of a batch that take different loops
+    /// add up. The subgroups must be runs of this many consecutive local indices, and the
+    /// shader needs subgroup operations (SUBGROUP); it uses no subgroup built-in values, which
+    /// WGSL allows only in one-dimensional groups. `None`: each work item counts its own
+    /// passes.
+    pub subgroup_size: Option<u32>,
+}
+
+/// The most subgroups of a group whose loop passes [`LoopBudget::per_subgroup`] counts apart;
+/// subgroups past it share the last count. Its counts take `4 *` this many bytes of the group's
+/// shared memory.
+pub const LOOP_COUNT_SUBGROUPS: u32 = 128;
+
+/// The override constant that [`WgslOptions::loop_budget`] stores as the kernel's fault tag.
+pub const FAULT_TAG_OVERRIDE: &str = "kiln_fault_tag";
 
 /// Where a kernel parameter travels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +127,9 @@ pub struct Shader {
     /// For each dynamic shared array, in declaration order, the override constant that sizes
     /// it (in elements).
     pub shared_overrides: Vec<String>,
+    /// With [`WgslOptions::loop_budget`]: the binding of `kiln_fault`, a read-write storage
+    /// buffer of at least one `u32` that stays 0 until a work item reaches the budget.
+    pub fault_binding: Option<u32>,
 }
 
 /// The override constants holding the group size, x, y and z.
@@ -274,7 +312,9 @@ fn float_bits(s: ScalarType) -> (&'static str, &'static str, &'static str, &'sta
 /// representable. Integer operations only, so it holds on drivers that flush subnormals or whose
 /// `frexp`/`ldexp` are loose (lavapipe gave 0.5 for `2.5 % 2^-126` next to a second `%` in the
 /// same kernel with the float-based version this replaces).
-fn fmod_helper(s: ScalarType) -> String {
+/// `trip` is written at its start and at the top of each of its loops' bodies (see
+/// [`Writer::trip`]).
+fn fmod_helper(s: ScalarType, trip: &str) -> String {
     let (u, abs_mask, inf, sign) = float_bits(s);
     let t = rt(s);
     let (mb, mant, imp, zero) = if s == ScalarType::F32 {
@@ -284,13 +324,13 @@ fn fmod_helper(s: ScalarType) -> String {
     };
     let normalize = |f: &str, e: &str| {
         format!(
-            "  if ({e} == 0) {{ {e} = 1; loop {{ if (({f} & {imp}) != {zero}) {{ break; }} {f} = {f} << 1u; {e} = {e} - 1; }} }} else {{ {f} = {f} | {imp}; }}\n"
+            "  if ({e} == 0) {{ {e} = 1; loop {{ {trip}if (({f} & {imp}) != {zero}) {{ break; }} {f} = {f} << 1u; {e} = {e} - 1; }} }} else {{ {f} = {f} | {imp}; }}\n"
         )
     };
     format!(
         "// x % y exactly (C fmod) on the bits: long division of the mantissas.\n\
          fn kiln_fmod_{t}(x: {t}, y: {t}) -> {t} {{\n\
-         \x20 let mx = bitcast<{u}>(x) & {abs_mask}; let my = bitcast<{u}>(y) & {abs_mask};\n\
+         \x20 {trip}let mx = bitcast<{u}>(x) & {abs_mask}; let my = bitcast<{u}>(y) & {abs_mask};\n\
          \x20 if (mx >= {inf} || my > {inf} || my == {zero}) {{ return (x - x) / (y - y); }}\n\
          \x20 if (mx < my) {{ return x; }}\n\
          \x20 var ex = i32(mx >> {mb}u); var fx = mx & {mant};\n\
@@ -299,14 +339,14 @@ fn fmod_helper(s: ScalarType) -> String {
          {}\
          \x20 var k = ex - ey;\n\
          \x20 loop {{\n\
-         \x20   if (fx >= fy) {{ fx = fx - fy; }}\n\
+         \x20   {trip}if (fx >= fy) {{ fx = fx - fy; }}\n\
          \x20   if (k == 0) {{ break; }}\n\
          \x20   fx = fx << 1u; k = k - 1;\n\
          \x20 }}\n\
          \x20 let sign = bitcast<{u}>(x) & {sign};\n\
          \x20 if (fx == {zero}) {{ return bitcast<{t}>(sign); }}\n\
          \x20 var e = ey;\n\
-         \x20 loop {{ if ((fx & {imp}) != {zero}) {{ break; }} fx = fx << 1u; e = e - 1; }}\n\
+         \x20 loop {{ {trip}if ((fx & {imp}) != {zero}) {{ break; }} fx = fx << 1u; e = e - 1; }}\n\
          \x20 if (e >= 1) {{ return bitcast<{t}>(sign | ({u}(e) << {mb}u) | (fx & {mant})); }}\n\
          \x20 return bitcast<{t}>(sign | (fx >> u32(1 - e)));\n\
          }}",
@@ -531,6 +571,31 @@ impl Writer {
         }
         out += "@group(0) @binding(0) var<storage, read> kiln_args: array<u32>;\n";
         out += &decls;
+        let fault_binding = self.options.loop_budget.map(|budget| {
+            let limit = budget.limit;
+            let _ = write!(
+                out,
+                "override {FAULT_TAG_OVERRIDE}: u32 = 1u;\n\
+                 @group(0) @binding({binding}) var<storage, read_write> kiln_fault: array<atomic<u32>>;\n"
+            );
+            if let Some(size) = budget.subgroup_size {
+                let last = LOOP_COUNT_SUBGROUPS - 1;
+                let _ = write!(
+                    out,
+                    "var<workgroup> kiln_trips: array<atomic<u32>, {LOOP_COUNT_SUBGROUPS}>;\n\
+                     // Counts a loop pass of this subgroup (its first active work item counts); at {limit}, the adapter may stop its loops.\n\
+                     fn kiln_trip() {{ if (subgroupBroadcastFirst(kiln_lindex) == kiln_lindex) {{ if (atomicAdd(&kiln_trips[min(kiln_lindex / {size}u, {last}u)], 1u) + 1u >= {limit}u) {{ atomicMax(&kiln_fault[0], {FAULT_TAG_OVERRIDE}); }} }} }}\n"
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "var<private> kiln_trips: u32;\n\
+                     // Counts a loop pass of this work item; at {limit}, the adapter may stop its loops.\n\
+                     fn kiln_trip() {{ kiln_trips = kiln_trips + 1u; if (kiln_trips >= {limit}u) {{ atomicMax(&kiln_fault[0], {FAULT_TAG_OVERRIDE}); }} }}\n"
+                );
+            }
+            binding
+        });
         out += "var<private> kiln_lid: vec3<u32>;\nvar<private> kiln_gid: vec3<u32>;\nvar<private> kiln_groups: vec3<u32>;\nvar<private> kiln_lindex: u32;\n";
         let subgroup_params = if self.needs.subgroups {
             out += "var<private> kiln_sg_size: u32;\nvar<private> kiln_sg_lane: u32;\nvar<private> kiln_sg_id: u32;\n";
@@ -567,6 +632,7 @@ impl Writer {
             params,
             args_words: word,
             shared_overrides,
+            fault_binding,
         })
     }
 
@@ -652,6 +718,11 @@ impl Writer {
             return Ok(());
         }
         self.locals(&cx, out)?;
+        if has_loop(&f.body.block) {
+            // llvmpipe counts a pass more per call of a function with loops than the loops'
+            // own passes (measured with `%` of f32 in a loop).
+            let _ = writeln!(out, "  {}", self.trip().trim_end());
+        }
         self.block(&cx, &f.body.block, out, 1)?;
         let zeros: Vec<String> = flat.iter().map(|(s, _)| zero(*s)).collect();
         if flat.len() == 1 {
@@ -790,6 +861,9 @@ impl Writer {
             }
             Stmt::Loop { body, continuing } => {
                 let _ = writeln!(out, "{pad}loop {{");
+                if self.options.loop_budget.is_some() {
+                    let _ = writeln!(out, "{pad}  {}", self.trip().trim_end());
+                }
                 self.block(cx, body, out, depth + 1)?;
                 if !continuing.0.is_empty() {
                     if continuing.0.iter().any(leaves_block) {
@@ -1224,6 +1298,16 @@ impl Writer {
         }
     }
 
+    /// What the top of each loop's body runs: counting the iteration, with
+    /// [`WgslOptions::loop_budget`]; nothing without.
+    fn trip(&self) -> &'static str {
+        if self.options.loop_budget.is_some() {
+            "kiln_trip(); "
+        } else {
+            ""
+        }
+    }
+
     fn helper(&mut self, text: String) {
         self.helpers.insert(text);
     }
@@ -1239,7 +1323,7 @@ impl Writer {
         if s.is_float() {
             return Ok(match op {
                 BinaryOp::Rem => {
-                    self.helper(fmod_helper(s));
+                    self.helper(fmod_helper(s, self.trip()));
                     format!("kiln_fmod_{}({a}, {b})", rt(s))
                 }
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
@@ -1592,16 +1676,17 @@ impl Writer {
         let ptr = format!("&{}[{i}]", info.name);
         let len = info.len.clone();
         let r = format!("t{}_a", h.0);
+        let trip = self.trip();
         let call = match (op, s) {
             (AtomicOp::Add, ScalarType::F32) => {
-                format!("var {r}_old = atomicLoad({ptr}); loop {{ let kiln_x = atomicCompareExchangeWeak({ptr}, {r}_old, bitcast<u32>(bitcast<f32>({r}_old) + {v})); if (kiln_x.exchanged) {{ break; }} {r}_old = kiln_x.old_value; }} {r} = bitcast<f32>({r}_old);")
+                format!("var {r}_old = atomicLoad({ptr}); loop {{ {trip}let kiln_x = atomicCompareExchangeWeak({ptr}, {r}_old, bitcast<u32>(bitcast<f32>({r}_old) + {v})); if (kiln_x.exchanged) {{ break; }} {r}_old = kiln_x.old_value; }} {r} = bitcast<f32>({r}_old);")
             }
             (AtomicOp::Exchange, ScalarType::F32) => {
                 format!("{r} = bitcast<f32>(atomicExchange({ptr}, bitcast<u32>({v})));")
             }
             (AtomicOp::CompareExchange, _) => {
                 let c = cmp.unwrap_or("0");
-                format!("loop {{ let kiln_x = atomicCompareExchangeWeak({ptr}, {c}, {v}); if (kiln_x.exchanged || kiln_x.old_value != {c}) {{ {r} = kiln_x.old_value; break; }} }}")
+                format!("loop {{ {trip}let kiln_x = atomicCompareExchangeWeak({ptr}, {c}, {v}); if (kiln_x.exchanged || kiln_x.old_value != {c}) {{ {r} = kiln_x.old_value; break; }} }}")
             }
             _ => {
                 let f = match op {
@@ -1659,6 +1744,15 @@ fn builtin(b: Builtin) -> String {
         Builtin::SubgroupSize => "1u".into(),
         Builtin::SubgroupLane => "0u".into(),
     }
+}
+
+/// Whether `b` holds a loop, directly or inside an `if`.
+fn has_loop(b: &Block) -> bool {
+    b.0.iter().any(|s| match s {
+        Stmt::Loop { .. } => true,
+        Stmt::If { accept, reject, .. } => has_loop(accept) || has_loop(reject),
+        _ => false,
+    })
 }
 
 fn leaves_block(s: &Stmt) -> bool {
