@@ -44,7 +44,7 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 cargo nextest run --release --workspace --no-fail-fast
 cargo test --release --workspace --doc
 cargo run --release --example quickstart > /tmp/kiln-quickstart.out
-grep -q '^result map-filter-map-sum' /tmp/kiln-quickstart.out
+grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' /tmp/kiln-quickstart.out
 KILN_BACKEND=opencl cargo run --release --example quickstart > /tmp/kiln-quickstart-opencl.out
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-opencl.out)
 KILN_BACKEND=wgpu cargo run --release --example quickstart > /tmp/kiln-quickstart-wgpu.out

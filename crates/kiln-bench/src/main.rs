@@ -114,6 +114,29 @@ fn main() -> Result<(), Error> {
     let levels: Vec<u8> = (0..n as u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
+    // 16-bit samples spread over all 65536 values, and their histogram in rayon: one count
+    // array per 2^20-element chunk, added up.
+    let samples: Vec<u16> = (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 16) as u16)
+        .collect();
+    let wide_hist = |samples: &[u16]| {
+        samples
+            .par_chunks(1 << 20)
+            .map(|c| {
+                let mut h = vec![0u32; 1 << 16];
+                c.iter().for_each(|b| h[*b as usize] += 1);
+                h
+            })
+            .reduce(
+                || vec![0u32; 1 << 16],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            )
+    };
+    let want_wide = wide_hist(&samples);
+    let rayon_wide_hist = best(reps, || wide_hist(&samples));
     let rayon_hist = best(reps, || {
         levels
             .par_chunks(1 << 16)
@@ -242,6 +265,17 @@ fn main() -> Result<(), Error> {
         rows.push(row("scan (running sum) to_vec", scan, "rayon", rayon_scan));
         let hist = best(reps, || ctx.from(&levels).histogram(256).unwrap());
         rows.push(row("histogram (256 bins of u8)", hist, "rayon", rayon_hist));
+        assert!(
+            ctx.from(&samples).histogram(1 << 16)? == want_wide,
+            "histogram of 65536 bins on {backend}"
+        );
+        let wide = best(reps, || ctx.from(&samples).histogram(1 << 16).unwrap());
+        rows.push(row(
+            "histogram (65536 bins of u16)",
+            wide,
+            "rayon",
+            rayon_wide_hist,
+        ));
         let sort = best(reps, || ctx.from(&xs).sort().to_vec().unwrap());
         rows.push(row(
             "sort to_vec (radix, stable)",
