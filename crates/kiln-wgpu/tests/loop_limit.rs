@@ -74,7 +74,8 @@ fn cases() -> Vec<Case> {
                 let count = || for_range(0u32, n, |_| c.set(c.get() + 1u32));
                 if_else(odd, count, count);
             }),
-            trips: |n| (2 * n, 2 * n + 2),
+            // A group of one work item runs one of the loops.
+            trips: |n| (n, 2 * n + 2),
             want: |n| n,
         },
         Case {
@@ -125,23 +126,29 @@ fn loops_past_the_adapters_limit_fail_instead_of_giving_wrong_values() {
     );
     for case in cases() {
         let compiled = backend.compile(&case.kernel).unwrap();
-        for n in [
-            0u32, 1, 100, 1000, 20_000, 32_000, 65_000, 65_533, 65_534, 65_535, 65_536, 65_537,
-            70_000, 140_000, 300_000,
-        ] {
-            let mut out = vec![0u32; 64];
+        for (group, n) in [1u32, 3, 64].into_iter().flat_map(|g| {
+            [
+                0u32, 1, 100, 1000, 20_000, 32_000, 65_000, 65_533, 65_534, 65_535, 65_536, 65_537,
+                70_000, 140_000, 300_000,
+            ]
+            .map(|n| (g, n))
+        }) {
+            let mut out = vec![0u32; group as usize];
             let result = compiled.launch(
-                &Grid::linear(1, 64),
+                &Grid::linear(1, group),
                 &mut [
                     LaunchArg::Value(n.to_le_bytes().to_vec()),
                     LaunchArg::read_write(&mut out),
                 ],
             );
-            let at = format!("`{}` with n = {n} on {name}", case.kernel.name);
+            let at = format!(
+                "`{}` with n = {n} in a group of {group} on {name}",
+                case.kernel.name
+            );
             let (least, most) = (case.trips)(n as u64);
             let failed = result.is_err();
             match (result, limit) {
-                (Ok(()), _) => assert_eq!(out, vec![(case.want)(n); 64], "{at}"),
+                (Ok(()), _) => assert_eq!(out, vec![(case.want)(n); group as usize], "{at}"),
                 (Err(BackendError::Unsupported { backend, feature }), Some(limit)) => {
                     assert_eq!(backend, BackendKind::Wgpu);
                     assert!(

@@ -322,9 +322,11 @@ fn fmod_helper(s: ScalarType, trip: &str) -> String {
     } else {
         (52, "0xffffffffffffflu", "0x10000000000000lu", "0lu")
     };
+    // Without an `else`: llvmpipe runs the loops of an untaken branch of an if-else once.
     let normalize = |f: &str, e: &str| {
         format!(
-            "  if ({e} == 0) {{ {e} = 1; loop {{ {trip}if (({f} & {imp}) != {zero}) {{ break; }} {f} = {f} << 1u; {e} = {e} - 1; }} }} else {{ {f} = {f} | {imp}; }}\n"
+            "  if ({e} != 0) {{ {f} = {f} | {imp}; }}\n\
+             \x20 if ({e} == 0) {{ {e} = 1; loop {{ {trip}if (({f} & {imp}) != {zero}) {{ break; }} {f} = {f} << 1u; {e} = {e} - 1; }} }}\n"
         )
     };
     format!(
@@ -584,7 +586,10 @@ impl Writer {
                     out,
                     "var<workgroup> kiln_trips: array<atomic<u32>, {LOOP_COUNT_SUBGROUPS}>;\n\
                      // Counts a loop pass of this subgroup (its first active work item counts); at {limit}, the adapter may stop its loops.\n\
-                     fn kiln_trip() {{ if (subgroupBroadcastFirst(kiln_lindex) == kiln_lindex) {{ if (atomicAdd(&kiln_trips[min(kiln_lindex / {size}u, {last}u)], 1u) + 1u >= {limit}u) {{ atomicMax(&kiln_fault[0], {FAULT_TAG_OVERRIDE}); }} }} }}\n"
+                     fn kiln_trips_add(n: u32) {{ if (subgroupBroadcastFirst(kiln_lindex) == kiln_lindex) {{ if (atomicAdd(&kiln_trips[min(kiln_lindex / {size}u, {last}u)], n) + n >= {limit}u) {{ atomicMax(&kiln_fault[0], {FAULT_TAG_OVERRIDE}); }} }} }}\n\
+                     fn kiln_trip() {{ kiln_trips_add(1u); }}\n\
+                     // After an if-else with loops: llvmpipe ran the loops of a branch that no work item took once each.\n\
+                     fn kiln_untaken(took: bool, then_loops: u32, else_loops: u32) {{ kiln_trips_add(select(0u, then_loops, !subgroupAny(took)) + select(0u, else_loops, subgroupAll(took))); }}\n"
                 );
             } else {
                 let _ = write!(
@@ -858,6 +863,15 @@ impl Writer {
                     self.block(cx, reject, out, depth + 1)?;
                 }
                 let _ = writeln!(out, "{pad}}}");
+                let loops = [count_loops(accept), count_loops(reject)];
+                let per_subgroup = self
+                    .options
+                    .loop_budget
+                    .is_some_and(|b| b.subgroup_size.is_some());
+                if per_subgroup && !reject.0.is_empty() && loops != [0, 0] {
+                    let [then_loops, else_loops] = loops;
+                    let _ = writeln!(out, "{pad}kiln_untaken({c}, {then_loops}u, {else_loops}u);");
+                }
             }
             Stmt::Loop { body, continuing } => {
                 let _ = writeln!(out, "{pad}loop {{");
@@ -1748,11 +1762,18 @@ fn builtin(b: Builtin) -> String {
 
 /// Whether `b` holds a loop, directly or inside an `if`.
 fn has_loop(b: &Block) -> bool {
-    b.0.iter().any(|s| match s {
-        Stmt::Loop { .. } => true,
-        Stmt::If { accept, reject, .. } => has_loop(accept) || has_loop(reject),
-        _ => false,
-    })
+    count_loops(b) > 0
+}
+
+/// The loops in `b`, nested ones included.
+fn count_loops(b: &Block) -> u32 {
+    b.0.iter()
+        .map(|s| match s {
+            Stmt::Loop { body, continuing } => 1 + count_loops(body) + count_loops(continuing),
+            Stmt::If { accept, reject, .. } => count_loops(accept) + count_loops(reject),
+            _ => 0,
+        })
+        .sum()
 }
 
 fn leaves_block(s: &Stmt) -> bool {
