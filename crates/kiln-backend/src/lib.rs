@@ -106,9 +106,12 @@ pub struct DeviceInfo {
     /// into code for each element, so large arrays are slow to compile and to run.
     pub indexed_private_arrays: bool,
     /// The most loop iterations a work item may run in total, all its loops together, where
-    /// the device stops them silently past that (Mesa's llvmpipe: 65535); `None` where loops
-    /// run as long as they need. The wgpu backend reports a work item that reaches it as an
-    /// error, and query plans keep each work item's loops below it.
+    /// the device stops them silently past that; `None` where loops run as long as they
+    /// need. Mesa's llvmpipe stops a SIMD batch of work items after 65535 passes of all their
+    /// loops: this is 65535 where kiln counts each subgroup's passes, and 65535 over the
+    /// batch's lanes where it can only count each work item's. The wgpu backend reports a
+    /// work item that reaches it as an error, and query plans keep each work item's loops
+    /// below it.
     pub max_loop_iterations: Option<u32>,
     /// Optional capabilities.
     pub features: Features,

@@ -50,7 +50,7 @@ struct Shared {
 /// The `kiln_fault` word that shaders on an adapter with a loop limit share, and the kernels
 /// whose tags it holds.
 struct LoopFaults {
-    /// The adapter's limit on a work item's loop iterations.
+    /// The count of loop passes that is reported.
     budget: u32,
     /// One `u32`: 0, or the tag of a kernel one of whose work items reached the budget.
     buf: wgpu::Buffer,
@@ -58,7 +58,15 @@ struct LoopFaults {
     kernels: Mutex<Vec<String>>,
 }
 
-/// The features that give shaders subgroup built-ins.
+/// The lanes of llvmpipe's SIMD batches, from the vector width in its adapter name
+/// ("llvmpipe (LLVM 15.0.6, 256 bits)": 8); 16 when the name does not say.
+fn simd_lanes(name: &str) -> u32 {
+    name.split([',', '(', ')'])
+        .find_map(|part| part.trim().strip_suffix(" bits")?.parse::<u32>().ok())
+        .map_or(16, |bits| (bits / 32).max(1))
+}
+
+/// The features that give shaders subgroup operations.
 const SUBGROUP_FEATURES: wgpu::Features =
     wgpu::Features::SUBGROUP.union(wgpu::Features::SUBGROUP_BARRIER);
 
@@ -181,19 +189,23 @@ impl WgpuBackend {
             wanted |= wgpu::Features::SHADER_INT64;
         }
         // An adapter with a loop limit counts its loop passes per subgroup, with subgroup
-        // built-ins, whether or not kernels' subgroup operations use them.
-        let loop_limit = a.name.contains("llvmpipe").then_some(LLVMPIPE_LOOP_LIMIT);
-        if (options.subgroups || loop_limit.is_some())
-            && adapter.features().contains(SUBGROUP_FEATURES)
-        {
+        // operations, whether or not kernels' own subgroup operations use them.
+        let llvmpipe = a.name.contains("llvmpipe");
+        if (options.subgroups || llvmpipe) && adapter.features().contains(SUBGROUP_FEATURES) {
             wanted |= SUBGROUP_FEATURES;
         }
         let features = adapter.features() & wanted;
         let subgroups = options.subgroups && features.contains(SUBGROUP_FEATURES);
-        let loop_subgroup_size = (loop_limit.is_some()
+        let loop_subgroup_size = (llvmpipe
             && features.contains(SUBGROUP_FEATURES)
             && a.subgroup_min_size == a.subgroup_max_size)
             .then_some(a.subgroup_max_size);
+        // Counting each work item's own passes instead, a work item gets the limit over the
+        // lanes of its SIMD batch, whose other work items may be on other loops.
+        let loop_limit = llvmpipe.then(|| match loop_subgroup_size {
+            Some(_) => LLVMPIPE_LOOP_LIMIT,
+            None => LLVMPIPE_LOOP_LIMIT / simd_lanes(&a.name),
+        });
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("kiln"),
@@ -913,4 +925,17 @@ impl DeviceMemory for WgpuMemory {
 
 fn wgpu_memory(mem: &dyn DeviceMemory) -> Result<&WgpuMemory, &'static str> {
     downcast_memory(mem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::simd_lanes;
+
+    #[test]
+    fn simd_lanes_come_from_the_vector_width_in_the_adapter_name() {
+        assert_eq!(simd_lanes("llvmpipe (LLVM 15.0.6, 256 bits)"), 8);
+        assert_eq!(simd_lanes("llvmpipe (LLVM 19.1.7, 128 bits)"), 4);
+        assert_eq!(simd_lanes("llvmpipe (LLVM 20.1.0, 512 bits)"), 16);
+        assert_eq!(simd_lanes("llvmpipe"), 16);
+    }
 }
