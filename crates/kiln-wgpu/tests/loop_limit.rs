@@ -20,11 +20,12 @@ fn open() -> Option<WgpuBackend> {
 }
 
 /// A kernel whose work items each store one `u32` computed by loops that run between
-/// `trips(n).0` and `trips(n).1` iterations, and the value a plain loop computes for `n`.
+/// `trips(n).0` and `trips(n).1` iterations, and the value a plain loop computes for `n` in
+/// work item `i`.
 struct Case {
     kernel: Kernel,
     trips: fn(u64) -> (u64, u64),
-    want: fn(u32) -> u32,
+    want: fn(u32, u32) -> u32,
 }
 
 /// `c` counts with `body`, given `n`; every work item stores `c`.
@@ -47,7 +48,7 @@ fn cases() -> Vec<Case> {
                 for_range(0u32, n, |_| c.set(c.get() + 1u32))
             }),
             trips: |n| (n, n + 1),
-            want: |n| n,
+            want: |n, _| n,
         },
         Case {
             kernel: counting("nested_loops", |n, c| {
@@ -56,7 +57,7 @@ fn cases() -> Vec<Case> {
                 })
             }),
             trips: |n| (101 * n, 102 * n + 1),
-            want: |n| 100 * n,
+            want: |n, _| 100 * n,
         },
         Case {
             kernel: counting("two_loops", |n, c| {
@@ -64,7 +65,7 @@ fn cases() -> Vec<Case> {
                 for_range(0u32, n, |_| c.set(c.get() + 2u32));
             }),
             trips: |n| (2 * n, 2 * n + 2),
-            want: |n| 3 * n,
+            want: |n, _| 3 * n,
         },
         Case {
             // Odd and even work items take different loops, which llvmpipe runs one after
@@ -76,7 +77,20 @@ fn cases() -> Vec<Case> {
             }),
             // A group of one work item runs one of the loops.
             trips: |n| (n, 2 * n + 2),
-            want: |n| n,
+            want: |n, _| n,
+        },
+        Case {
+            // Work items of a batch take turns running the long passes of one inner loop, so
+            // the batch runs more passes than any one of them.
+            kernel: counting("taking_turns", |n, c| {
+                let me = global_id(Axis::X) % 4u32;
+                for_range(0u32, n, |round| {
+                    let passes = select((round % 4u32).eq(me), 40u32, 1u32);
+                    for_range(0u32, passes, |_| c.set(c.get() + 1u32));
+                })
+            }),
+            trips: |n| (n * 2, n * 42 + 1),
+            want: |n, i| (0..n).map(|r| if r % 4 == i % 4 { 40 } else { 1 }).sum(),
         },
         Case {
             // A loop left by `break`, with `continue` skipping every third addition.
@@ -90,7 +104,7 @@ fn cases() -> Vec<Case> {
                 })
             }),
             trips: |n| (n, n + 1),
-            want: |n| n - n / 3,
+            want: |n, _| n - n / 3,
         },
         Case {
             // Float `%` is exact on the bits, with loops of its own in WGSL.
@@ -101,7 +115,7 @@ fn cases() -> Vec<Case> {
             }),
             // Up to some 280 more per `%` of f32.
             trips: |n| (n, 300 * n + 1),
-            want: |n| {
+            want: |n, _| {
                 let mut acc = 0.5f32;
                 for _ in 0..n {
                     acc = (acc + 1000.5) % 0.37;
@@ -148,7 +162,10 @@ fn loops_past_the_adapters_limit_fail_instead_of_giving_wrong_values() {
             let (least, most) = (case.trips)(n as u64);
             let failed = result.is_err();
             match (result, limit) {
-                (Ok(()), _) => assert_eq!(out, vec![(case.want)(n); group as usize], "{at}"),
+                (Ok(()), _) => {
+                    let want: Vec<u32> = (0..group).map(|i| (case.want)(n, i)).collect();
+                    assert_eq!(out, want, "{at}")
+                }
                 (Err(BackendError::Unsupported { backend, feature }), Some(limit)) => {
                     assert_eq!(backend, BackendKind::Wgpu);
                     assert!(
