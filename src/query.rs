@@ -201,6 +201,16 @@ fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
     (start, (start + chunk).min(n))
 }
 
+/// The most loop passes a plan gives one work item on a device with a loop limit
+/// ([`DeviceInfo::max_loop_iterations`](crate::DeviceInfo::max_loop_iterations)): half of
+/// it, leaving room for the passes of loops inside the query's own functions; `None` where
+/// loops run as long as they need.
+fn loop_budget(ctx: &Context) -> Option<u64> {
+    ctx.device()
+        .max_loop_iterations
+        .map(|limit| limit as u64 / 2)
+}
+
 /// One work item per element of `n`, in groups of up to [`CHUNK`] work items.
 fn per_element_grid(ctx: &Context, n: usize) -> Grid {
     let group = CHUNK.min(ctx.device().max_group_size);

@@ -639,8 +639,8 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             .max(4 * keys)
             .max((n * keys).div_ceil(DENSE_PARTIALS));
         let chunks = n.div_ceil(chunk);
-        match ctx.device().max_loop_iterations {
-            Some(limit) if (chunk + 2 * keys).max(chunks) > limit as u64 / 2 => None,
+        match loop_budget(ctx) {
+            Some(budget) if (chunk + 2 * keys).max(chunks) > budget => None,
             _ => Some(chunk as u32),
         }
     }

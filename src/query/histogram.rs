@@ -70,10 +70,8 @@ impl<'a, T: Int + Row> Query<'a, T> {
         } else if let Some(chunk) = chunked.then(|| self.row_chunk(bins)).flatten() {
             return self.histogram_in_rows(bins, chunk, counts);
         } else {
-            let g = CHUNK.min(device.max_group_size);
-            let groups = (n as u64).div_ceil(g as u64).max(1) as u32;
             let kernel = self.histogram_kernel(bins, Counts::Global)?;
-            (kernel, Grid::linear(groups, g), 1)
+            (kernel, per_element_grid(&self.ctx, n), 1)
         };
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
@@ -95,14 +93,13 @@ impl<'a, T: Int + Row> Query<'a, T> {
         let units = device.compute_units.max(1) as u64;
         let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
         let mut chunk = (CHUNK as u64).max(per_bin);
-        if let Some(limit) = device.max_loop_iterations {
-            chunk = chunk.min((limit as u64 / 2).saturating_sub(bins as u64));
+        let budget = loop_budget(&self.ctx);
+        if let Some(budget) = budget {
+            chunk = chunk.min(budget.saturating_sub(bins as u64));
         }
         let chunks = n.div_ceil(chunk.max(1));
         let bytes = chunks * bins as u64 * 4;
-        let loops_fit = device
-            .max_loop_iterations
-            .is_none_or(|limit| chunk > 0 && chunks <= limit as u64 / 2);
+        let loops_fit = budget.is_none_or(|budget| chunk > 0 && chunks <= budget);
         (loops_fit && bytes <= (4 * n).max(1 << 26)).then_some(chunk.min(u32::MAX as u64) as u32)
     }
 

@@ -366,7 +366,8 @@ impl Shared {
             })
     }
 
-    /// Copies the first `outs[i].len()` bytes of each buffer to its host slice.
+    /// Copies the first `outs[i].len()` bytes of each buffer to its host slice; on an adapter
+    /// with a loop limit, fails like [`Shared::loop_fault`] when a work item reached it.
     fn read_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
         let mut copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
         if copies.is_empty() {
@@ -376,6 +377,13 @@ impl Shared {
         if let Some(f) = &self.loop_faults {
             copies.push((&f.buf, &mut fault[..]));
         }
+        self.copy_back(copies)?;
+        self.loop_fault(u32::from_le_bytes(fault))
+    }
+
+    /// Copies the first `copies[i].1.len()` bytes (at least one) of each buffer to its host
+    /// slice, waiting for the device.
+    fn copy_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
@@ -418,7 +426,7 @@ impl Shared {
             drop(view);
             s.unmap();
         }
-        self.loop_fault(u32::from_le_bytes(fault))
+        Ok(())
     }
 
     /// `Ok` for a fault word of 0; otherwise clears the word and fails with `Unsupported`,
@@ -528,11 +536,15 @@ impl Backend for WgpuBackend {
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
-        self.shared.wait()?;
         match &self.shared.loop_faults {
-            // Reading the fault word back reports a work item that reached the loop limit.
-            Some(f) => self.shared.read_back(vec![(&f.buf, &mut [0u8; 4][..])]),
-            None => Ok(()),
+            // Reading the fault word back waits too, and reports a work item that reached
+            // the loop limit.
+            Some(f) => {
+                let mut fault = [0u8; 4];
+                self.shared.copy_back(vec![(&f.buf, &mut fault[..])])?;
+                self.shared.loop_fault(u32::from_le_bytes(fault))
+            }
+            None => self.shared.wait(),
         }
     }
 

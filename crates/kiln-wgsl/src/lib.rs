@@ -84,7 +84,7 @@ pub struct LoopBudget {
     pub subgroup_size: Option<u32>,
 }
 
-/// The most subgroups of a group whose loop passes [`LoopBudget::per_subgroup`] counts apart;
+/// The most subgroups of a group whose loop passes [`LoopBudget::subgroup_size`] counts apart;
 /// subgroups past it share the last count. Its counts take `4 *` this many bytes of the group's
 /// shared memory.
 pub const LOOP_COUNT_SUBGROUPS: u32 = 128;
