@@ -153,7 +153,7 @@ fn grouped_size(max_group_size: u32) -> u32 {
 
 /// Groups of `g` work items that cover `n` elements in the grouped plan.
 fn grouped_groups(n: usize, g: u32) -> u32 {
-    (n as u64).div_ceil((g * ITEM_CHUNK) as u64).max(1) as u32
+    chunks_of(n, g * ITEM_CHUNK)
 }
 
 /// How the query planner spreads work over work items.
@@ -214,7 +214,7 @@ fn loop_budget(ctx: &Context) -> Option<u64> {
 /// One work item per element of `n`, in groups of up to [`CHUNK`] work items.
 fn per_element_grid(ctx: &Context, n: usize) -> Grid {
     let group = CHUNK.min(ctx.device().max_group_size);
-    Grid::linear((n as u64).div_ceil(group as u64).max(1) as u32, group)
+    Grid::linear(chunks_of(n, group), group)
 }
 
 /// The first `n` values of type `ty` in `memory`, as the words [`read_value`] reads.
