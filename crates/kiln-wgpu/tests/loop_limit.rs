@@ -9,7 +9,11 @@ use kiln_ir::*;
 use kiln_wgpu::{WgpuBackend, WgpuOptions};
 
 fn open() -> Option<WgpuBackend> {
-    match WgpuBackend::with_options(WgpuOptions::default()) {
+    open_with(WgpuOptions::default())
+}
+
+fn open_with(options: WgpuOptions) -> Option<WgpuBackend> {
+    match WgpuBackend::with_options(options) {
         Ok(b) => Some(b),
         Err(e) => {
             let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
@@ -80,6 +84,19 @@ fn cases() -> Vec<Case> {
             want: |n, _| n,
         },
         Case {
+            // An `if` without an `else` around a loop, taken every other pass: llvmpipe runs
+            // the loop once in the passes that skip it.
+            kernel: counting("loop_in_an_if", |n, c| {
+                for_range(0u32, n, |r| {
+                    if_then((r % 2u32).eq(0u32), || {
+                        for_range(0u32, r % 3u32, |_| c.set(c.get() + 1u32))
+                    });
+                })
+            }),
+            trips: |n| (n, 3 * n + 4),
+            want: |n, _| (0..n).filter(|r| r % 2 == 0).map(|r| r % 3).sum(),
+        },
+        Case {
             // Work items of a batch take turns running the long passes of one inner loop, so
             // the batch runs more passes than any one of them.
             kernel: counting("taking_turns", |n, c| {
@@ -128,9 +145,20 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn loops_past_the_adapters_limit_fail_instead_of_giving_wrong_values() {
-    let Some(backend) = open() else {
-        return;
-    };
+    // Without subgroup operations each work item counts its own passes.
+    for subgroups in [true, false] {
+        let options = WgpuOptions {
+            subgroups,
+            ..WgpuOptions::default()
+        };
+        let Some(backend) = open_with(options) else {
+            return;
+        };
+        check_every_case(&backend);
+    }
+}
+
+fn check_every_case(backend: &WgpuBackend) {
     let limit = backend.info().max_loop_iterations;
     let name = &backend.info().name;
     assert_eq!(
