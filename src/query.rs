@@ -39,6 +39,9 @@ const CHUNK: u32 = 16384;
 const ITEM_CHUNK: u32 = 16;
 /// Independent accumulators per work item in reductions.
 const LANES: u32 = 4;
+/// Expressions of a filtering query's element function up to which the chunked plan runs it
+/// on every element without branches ([`Query::predicated`]).
+const PREDICATED_EXPRS: usize = 96;
 /// Work items per group in the chunked plan's reductions whose `op` is commutative and whose
 /// values are at most 4 bytes: they take neighbouring elements, so the four of them load one
 /// 16-byte vector (the CPU backend runs them as vector lanes; PoCL and lavapipe vectorize
@@ -394,16 +397,63 @@ impl<'a, T> Query<'a, T> {
         let mut vals: Vec<AnyVal> = (0..self.base_columns)
             .map(|c| self.column(cols, c, i))
             .collect();
-        let mut keep = lit(true);
+        let mut keep: Option<Val<bool>> = None;
         for stage in &self.stages {
             match stage {
                 Stage::Map(f) => vals = f(vals),
-                Stage::Filter(p) => keep = keep.and(p(vals.clone())),
+                Stage::Filter(p) => {
+                    let kept = p(vals.clone());
+                    keep = Some(keep.map_or(kept, |k| k.and(kept)));
+                }
                 Stage::Enumerate => vals.insert(0, i.erase()),
                 Stage::Zip(c) => vals.push(self.column(cols, *c, i)),
             }
         }
-        (keep, vals)
+        (keep.unwrap_or_else(|| lit(true)), vals)
+    }
+
+    /// True when the query filters and its whole element function is cheap enough to run on
+    /// every element, dropped or not ([`Self::element_predicated`]), so that a predicate
+    /// keeping elements at random costs no mispredicted branches: no loops, in the element
+    /// function or in a device function it calls, and at most [`PREDICATED_EXPRS`]
+    /// expressions. Where a filter drops most elements before costly stages, the branch
+    /// skips them instead.
+    fn predicated(&self) -> bool {
+        if !self.has_filter() {
+            return false;
+        }
+        let probe = Kernel::build_unvalidated("query_element", |k| {
+            let cols = self.declare_inputs(k);
+            self.element_predicated(&cols, global_id(Axis::X));
+        });
+        probe.is_ok_and(|k| {
+            k.body.exprs.len() <= PREDICATED_EXPRS
+                && !block_has_loop(&k.body.block)
+                && !k.functions.iter().any(|f| block_has_loop(&f.body.block))
+        })
+    }
+
+    /// Folds `project` of element `i`, if the filters keep it, into the accumulators `acc`
+    /// with `op`. When `predicated` ([`Self::predicated`]) without a branch: the element
+    /// function runs on every element and a select keeps the accumulators of a dropped one.
+    fn fold_element(
+        &self,
+        cols: &[Memory],
+        i: Val<u32>,
+        acc: &[AnyVar],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        predicated: bool,
+    ) {
+        if !predicated {
+            return self.element(cols, i, &mut |vals| fold_into(acc, project(vals), op));
+        }
+        let (keep, vals) = self.element_predicated(cols, i);
+        let keep = keep.erase();
+        let cur: Vec<AnyVal> = acc.iter().map(|v| v.get()).collect();
+        for ((a, next), old) in acc.iter().zip(op(cur.clone(), project(vals))).zip(&cur) {
+            a.set(&select_dyn(&keep, &next, old));
+        }
     }
 
     fn apply(
@@ -481,7 +531,7 @@ impl<'a, T> Query<'a, T> {
         order: Order,
     ) -> Result<Kernel> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let fold_into = |acc: &[AnyVar], vals: Vec<AnyVal>| fold_into(acc, project(vals), op);
+        let predicated = self.predicated();
         Ok(Kernel::build_unvalidated(name, |k| {
             let cols = self.declare_inputs(k);
             let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
@@ -507,12 +557,12 @@ impl<'a, T> Query<'a, T> {
                             // Always true; it shows the backends that `i` is inside every
                             // column, so the loads need no bounds tests.
                             if_then(i.lt(end), || {
-                                self.element(&cols, i, &mut |vals| fold_into(acc, vals))
+                                self.fold_element(&cols, i, acc, op, project, predicated)
                             });
                         }
                     });
                     for_range(start + quarter * LANES, end, |i| {
-                        self.element(&cols, i, &mut |vals| fold_into(last, vals))
+                        self.fold_element(&cols, i, last, op, project, predicated)
                     });
                 }
                 Order::Any => {
@@ -524,14 +574,14 @@ impl<'a, T> Query<'a, T> {
                     for_range(0u32, rows, |t| {
                         for (l, acc) in lanes.iter().enumerate() {
                             let i = start + t * row + (l as u32) * QUAD + j;
-                            self.element(&cols, i, &mut |vals| fold_into(acc, vals));
+                            self.fold_element(&cols, i, acc, op, project, predicated);
                         }
                     });
                     let tail = start + rows * row;
                     for_range(0u32, (end - tail + (QUAD - 1)) / QUAD, |t| {
                         let i = tail + t * QUAD + j;
                         if_then(i.lt(end), || {
-                            self.element(&cols, i, &mut |vals| fold_into(last, vals))
+                            self.fold_element(&cols, i, last, op, project, predicated)
                         });
                     });
                 }
@@ -934,12 +984,24 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// The chunked plan's ordered scatter: each work item writes what it keeps of its chunk
-    /// from the chunk's offset on.
+    /// from the chunk's offset on; without branches when [`Self::predicated`].
     fn chunked_scatter_kernel(&self) -> Result<Kernel> {
+        let predicated = self.predicated();
         Ok(Kernel::build_unvalidated("query_filter_scatter", |k| {
             let s = self.declare_scatter(k);
             let (cols, offsets, outs, start, end) = (s.cols, s.offsets, s.outs, s.start, s.end);
             let pos = Var::new("pos", offsets.load(global_id(Axis::X)));
+            if !predicated {
+                return for_range(start, end, |i| {
+                    self.element(&cols, i, &mut |vals| {
+                        let p = pos.get();
+                        for (o, v) in outs.iter().zip(&vals) {
+                            store_dyn(*o, p, v);
+                        }
+                        pos.set(p + 1u32);
+                    })
+                });
+            }
             // Without branches, so a predicate that keeps elements at random costs no
             // mispredictions: a dropped element's store goes out of bounds and is skipped.
             for_range(start, end, |i| {

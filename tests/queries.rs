@@ -122,6 +122,66 @@ fn map_to_vec_and_filter_to_vec_keep_order() {
     });
 }
 
+/// Filters whose later stages run loops take a branch per element in the chunked plan
+/// (running the stages on dropped elements would cost more); cheap ones run without branches.
+/// Both keep and fold what plain iterators do.
+#[test]
+fn filters_before_loops_and_before_cheap_maps_agree_with_iterators() {
+    use kiln::ir::{for_range, Var};
+    let steps = |x: u32| {
+        let mut acc = x;
+        for _ in 0..x % 5 {
+            acc = acc.wrapping_mul(3).wrapping_add(1);
+        }
+        acc
+    };
+    every_backend_plan_and_size(&[0, 1, 16385, 100_003], |c, n, at| {
+        let xs: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+            .collect();
+        let keep = |x: &u32| !x.is_multiple_of(3);
+        let looped = || {
+            c.from(&xs).filter(|x| (x % 3u32).ne(0u32)).map(|x| {
+                let acc = Var::new("acc", x);
+                for_range(0u32, x % 5u32, |_| acc.set(acc.get() * 3u32 + 1u32));
+                acc.get()
+            })
+        };
+        let want: Vec<u32> = xs.iter().copied().filter(keep).map(steps).collect();
+        let got = looped().to_vec().unwrap();
+        let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert!(
+            got == want,
+            "{at} on {}: {} vs {} kept, first difference at {first_diff:?}",
+            c.device().name,
+            got.len(),
+            want.len()
+        );
+        assert_eq!(looped().count().unwrap(), want.len(), "{at}");
+        let total = looped().map(|x| x.cast::<u64>()).sum().unwrap();
+        assert_eq!(total, want.iter().map(|&x| x as u64).sum::<u64>(), "{at}");
+        let cheap = || {
+            c.from(&xs)
+                .filter(|x| (x % 3u32).ne(0u32))
+                .map(|x| x * 3u32 + 1u32)
+        };
+        let want: Vec<u32> = xs
+            .iter()
+            .copied()
+            .filter(keep)
+            .map(|x| x.wrapping_mul(3).wrapping_add(1))
+            .collect();
+        assert!(
+            cheap().to_vec().unwrap() == want,
+            "{at} on {}",
+            c.device().name
+        );
+        assert_eq!(cheap().count().unwrap(), want.len(), "{at}");
+        let max = cheap().max().unwrap();
+        assert_eq!(max, want.iter().copied().max(), "{at}");
+    });
+}
+
 #[test]
 fn sum_product_min_max_count_average() {
     every_backend(|| {

@@ -717,6 +717,15 @@ pub fn block_has_barrier(b: &Block) -> bool {
     b.0.iter().any(stmt_has_barrier)
 }
 
+/// True if the block contains a loop at any depth.
+pub fn block_has_loop(b: &Block) -> bool {
+    b.0.iter().any(|s| match s {
+        Stmt::Loop { .. } => true,
+        Stmt::If { accept, reject, .. } => block_has_loop(accept) || block_has_loop(reject),
+        _ => false,
+    })
+}
+
 /// True if the block contains a `return` at any depth.
 pub fn block_has_return(b: &Block) -> bool {
     b.0.iter().any(stmt_has_return)
