@@ -21,7 +21,7 @@ pub enum BackendKind {
     Cuda,
     /// Any OpenCL 1.2+ device.
     OpenCl,
-    /// Vulkan, Metal, DX12 or GL through wgpu.
+    /// Vulkan, Metal or DX12 through wgpu.
     Wgpu,
 }
 
