@@ -1191,10 +1191,11 @@ impl<'a, T: Row> Query<'a, T> {
                     &add_u32,
                     g,
                 );
-                let pos = Var::new(
-                    "pos",
-                    offsets.load(group_id(Axis::X)) + item_counts.load(l) - kept.get(),
-                );
+                // The counts before this work item's, read from shared memory rather than
+                // as the inclusive count less `kept`: PoCL 3.1 wrote nothing for whole groups
+                // when a filter that always keeps left `kept` live across the barriers.
+                let before = select(l.gt(0u32), item_counts.load(l - 1u32), 0u32);
+                let pos = Var::new("pos", offsets.load(group_id(Axis::X)) + before);
                 for_range(start, end, |i| {
                     self.element(&cols, i, &mut |vals| {
                         let p = pos.get();

@@ -182,6 +182,28 @@ fn filters_before_loops_and_before_cheap_maps_agree_with_iterators() {
     });
 }
 
+/// A filter that keeps every element (which a compiler may see) keeps them in every plan.
+#[test]
+fn filters_that_keep_everything_keep_everything() {
+    every_backend_plan_and_size(&[1, 3, 5000, 70_000], |c, n, at| {
+        let xs = ints(n);
+        let all = c.from(&xs).filter(|x| x.le(i32::MAX)).to_vec().unwrap();
+        assert!(all == xs, "{at} on {}", c.device().name);
+        let k = -1_073_741_825i32;
+        let shifted = c
+            .from(&xs)
+            .map(move |x| (x.abs().min(k) >> 3i32) ^ -1i32)
+            .filter(|x| x.gt(0i32))
+            .to_vec()
+            .unwrap();
+        let want: Vec<i32> = xs
+            .iter()
+            .map(|x| (x.wrapping_abs().min(k) >> 3) ^ -1)
+            .collect();
+        assert!(shifted == want, "{at} on {}", c.device().name);
+    });
+}
+
 #[test]
 fn sum_product_min_max_count_average() {
     every_backend(|| {
