@@ -1210,8 +1210,12 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Writes the kept elements into `outs` (one argument per column, room for
-    /// `plan.selected` elements): the map kernel, or the ordered scatter after a filter.
+    /// `plan.selected` elements): the map kernel, or the ordered scatter after a filter;
+    /// nothing when nothing is kept.
     fn write(&self, plan: &Materialize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+        if plan.selected == 0 {
+            return Ok(());
+        }
         let n = self.len;
         let mut args = self.input_args();
         match &plan.offsets {

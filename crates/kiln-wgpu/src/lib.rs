@@ -369,15 +369,19 @@ impl Shared {
     }
 
     /// Copies the first `outs[i].len()` bytes of each buffer to its host slice; on an adapter
-    /// with a loop limit, fails like [`Shared::loop_fault`] when a work item reached it.
+    /// with a loop limit, fails like [`Shared::loop_fault`] when a work item reached it, even
+    /// when every slice is empty (a launch with host outputs is waited for).
     fn read_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
-        let mut copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
         if copies.is_empty() {
             return Ok(());
         }
+        let mut copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
         let mut fault = [0u8; 4];
         if let Some(f) = &self.loop_faults {
             copies.push((&f.buf, &mut fault[..]));
+        }
+        if copies.is_empty() {
+            return Ok(());
         }
         self.copy_back(copies)?;
         self.loop_fault(u32::from_le_bytes(fault))

@@ -216,6 +216,35 @@ fn check_every_case(backend: &WgpuBackend) {
 }
 
 #[test]
+fn a_launch_with_empty_host_outputs_reports_its_own_loop_fault() {
+    let Some(backend) = open() else {
+        return;
+    };
+    let Some(limit) = backend.info().max_loop_iterations else {
+        return;
+    };
+    let compiled = backend.compile(&cases()[0].kernel).unwrap();
+    let launch = |n: u32, out: &mut [u32]| {
+        compiled.launch(
+            &Grid::linear(1, 4),
+            &mut [
+                LaunchArg::Value(n.to_le_bytes().to_vec()),
+                LaunchArg::read_write(out),
+            ],
+        )
+    };
+    match launch(2 * limit, &mut []) {
+        Err(BackendError::Unsupported { feature, .. }) => {
+            assert!(feature.contains("kernel `one_loop`"), "{feature}")
+        }
+        other => panic!("a launch past the limit with no output gave {other:?}"),
+    }
+    let mut out = vec![0u32; 4];
+    launch(7, &mut out).expect("the next launch does not see the old fault");
+    assert_eq!(out, vec![7; 4]);
+}
+
+#[test]
 fn a_loop_fault_of_a_launch_on_device_memory_is_reported_by_synchronize_once() {
     let Some(backend) = open() else {
         return;
