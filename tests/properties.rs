@@ -698,13 +698,20 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
     }
 }
 
+/// The query's answer on `c`, over `xs` uploaded to a device `Buffer` when `on_device` (a
+/// `to_vec` then goes through `to_buffer` and a download).
 fn answer_on(
     c: &kiln::Context,
     xs: &[i32],
     stages: &[Stage],
     end: Terminal,
+    on_device: bool,
 ) -> Result<Answer, kiln::Error> {
-    let mut q = c.from(xs);
+    let uploaded = if on_device { Some(c.upload(xs)?) } else { None };
+    let mut q = match &uploaded {
+        Some(b) => c.from_buffer(b),
+        None => c.from(xs),
+    };
     for s in stages.iter().copied() {
         q = match s {
             Stage::MulAdd(k) => q.map(move |x| x * 3i32 + k),
@@ -722,6 +729,7 @@ fn answer_on(
         };
     }
     Ok(match end {
+        Terminal::ToVec if on_device => Answer::Elements(q.to_buffer()?.download()?),
         Terminal::ToVec => Answer::Elements(q.to_vec()?),
         Terminal::Sum => Answer::Value(Some(q.sum()? as i64)),
         Terminal::Count => Answer::Value(Some(q.count()? as i64)),
@@ -751,7 +759,8 @@ fn answer_on(
 /// terminal: a reduction, a scan, a sort, the first or last element, the distinct elements,
 /// sums by key or a histogram of the low bytes) over inputs whose sizes straddle the planner's
 /// chunks give the plain loop's answer on every backend, with both the chunked and the grouped
-/// plan. On an adapter with a loop limit, a chunked plan may fail with `Unsupported` instead.
+/// plan, over host slices and device `Buffer`s. On an adapter with a loop limit, a chunked
+/// plan may fail with `Unsupported` instead.
 #[test]
 fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
     let contexts = common::contexts();
@@ -795,9 +804,10 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         end,
         any::<u32>(),
         any::<bool>(),
+        any::<bool>(),
     );
     runner
-        .run(&strategy, |(n, stages, end, seed, wide)| {
+        .run(&strategy, |(n, stages, end, seed, wide, on_device)| {
             let mut s = seed | 1;
             let xs: Vec<i32> = (0..n)
                 .map(|_| {
@@ -815,7 +825,7 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
             for c in &contexts {
                 for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
                     c.set_plan_shape(shape);
-                    let got = match answer_on(c, &xs, &stages, end) {
+                    let got = match answer_on(c, &xs, &stages, end, on_device) {
                         Ok(got) => got,
                         // Long chunks of loops on an adapter with a loop limit fail, typed.
                         Err(kiln::Error::Backend(kiln::BackendError::Unsupported {
@@ -836,8 +846,9 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
                     };
                     prop_assert!(
                         got == want,
-                        "{} {shape:?}, n = {n}, {stages:?} then {end:?}: got {:?}, want {:?}",
+                        "{} {shape:?}, n = {n}, {stages:?} then {end:?}{}: got {:?}, want {:?}",
                         c.device().backend,
+                        if on_device { " over a Buffer" } else { "" },
                         short(&got),
                         short(&want)
                     );
