@@ -64,12 +64,13 @@ pub struct WgslOptions {
     pub loop_budget: Option<LoopBudget>,
 }
 
-/// How a shader counts loop iterations, for adapters that stop loops after a number of
-/// iterations without telling (Mesa's llvmpipe: 65535 per SIMD batch of work items, all its
-/// loops together). Every pass through the top of a loop's body counts one (helpers' loops
-/// included); once the count reaches `limit`, the shader stores the override constant
-/// `kiln_fault_tag` into word 0 of the `kiln_fault` buffer with `atomicMax`, so that the host
-/// can report it.
+/// How a shader counts loop iterations, for adapters that stop loops after a number of iterations
+/// without telling (Mesa's llvmpipe: 65535 per SIMD batch of work items, all its loops together).
+/// Every pass through the top of a loop's body counts one (helpers' loops included), and after an
+/// `if` whose branches hold loops, each loop of a branch that no work item took (that this work
+/// item did not take, when counting per work item) counts one, since llvmpipe runs it once; once
+/// the count reaches `limit`, the shader stores the override constant `kiln_fault_tag` into word 0
+/// of the `kiln_fault` buffer with `atomicMax`, so that the host can report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LoopBudget {
     /// The count that is reported.
