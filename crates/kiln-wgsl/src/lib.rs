@@ -729,7 +729,7 @@ impl Writer {
             return Ok(());
         }
         self.locals(&cx, out)?;
-        if has_loop(&f.body.block) {
+        if block_has_loop(&f.body.block) {
             // llvmpipe counts a pass more per call of a function with loops than the loops'
             // own passes (measured with `%` of f32 in a loop).
             let _ = writeln!(out, "  {}", self.trip().trim_end());
@@ -1760,11 +1760,6 @@ fn builtin(b: Builtin) -> String {
         Builtin::SubgroupSize => "1u".into(),
         Builtin::SubgroupLane => "0u".into(),
     }
-}
-
-/// Whether `b` holds a loop, directly or inside an `if`.
-fn has_loop(b: &Block) -> bool {
-    count_loops(b) > 0
 }
 
 /// The loops in `b`, nested ones included.
