@@ -3,18 +3,10 @@
 
 use kiln_backend::{Backend, BackendError, BackendKind, LaunchArg};
 use kiln_ir::*;
-use kiln_wgpu::{WgpuBackend, WgpuOptions};
+mod common;
+use common::open;
 
-fn open(options: WgpuOptions) -> Option<WgpuBackend> {
-    match WgpuBackend::with_options(options) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
-            assert!(!required.contains("wgpu"), "wgpu is required: {e}");
-            None
-        }
-    }
-}
+use kiln_wgpu::{WgpuBackend, WgpuOptions};
 
 fn doubling<T: Numeric>(name: &str) -> Kernel {
     Kernel::build(name, |k| {

@@ -8,18 +8,23 @@ use kiln_backend::{Backend, BackendError, BackendKind, Grid, LaunchArg};
 use kiln_ir::*;
 use kiln_wgpu::{WgpuBackend, WgpuOptions};
 
-fn open() -> Option<WgpuBackend> {
-    open_with(WgpuOptions::default())
+mod common;
+use common::open;
+
+/// The default adapter and its loop limit, when it has one.
+fn limited() -> Option<(WgpuBackend, u32)> {
+    let backend = open(WgpuOptions::default())?;
+    let limit = backend.info().max_loop_iterations?;
+    Some((backend, limit))
 }
 
-fn open_with(options: WgpuOptions) -> Option<WgpuBackend> {
-    match WgpuBackend::with_options(options) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            let required = std::env::var("KILN_REQUIRE").unwrap_or_default();
-            assert!(!required.contains("wgpu"), "wgpu is required: {e}");
-            None
+/// Asserts that `result` is the loop fault of `one_loop` (case 0); `what` names the call.
+fn assert_one_loop_fault(result: Result<(), BackendError>, what: &str) {
+    match result {
+        Err(BackendError::Unsupported { feature, .. }) => {
+            assert!(feature.contains("kernel `one_loop`"), "{feature}")
         }
+        other => panic!("{what} gave {other:?}"),
     }
 }
 
@@ -151,7 +156,7 @@ fn loops_past_the_adapters_limit_fail_instead_of_giving_wrong_values() {
             subgroups,
             ..WgpuOptions::default()
         };
-        let Some(backend) = open_with(options) else {
+        let Some(backend) = open(options) else {
             return;
         };
         check_every_case(&backend);
@@ -217,10 +222,7 @@ fn check_every_case(backend: &WgpuBackend) {
 
 #[test]
 fn a_launch_with_empty_host_outputs_reports_its_own_loop_fault() {
-    let Some(backend) = open() else {
-        return;
-    };
-    let Some(limit) = backend.info().max_loop_iterations else {
+    let Some((backend, limit)) = limited() else {
         return;
     };
     let compiled = backend.compile(&cases()[0].kernel).unwrap();
@@ -233,12 +235,10 @@ fn a_launch_with_empty_host_outputs_reports_its_own_loop_fault() {
             ],
         )
     };
-    match launch(2 * limit, &mut []) {
-        Err(BackendError::Unsupported { feature, .. }) => {
-            assert!(feature.contains("kernel `one_loop`"), "{feature}")
-        }
-        other => panic!("a launch past the limit with no output gave {other:?}"),
-    }
+    assert_one_loop_fault(
+        launch(2 * limit, &mut []),
+        "a launch past the limit with no output",
+    );
     let mut out = vec![0u32; 4];
     launch(7, &mut out).expect("the next launch does not see the old fault");
     assert_eq!(out, vec![7; 4]);
@@ -246,10 +246,7 @@ fn a_launch_with_empty_host_outputs_reports_its_own_loop_fault() {
 
 #[test]
 fn a_loop_fault_of_a_launch_on_device_memory_is_reported_by_synchronize_once() {
-    let Some(backend) = open() else {
-        return;
-    };
-    let Some(limit) = backend.info().max_loop_iterations else {
+    let Some((backend, limit)) = limited() else {
         return;
     };
     let case = &cases()[0];
@@ -265,12 +262,7 @@ fn a_loop_fault_of_a_launch_on_device_memory_is_reported_by_synchronize_once() {
             ],
         )
         .expect("a launch on device memory does not wait for the device");
-    match backend.synchronize() {
-        Err(BackendError::Unsupported { feature, .. }) => {
-            assert!(feature.contains("kernel `one_loop`"), "{feature}")
-        }
-        other => panic!("synchronize after the fault gave {other:?}"),
-    }
+    assert_one_loop_fault(backend.synchronize(), "synchronize after the fault");
     backend.synchronize().expect("the fault is reported once");
     let mut out_host = vec![0u32; 4];
     compiled
