@@ -1380,10 +1380,13 @@ impl Writer {
                 } else {
                     String::new()
                 };
-                let (on_bad, good) = if op == BinaryOp::Div {
-                    ("a".to_string(), "a / b")
-                } else {
-                    (zero(r), "a % b")
+                // GLSL leaves `%` of negative operands undefined (llvmpipe's GL gave 1 for
+                // `1 % -1`), and naga writes WGSL's `%` as GLSL's: a signed remainder is
+                // written with the division, which GLSL truncates as WGSL does.
+                let (on_bad, good) = match op {
+                    BinaryOp::Div => ("a".to_string(), "a / b"),
+                    _ if r.is_signed() => (zero(r), "a - b * (a / b)"),
+                    _ => (zero(r), "a % b"),
                 };
                 self.helper(format!(
                     "fn {name}(a: {t}, b: {t}) -> {t} {{ if (b == {}{min_check}) {{ return {on_bad}; }} return {good}; }}",
