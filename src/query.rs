@@ -12,7 +12,8 @@
 //!   and `group` modules.
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
-//! filters and reductions give each work item a contiguous chunk of `CHUNK` elements, which
+//! filters and reductions give each work item a contiguous chunk of `CHUNK` elements (fewer
+//! on a device with a loop limit: `chunk_len`), which
 //! fits the CPU backend (one tight loop per chunk) and fixes the reduction order for a given
 //! input, so results are the same on every run.
 
@@ -33,7 +34,7 @@ pub use group::{Distinct, GroupBy};
 pub use scan::Scan;
 pub use sort::Sorted;
 
-/// Elements per work item in the chunked plan.
+/// Elements per work item in the chunked plan (see [`chunk_len`]).
 const CHUNK: u32 = 16384;
 /// Elements per work item in the grouped plan.
 const ITEM_CHUNK: u32 = 16;
@@ -181,9 +182,22 @@ fn items_per_chunk(order: Order) -> u32 {
     }
 }
 
-/// Chunks of [`CHUNK`] elements covering `n` (at least one).
-fn groups_for(n: usize) -> u32 {
-    chunks_of(n, CHUNK)
+/// The elements per work item of the chunked plan: [`CHUNK`], or on a device with a loop
+/// limit the largest power of two within [`loop_budget`] when that is less (2048 for
+/// llvmpipe on GL, which counts each work item's own passes).
+fn chunk_len(ctx: &Context) -> u32 {
+    match loop_budget(ctx) {
+        Some(budget) if budget < CHUNK as u64 => {
+            let fits = 1u64 << (63 - budget.max(1).leading_zeros());
+            (fits as u32).max(ITEM_CHUNK)
+        }
+        _ => CHUNK,
+    }
+}
+
+/// Chunks of [`chunk_len`] elements covering `n` (at least one).
+fn groups_for(ctx: &Context, n: usize) -> u32 {
+    chunks_of(n, chunk_len(ctx))
 }
 
 /// Chunks of `chunk` elements covering `n` (at least one).
@@ -702,12 +716,15 @@ impl<'a, T> Query<'a, T> {
     ) -> Result<Columns> {
         let order = self.chunked_order(identity, order);
         let [chunked, finish] = self.reduce_kernels(identity, op, project, order)?;
-        let groups = groups_for(self.len);
+        let groups = groups_for(&self.ctx, self.len);
         let per_group = items_per_chunk(order);
         let partials = self.alloc_columns(identity, groups * per_group)?;
         let mut args = self.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend([value_bytes(self.len as u32), value_bytes(CHUNK)]);
+        args.extend([
+            value_bytes(self.len as u32),
+            value_bytes(chunk_len(&self.ctx)),
+        ]);
         self.ctx
             .launch_ir(&chunked, &Grid::linear(groups, per_group), &mut args)?;
         drop(args);
@@ -1130,9 +1147,9 @@ impl<'a, T: Row> Query<'a, T> {
                 let per_group = items_per_chunk(self.count_order());
                 (
                     self.chunked_count_kernel()?,
-                    groups_for(n),
-                    Grid::linear(groups_for(n), per_group),
-                    CHUNK,
+                    groups_for(&self.ctx, n),
+                    Grid::linear(groups_for(&self.ctx, n), per_group),
+                    chunk_len(&self.ctx),
                     per_group,
                 )
             }
@@ -1235,8 +1252,8 @@ impl<'a, T: Row> Query<'a, T> {
                     ),
                     None => (
                         self.chunked_scatter_kernel()?,
-                        Grid::linear(groups_for(n), 1),
-                        CHUNK,
+                        Grid::linear(groups_for(&self.ctx, n), 1),
+                        chunk_len(&self.ctx),
                     ),
                 };
                 args.push(LaunchArg::Read(u32_bytes(offsets)));
@@ -1677,21 +1694,27 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         self.min_max(true)
     }
 
-    /// Arithmetic mean in `f64` (`None` when empty).
+    /// Arithmetic mean (`None` when empty), summed in `f64`, or in `f32` on a device without
+    /// f64 arithmetic (`DeviceInfo::features`), such as wgpu on GL.
     pub fn average(self) -> Result<Option<f64>> {
-        let q = self.map_erased(|c| {
+        let (sum_ty, zero) = if self.ctx.device().features.f64 {
+            (ScalarType::F64, ScalarValue::F64(0.0))
+        } else {
+            (ScalarType::F32, ScalarValue::F32(0.0))
+        };
+        let q = self.map_erased(move |c| {
             let x = expr_dyn(
                 Expr::Cast {
                     arg: c[0].handle(),
-                    to: ScalarType::F64,
+                    to: sum_ty,
                 },
                 &[&c[0]],
-                Type::Scalar(ScalarType::F64),
+                Type::Scalar(sum_ty),
             );
             vec![x, lit_value(ScalarValue::U32(1))]
         });
         let v = q.reduce_values(
-            vec![ScalarValue::F64(0.0), ScalarValue::U32(0)],
+            vec![zero, ScalarValue::U32(0)],
             &|a, b| {
                 vec![
                     bin(BinaryOp::Add, &a[0], &b[0]),
@@ -1701,7 +1724,11 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             Order::Any,
         )?;
         let n = v[1].to_bits();
-        Ok((n != 0).then(|| f64::from_bits(v[0].to_bits()) / n as f64))
+        let sum = match v[0] {
+            ScalarValue::F32(s) => s as f64,
+            ref s => f64::from_bits(s.to_bits()),
+        };
+        Ok((n != 0).then(|| sum / n as f64))
     }
 
     fn arg_best(self, max: bool) -> Result<Option<usize>> {

@@ -334,12 +334,24 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         )
     }
 
-    /// The arithmetic mean of `value` (as `f64`) over the rows of each key. Fails as
+    /// The arithmetic mean of `value` over the rows of each key, summed in `f64`, or in `f32`
+    /// on a device without f64 arithmetic (as [`Query::average`]). Fails as
     /// [`GroupBy::fold`] does.
     pub fn average<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
     ) -> Result<Vec<(K, f64)>> {
+        if !self.query.ctx.device().features.f64 {
+            let sums: Vec<(K, (f32, u32))> = self.fold(
+                (0.0f32, 0u32),
+                move |row| (value(row).cast::<f32>(), lit(1u32)),
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            )?;
+            return Ok(sums
+                .into_iter()
+                .map(|(k, (sum, count))| (k, sum as f64 / count as f64))
+                .collect());
+        }
         let sums: Vec<(K, (f64, u32))> = self.fold(
             (0.0f64, 0u32),
             move |row| (value(row).cast::<f64>(), lit(1u32)),
@@ -507,13 +519,13 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 if_then(c.lt(chunks), || {
                     let base = c * keys;
                     let lo = load_dyn(lo, lit(0u32), Type::Scalar(self.key_type));
-                    let wide = if self.key_type.is_signed() {
-                        ScalarType::I64
-                    } else {
-                        ScalarType::U64
+                    // The row's key as an offset from `lo` (the least key, so the offset is
+                    // below 2^32 for keys of up to 32 bits: their wrapping difference in u32
+                    // is exact, and needs no 64-bit integers), and the row's values.
+                    let wide = match self.key_type.bits() {
+                        64 => self.key_type,
+                        _ => ScalarType::U32,
                     };
-                    // The row's key as an offset from `lo`, computed in 64 bits, where it
-                    // cannot wrap, and the row's values.
                     let key_offset = |mut vals: Vec<AnyVal>| {
                         let values = vals.split_off(1);
                         let offset = bin(
@@ -625,24 +637,26 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
     }
 
     /// The rows per chunk: enough to pay for the chunk's slots, and few enough chunks that
-    /// the slots stay within [`DENSE_PARTIALS`] per column. `None` when a work item's loops
-    /// (over its chunk and its slots, or over the chunks) would pass half the device's loop
-    /// limit ([`crate::DeviceInfo::max_loop_iterations`]).
+    /// the slots stay within [`DENSE_PARTIALS`] per column. On a device with a loop limit
+    /// ([`crate::DeviceInfo::max_loop_iterations`]) fewer rows, so that a work item's loops
+    /// (over its chunk and its slots, or over the chunks) stay within half of it; `None` when
+    /// no chunk length does.
     fn chunk(&self) -> Option<u32> {
         let ctx = &self.query.ctx;
         let (n, keys) = (self.query.len as u64, self.keys as u64);
         let min_rows = match ctx.effective_plan_shape() {
             PlanShape::Grouped => ITEM_CHUNK * 16,
-            _ => CHUNK,
+            _ => chunk_len(ctx),
         };
-        let chunk = (min_rows as u64)
-            .max(4 * keys)
-            .max((n * keys).div_ceil(DENSE_PARTIALS));
-        let chunks = n.div_ceil(chunk);
-        match loop_budget(ctx) {
-            Some(budget) if (chunk + 2 * keys).max(chunks) > budget => None,
-            _ => Some(chunk as u32),
+        let fewest = (n * keys).div_ceil(DENSE_PARTIALS).max(1);
+        let mut chunk = (min_rows as u64).max(4 * keys).max(fewest);
+        if let Some(budget) = loop_budget(ctx) {
+            chunk = chunk.min(budget.saturating_sub(2 * keys));
+            if chunk < fewest || n.div_ceil(chunk) > budget {
+                return None;
+            }
         }
+        Some(chunk as u32)
     }
 
     /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of

@@ -68,8 +68,8 @@ impl ScanShape {
             }
             _ => ScanShape {
                 g: 1,
-                groups: groups_for(n),
-                chunk: CHUNK,
+                groups: groups_for(ctx, n),
+                chunk: chunk_len(ctx),
             },
         }
     }

@@ -21,7 +21,7 @@ type KeyFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> AnyVal + 'a>;
 
 /// Digits of 8 bits: 256 counts per chunk.
 const RADIX: u32 = 256;
-/// Rows per work item in the grouped plan (the chunked plan takes [`CHUNK`]).
+/// Rows per work item in the grouped plan (the chunked plan takes [`chunk_len`]).
 const SORT_ITEM_CHUNK: u32 = 256;
 /// Work items per group in the grouped plan.
 const SORT_GROUP: u32 = 64;
@@ -47,7 +47,7 @@ impl SortShape {
     fn of(ctx: &Context, n: usize) -> SortShape {
         let (chunk, g) = match ctx.effective_plan_shape() {
             PlanShape::Grouped => (SORT_ITEM_CHUNK, SORT_GROUP.min(ctx.device().max_group_size)),
-            _ => (CHUNK, 1),
+            _ => (chunk_len(ctx), 1),
         };
         SortShape {
             chunk,

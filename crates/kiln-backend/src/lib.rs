@@ -21,7 +21,7 @@ pub enum BackendKind {
     Cuda,
     /// Any OpenCL 1.2+ device.
     OpenCl,
-    /// Vulkan, Metal or DX12 through wgpu.
+    /// Vulkan, Metal, DX12 or GL through wgpu.
     Wgpu,
 }
 
@@ -69,6 +69,9 @@ pub enum DeviceClass {
 pub struct Features {
     /// `f64` arithmetic.
     pub f64: bool,
+    /// 64-bit integer arithmetic (`i64`/`u64` values, and 64-bit query results such as a sum
+    /// of `i64`).
+    pub int64: bool,
     /// Subgroup operations.
     pub subgroups: bool,
     /// 64-bit integer atomics.

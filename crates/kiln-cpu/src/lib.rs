@@ -93,6 +93,7 @@ impl CpuBackend {
             max_loop_iterations: None,
             features: Features {
                 f64: true,
+                int64: true,
                 subgroups: true,
                 atomics64: true,
             },

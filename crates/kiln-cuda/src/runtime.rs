@@ -126,6 +126,7 @@ impl CudaBackend {
             max_loop_iterations: None,
             features: Features {
                 f64: true,
+                int64: true,
                 subgroups: true,
                 atomics64: true,
             },

@@ -160,6 +160,9 @@ impl OpenClBackend {
             features: Features {
                 f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)
                     || extensions.contains("cl_khr_fp64"),
+                // The full profile has `long`; the embedded one only with this extension.
+                int64: !q(device.profile()).contains("EMBEDDED")
+                    || extensions.contains("cles_khr_int64"),
                 subgroups: false,
                 atomics64: extensions.contains("cl_khr_int64_base_atomics")
                     && extensions.contains("cl_khr_int64_extended_atomics"),

@@ -2,12 +2,12 @@
 //!
 //! Writes WGSL with [`kiln_wgsl`] and runs it as a wgpu compute pipeline on the best adapter
 //! present (a discrete GPU, else an integrated one, else any, including CPU adapters such as
-//! Mesa's lavapipe). Drivers are loaded at run time: on a machine without Vulkan, Metal or
-//! DX12, [`WgpuBackend::new`] returns `BackendError::Unavailable`. wgpu's GL backend is not
-//! built: on GL (llvmpipe) seven conformance tests got other values than the CPU backend
-//! (integer `%` among them), besides the kernels needing f64 or 64-bit integers. SHADER_F64 and
-//! SHADER_INT64 are requested when the adapter has them; a kernel needing one the adapter
-//! lacks is `BackendError::Unsupported` before anything is compiled. When the adapter has
+//! Mesa's lavapipe), GL adapters last among those of a kind; each device's name ends with its
+//! API, `"(Vulkan)"` or `"(GL)"`. Drivers are loaded at run time: on a machine without Vulkan,
+//! Metal, DX12 or GL (EGL), [`WgpuBackend::new`] returns `BackendError::Unavailable`.
+//! SHADER_F64 and SHADER_INT64 are requested when the adapter has them (wgpu's GL has
+//! neither); a kernel needing one the adapter lacks is `BackendError::Unsupported` before
+//! anything is compiled. When the adapter has
 //! SUBGROUP and SUBGROUP_BARRIER both are requested and kernels use real subgroups (the
 //! adapter's size, e.g. 32 on NVIDIA, 8 on lavapipe); otherwise subgroups have one lane.
 //!
@@ -18,7 +18,8 @@
 //!
 //! Mesa's llvmpipe (lavapipe) runs a subgroup of work items as one SIMD batch and stops all
 //! the batch's loops once they have run 65535 passes together (work items on different loops
-//! add up); the work items go on with wrong values. On such an adapter
+//! add up); the work items go on with wrong values. On GL, which has no subgroups in wgpu,
+//! each work item counts its own passes against 65535 over the batch's lanes (8191). On such an adapter
 //! ([`DeviceInfo::max_loop_iterations`]) every shader counts its subgroups' loop passes
 //! ([`kiln_wgsl::LoopBudget`], with subgroup operations whether or not kernels' own subgroup
 //! operations use them) and the next wait for the device (reading results back,
@@ -34,7 +35,8 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 /// What the backend looks for, named in `BackendError::Unavailable`.
-pub const LIBRARY: &str = "a Vulkan, Metal or DX12 driver (libvulkan.so.1 on Linux)";
+pub const LIBRARY: &str =
+    "a Vulkan, Metal, DX12 or GL driver (libvulkan.so.1 or libEGL.so.1 on Linux)";
 
 struct Shared {
     device: wgpu::Device,
@@ -135,13 +137,29 @@ impl WgpuOptions {
     }
 }
 
+/// The graphics API an adapter runs on, as its users call it: the end of the backend's device
+/// name, `"llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)"`.
+pub fn api_name(api: wgpu::Backend) -> String {
+    match api {
+        wgpu::Backend::Vulkan => "Vulkan".to_string(),
+        wgpu::Backend::Metal => "Metal".to_string(),
+        wgpu::Backend::Dx12 => "DX12".to_string(),
+        wgpu::Backend::Gl => "GL".to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Every adapter wgpu finds, best first: discrete GPUs, then integrated, virtual and CPU
-/// adapters, each kind in wgpu's order.
+/// adapters, each kind in wgpu's order with GL adapters last.
 fn adapters() -> Vec<wgpu::Adapter> {
     let instance =
         wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-    adapters.sort_by_key(|a| rank(a.get_info().device_type));
+    // GL (no f64, no 64-bit integers, no subgroups in wgpu) after the other APIs of a kind.
+    adapters.sort_by_key(|a| {
+        let info = a.get_info();
+        (rank(info.device_type), info.backend == wgpu::Backend::Gl)
+    });
     adapters
 }
 
@@ -221,7 +239,8 @@ impl WgpuBackend {
         }));
         let info = DeviceInfo {
             backend: BackendKind::Wgpu,
-            name: a.name.clone(),
+            // The same device may be listed once per graphics API (llvmpipe on Vulkan and GL).
+            name: format!("{} ({})", a.name, api_name(a.backend)),
             index,
             class: if a.device_type == wgpu::DeviceType::Cpu {
                 DeviceClass::Cpu
@@ -251,6 +270,7 @@ impl WgpuBackend {
             max_loop_iterations: loop_limit,
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),
+                int64: features.contains(wgpu::Features::SHADER_INT64),
                 subgroups,
                 atomics64: false,
             },

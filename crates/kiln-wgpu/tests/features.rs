@@ -106,7 +106,10 @@ fn kernels_use_the_adapters_subgroups_when_it_has_them_and_one_lane_otherwise() 
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
     let adapter = adapters
         .iter()
-        .find(|a| a.get_info().name == full.info().name)
+        .find(|a| {
+            let info = a.get_info();
+            full.info().name == format!("{} ({})", info.name, kiln_wgpu::api_name(info.backend))
+        })
         .expect("the backend's adapter is among wgpu's");
     let has = adapter
         .features()
