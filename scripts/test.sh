@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# The whole kiln test suite: formatting, lints, the conformance suite on every backend
-# (CPU built in; OpenCL through PoCL; wgpu through Mesa's lavapipe Vulkan driver), CUDA compile
-# checks of every kernel the suite generates (NVRTC to PTX, ptxas to sm_90, no GPU needed),
-# spirv-val and glslangValidator checks of every kernel's SPIR-V and GLSL, doc tests, the
-# examples and a quick benchmark. Installs PoCL, lavapipe and the validators (apt) and the CUDA
-# compiler wheels (pip) when missing. Works on a fresh machine with the Rust toolchain and
-# Python, as root or with sudo.
+# The whole kiln test suite: formatting, lints, the conformance suite on every backend (CPU
+# built in; OpenCL through PoCL; wgpu through Mesa's llvmpipe, on Vulkan (lavapipe) and on GL
+# (by EGL)), CUDA compile checks of every kernel the suite generates (NVRTC to PTX, ptxas to
+# sm_90, no GPU needed), spirv-val and glslangValidator checks of every kernel's SPIR-V and
+# GLSL, doc tests, the examples and a quick benchmark. Installs PoCL, lavapipe, Mesa's EGL and
+# GL drivers and the validators (apt) and the CUDA compiler wheels (pip) when missing. Works on
+# a fresh machine with the Rust toolchain and Python, as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # Backends whose absence must fail the suite.
-export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,wgpu,nvrtc,validators}"
+export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,wgpu,gl,nvrtc,validators}"
 # Mesa's Vulkan loader complains on stderr without it.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1 \
     || ! ldconfig -p | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 \
+    || ! ldconfig -p | grep -q libEGL_mesa.so.0 || ! ls /usr/lib/*/dri/swrast_dri.so >/dev/null 2>&1 \
     || ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null; then
     sudo_if_needed apt-get update -qq
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd ocl-icd-libopencl1 clinfo \
-        mesa-vulkan-drivers libvulkan1 spirv-tools glslang-tools >/dev/null
+        mesa-vulkan-drivers libvulkan1 libegl1 libegl-mesa0 libgl1-mesa-dri spirv-tools glslang-tools >/dev/null
 fi
 if ! python3 -c "import nvidia.cuda_nvrtc, nvidia.cuda_nvcc" 2>/dev/null; then
     python3 -m pip install -q nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12
@@ -49,13 +50,19 @@ KILN_BACKEND=opencl cargo run --release --example quickstart > /tmp/kiln-quickst
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-opencl.out)
 KILN_BACKEND=wgpu cargo run --release --example quickstart > /tmp/kiln-quickstart-wgpu.out
 diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-wgpu.out)
-for backend in cpu opencl wgpu; do
-  KILN_BACKEND=$backend cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
+# wgpu on GL alone (WGPU_BACKEND keeps wgpu to that API).
+WGPU_BACKEND=gl KILN_BACKEND=wgpu cargo run --release --example quickstart > /tmp/kiln-quickstart-gl.out
+diff <(grep '^result' /tmp/kiln-quickstart.out) <(grep '^result' /tmp/kiln-quickstart-gl.out)
+grep -q '(GL)' /tmp/kiln-quickstart-gl.out
+for backend in cpu opencl wgpu gl; do
+  if [ "$backend" = gl ]; then api=gl; kind=wgpu; else api=all; kind=$backend; fi
+  WGPU_BACKEND=$api KILN_BACKEND=$kind cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
   grep -q '^saxpy over .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^histogram of .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^particle step over .*: ok$' /tmp/kiln-kernels-$backend.out
 done
-# One sum split over every device present at once (CPU, PoCL, lavapipe), checked on the host.
+# One sum split over every device present at once (CPU, PoCL, llvmpipe on Vulkan and on GL),
+# checked on the host.
 cargo run --release --example devices > /tmp/kiln-devices.out
 grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json

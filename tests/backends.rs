@@ -1,6 +1,7 @@
 //! Backend presence: every backend named in `KILN_REQUIRE` (comma-separated) must open, and
 //! `nvrtc` there requires the CUDA compiler (and `validators` spirv-val and glslangValidator,
-//! checked by the conformance harness); a missing one fails here with the reason.
+//! checked by the conformance harness), and `gl` a wgpu adapter on GL; a missing one fails
+//! here with the reason.
 
 use kiln::{BackendKind, Context};
 
@@ -14,6 +15,17 @@ fn required_backends_are_present() {
             continue;
         }
         if name == "validators" {
+            continue;
+        }
+        if name == "gl" {
+            let on_gl = (0..)
+                .map_while(|i| Context::with_device(BackendKind::Wgpu, i).ok())
+                .any(|c| c.device().name.ends_with("(GL)"));
+            assert!(
+                on_gl,
+                "KILN_REQUIRE names gl, but wgpu finds no adapter on GL (it needs libEGL.so.1 \
+                 and a GL driver: Mesa's libegl-mesa0 and libgl1-mesa-dri on Debian)"
+            );
             continue;
         }
         let kind = BackendKind::parse(name)

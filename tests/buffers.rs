@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ctx, every_backend};
+use common::{ctx, every_backend, has_f64};
 use kiln::prelude::*;
 
 #[test]
@@ -30,7 +30,15 @@ fn chains_of_queries_over_buffers_stay_on_the_device() {
             .filter(|v| v.gt(100.0))
             .to_buffer()
             .unwrap();
-        let total = c.from_buffer(&kept).map(|v| v.cast::<f64>()).sum().unwrap();
+        // In f64 where the device has it; in f32 (the same launches) where not.
+        let wide = |q: kiln::Query<'_, f32>| -> f64 {
+            if has_f64() {
+                q.map(|v| v.cast::<f64>()).sum().unwrap()
+            } else {
+                q.sum().unwrap() as f64
+            }
+        };
+        let total = wide(c.from_buffer(&kept));
         c.synchronize().unwrap();
         assert_eq!(
             c.stats().launches - before.launches,
@@ -42,18 +50,17 @@ fn chains_of_queries_over_buffers_stay_on_the_device() {
         assert_eq!(scaled.download().unwrap(), want_scaled);
         assert_eq!(kept.download().unwrap(), want_kept);
         let want_total: f64 = want_kept.iter().map(|v| *v as f64).sum();
+        let bound = if has_f64() { 1e-9 } else { 1e-5 };
         assert!(
-            (total - want_total).abs() <= 1e-9 * want_total.abs().max(1.0),
+            (total - want_total).abs() <= bound * want_total.abs().max(1.0),
             "{total} vs {want_total}"
         );
-        let host_total = c
-            .from(&xs)
-            .zip(&ys)
-            .map(|(x, y)| x * y.cast::<f32>())
-            .filter(|v| v.gt(100.0))
-            .map(|v| v.cast::<f64>())
-            .sum()
-            .unwrap();
+        let host_total = wide(
+            c.from(&xs)
+                .zip(&ys)
+                .map(|(x, y)| x * y.cast::<f32>())
+                .filter(|v| v.gt(100.0)),
+        );
         assert_eq!(
             total.to_bits(),
             host_total.to_bits(),
@@ -162,8 +169,8 @@ fn reused_device_memory_never_shows_old_contents() {
             drop(kept);
             assert_eq!(copy.download().unwrap(), want, "round {round}");
             assert_eq!(
-                c.from_buffer(&copy).map(|x| x.cast::<i64>()).sum().unwrap(),
-                want.iter().map(|&x| x as i64).sum::<i64>(),
+                c.from_buffer(&copy).sum().unwrap(),
+                want.iter().sum::<i32>(),
                 "round {round}"
             );
         }
@@ -185,12 +192,8 @@ fn a_context_works_from_threads_that_did_not_open_it() {
                     assert_eq!(&b.download().unwrap(), xs, "thread {t}");
                     let mut copy = c.upload(&vec![0u32; xs.len()]).unwrap();
                     copy.copy_from(b).unwrap();
-                    let sum = c
-                        .from_buffer(&copy)
-                        .map(move |x| (x + t).cast::<u64>())
-                        .sum()
-                        .unwrap();
-                    assert_eq!(sum, xs.iter().map(|&x| (x + t) as u64).sum::<u64>());
+                    let sum = c.from_buffer(&copy).map(move |x| x + t).sum().unwrap();
+                    assert_eq!(sum, xs.iter().map(|&x| x + t).sum::<u32>());
                     c.synchronize().unwrap();
                 });
             }

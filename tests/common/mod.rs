@@ -31,7 +31,9 @@ fn required() -> Vec<String> {
         .collect()
 }
 
-/// Contexts for every backend to test on: the CPU always, the others when present.
+/// Contexts for every backend to test on: the CPU always, the others when present; every
+/// wgpu adapter (one per graphics API, so llvmpipe on Vulkan and on GL), `gl` in
+/// `KILN_REQUIRE` requiring one on GL.
 pub fn contexts() -> Vec<Context> {
     let required = required();
     let mut out = Vec::new();
@@ -44,7 +46,29 @@ pub fn contexts() -> Vec<Context> {
             Err(_) => {}
         }
     }
+    let more_adapters = (1..).map_while(|i| Context::with_device(BackendKind::Wgpu, i).ok());
+    out.extend(more_adapters);
+    let on_gl = |c: &Context| c.device().backend == BackendKind::Wgpu && on_gl(c);
+    if required.iter().any(|r| r == "gl") && !out.iter().any(on_gl) {
+        panic!("KILN_REQUIRE names gl, but wgpu finds no adapter on GL (see backends.rs)");
+    }
     out
+}
+
+/// Whether `c` is a wgpu adapter on GL (its name ends with the API).
+pub fn on_gl(c: &Context) -> bool {
+    c.device().name.ends_with("(GL)")
+}
+
+/// Whether the current backend has f64 arithmetic; where it does not, `f64` queries and
+/// kernels are typed errors (tested in kiln-wgpu's features tests).
+pub fn has_f64() -> bool {
+    ctx().device().features.f64
+}
+
+/// Whether the current backend has 64-bit integers (see [`has_f64`]).
+pub fn has_i64() -> bool {
+    ctx().device().features.int64
 }
 
 /// The context of the backend the current test body runs on.
@@ -59,7 +83,7 @@ pub fn every_backend(body: impl Fn()) {
     let all = contexts();
     let cpu = all[0].clone();
     for c in all {
-        let backend = c.device().backend;
+        let backend = format!("{} ({})", c.device().backend, c.device().name);
         CURRENT.with(|cur| *cur.borrow_mut() = Some(c));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&body));
         CURRENT.with(|cur| *cur.borrow_mut() = None);
