@@ -208,20 +208,31 @@ fn main() -> Result<(), Error> {
 
     let mut rows = Vec::new();
     let mut overheads = Vec::new();
-    for kind in [
+    // The first device of each backend, and every further wgpu adapter (one per graphics
+    // API: llvmpipe on Vulkan and on GL), named as KILN_BACKEND names them (`wgpu:1`).
+    let more_adapters = (1..).map_while(|i| {
+        Context::with_device(BackendKind::Wgpu, i)
+            .ok()
+            .map(|c| (BackendKind::Wgpu, format!("wgpu:{i}"), Ok(c)))
+    });
+    let devices: Vec<_> = [
         BackendKind::Cpu,
         BackendKind::OpenCl,
         BackendKind::Cuda,
         BackendKind::Wgpu,
-    ] {
-        let ctx = match Context::with_backend(kind) {
+    ]
+    .into_iter()
+    .map(|kind| (kind, kind.to_string(), Context::with_backend(kind)))
+    .chain(more_adapters)
+    .collect();
+    for (kind, backend, ctx) in devices {
+        let ctx = match ctx {
             Ok(c) => c,
             Err(e) => {
-                println!("skipping {kind}: {e}");
+                println!("skipping {backend}: {e}");
                 continue;
             }
         };
-        let backend = kind.to_string();
         println!("device: {} ({backend})", ctx.device().name);
         let bytes = (n * std::mem::size_of::<f32>()) as u64;
         if bytes > ctx.device().max_buffer_bytes {
@@ -557,7 +568,7 @@ fn main() -> Result<(), Error> {
             ));
         }
 
-        let cold = Context::with_backend(kind)?;
+        let cold = Context::with_device(kind, ctx.device().index)?;
         let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
         let query = |c: &Context| {
             c.from(&small)
