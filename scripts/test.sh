@@ -59,8 +59,8 @@ diff <(grep '^result' /tmp/kiln-quickstart.out | grep -v -e zip-dot -e average -
     <(grep '^result' /tmp/kiln-quickstart-gl.out)
 test "$(grep -c '^approx' /tmp/kiln-quickstart-gl.out)" = 3
 for backend in cpu opencl wgpu gl; do
-  if [ "$backend" = gl ]; then api=gl; kind=wgpu; else api=all; kind=$backend; fi
-  WGPU_BACKEND=$api KILN_BACKEND=$kind cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
+  if [ "$backend" = gl ]; then on=(WGPU_BACKEND=gl KILN_BACKEND=wgpu); else on=(KILN_BACKEND=$backend); fi
+  env "${on[@]}" cargo run --release --example kernels > /tmp/kiln-kernels-$backend.out
   grep -q '^saxpy over .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^histogram of .*: ok$' /tmp/kiln-kernels-$backend.out
   grep -q '^particle step over .*: ok$' /tmp/kiln-kernels-$backend.out
