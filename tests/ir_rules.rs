@@ -206,6 +206,47 @@ fn float_to_int_casts_saturate_and_nan_gives_zero() {
     });
 }
 
+/// 32-bit integers to f32 round to nearest, ties to even, and stay rounded when cast back:
+/// Mesa's GL folded `i32(f32(x))` into `x` (16777217 stayed 16777217).
+#[test]
+fn integer_to_float_casts_round_once_and_stay_rounded() {
+    every_backend(|| {
+        let is: Vec<i32> = vec![
+            0,
+            -1,
+            16_777_217,
+            -16_777_217,
+            16_777_219,
+            0x510c_4619,
+            i32::MAX,
+            i32::MIN,
+            i32::MIN + 1,
+            -(1 << 24) - 3,
+        ];
+        let got: Vec<f32> = unary(&is, |x| x.cast::<f32>());
+        let want: Vec<f32> = is.iter().map(|&x| x as f32).collect();
+        assert_eq!(got, want, "i32 to f32");
+        let back = unary(&is, |x| x.cast::<f32>().cast::<i32>());
+        let want: Vec<i32> = is.iter().map(|&x| x as f32 as i32).collect();
+        assert_eq!(back, want, "i32 to f32 and back");
+        let us: Vec<u32> = vec![
+            0,
+            1,
+            16_777_217,
+            0x8000_0081,
+            0xffff_ff7f,
+            u32::MAX,
+            0x510c_4619,
+        ];
+        let got: Vec<f32> = unary(&us, |x| x.cast::<f32>());
+        let want: Vec<f32> = us.iter().map(|&x| x as f32).collect();
+        assert_eq!(got, want, "u32 to f32");
+        let back = unary(&us, |x| x.cast::<f32>().cast::<u32>());
+        let want: Vec<u32> = us.iter().map(|&x| x as f32 as u32).collect();
+        assert_eq!(back, want, "u32 to f32 and back");
+    });
+}
+
 #[test]
 fn min_max_with_nan_return_the_other_operand() {
     every_backend(|| {

@@ -1408,6 +1408,19 @@ impl Writer {
         if from == ScalarType::Bool {
             return format!("select({}, {}, {x})", zero(to), one(to));
         }
+        if to == ScalarType::F32 && from.is_int() && from.bits() == 32 {
+            // Mesa's GL folds a conversion back to an integer that follows `f32(x)` into `x`,
+            // which is wrong past 2^24 (`i32(f32(16777217))` gave 16777217). The sum of two
+            // exact parts, rounded once, is `f32(x)` and is not folded.
+            let t = rt(from);
+            let name = format!("kiln_f32_of_{t}");
+            self.helper(format!(
+                "// f32(x) from two exact parts, rounded once (GL drivers fold i32(f32(x)) into x)\n\
+                 fn {name}(x: {t}) -> f32 {{ return f32(x >> 8u) * 256.0f + f32(x & 255{s}); }}",
+                s = if from.is_signed() { "i" } else { "u" }
+            ));
+            return format!("{name}({x})");
+        }
         if to.is_float() {
             return format!("{}({x})", rt(to));
         }
