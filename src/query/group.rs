@@ -468,6 +468,26 @@ fn dense_fold<K: Numeric + Row, V: Row>(
     }
 }
 
+/// The rows per chunk of the dense plan over `n` rows and `keys` slots: at least `min_rows`
+/// and `4 * keys` (enough to pay for the chunk's slots), and few enough chunks that the slots
+/// stay within [`DENSE_PARTIALS`] per column. With a loop `budget` (half the device's limit,
+/// [`crate::DeviceInfo::max_loop_iterations`]) the work items' loops, over a chunk and its
+/// slots or over the chunks, stay within it: chunks are long enough that there are at most
+/// `budget` of them, and short enough to be passed in it. `None` when no length does both.
+fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<u32> {
+    let fewest = (n * keys).div_ceil(DENSE_PARTIALS).max(1);
+    let mut chunk = min_rows.max(4 * keys).max(fewest);
+    if let Some(budget) = budget {
+        chunk = chunk
+            .max(n.div_ceil(budget.max(1)))
+            .min(budget.saturating_sub(2 * keys));
+        if chunk < fewest || n.div_ceil(chunk.max(1)) > budget {
+            return None;
+        }
+    }
+    u32::try_from(chunk).ok()
+}
+
 /// The fold of every key's values when the integer keys span few values (`keys` of them, from
 /// `lo`): no sort, two launches, the first over the query's fused (key, value) rows.
 ///
@@ -636,27 +656,19 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// The rows per chunk: enough to pay for the chunk's slots, and few enough chunks that
-    /// the slots stay within [`DENSE_PARTIALS`] per column. On a device with a loop limit
-    /// ([`crate::DeviceInfo::max_loop_iterations`]) fewer rows, so that a work item's loops
-    /// (over its chunk and its slots, or over the chunks) stay within half of it; `None` when
-    /// no chunk length does.
+    /// The rows per chunk for this query on its device: [`dense_chunk`].
     fn chunk(&self) -> Option<u32> {
         let ctx = &self.query.ctx;
-        let (n, keys) = (self.query.len as u64, self.keys as u64);
         let min_rows = match ctx.effective_plan_shape() {
             PlanShape::Grouped => ITEM_CHUNK * 16,
             _ => chunk_len(ctx),
         };
-        let fewest = (n * keys).div_ceil(DENSE_PARTIALS).max(1);
-        let mut chunk = (min_rows as u64).max(4 * keys).max(fewest);
-        if let Some(budget) = loop_budget(ctx) {
-            chunk = chunk.min(budget.saturating_sub(2 * keys));
-            if chunk < fewest || n.div_ceil(chunk) > budget {
-                return None;
-            }
-        }
-        Some(chunk as u32)
+        dense_chunk(
+            self.query.len as u64,
+            self.keys as u64,
+            min_rows as u64,
+            loop_budget(ctx),
+        )
     }
 
     /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of
@@ -740,4 +752,56 @@ fn cast_dyn(v: &AnyVal, to: ScalarType) -> AnyVal {
         &[v],
         Type::Scalar(to),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `chunk` satisfies every bound [`dense_chunk`] promises.
+    fn keeps_bounds(n: u64, keys: u64, min_rows: u64, budget: Option<u64>, chunk: u64) -> bool {
+        let chunks = n.div_ceil(chunk);
+        chunk >= min_rows.min(n.max(1)).min(budget.unwrap_or(u64::MAX))
+            && chunks * keys <= DENSE_PARTIALS.max(keys)
+            && budget.is_none_or(|b| chunks <= b && chunk + 2 * keys <= b)
+    }
+
+    #[test]
+    fn dense_chunks_keep_loops_within_the_budget_wherever_some_length_does() {
+        // llvmpipe on GL: a loop limit of 8191 passes, half of it for the plan.
+        let budget = Some(4095u64);
+        for keys in [1u64, 2, 16, 255, 256, 1000, 1024] {
+            for log2 in 0..=24u32 {
+                for n in [(1u64 << log2) - 1, 1 << log2, (1 << log2) + 1] {
+                    let got = dense_chunk(n, keys, 256, budget);
+                    // Some length works when a chunk of the longest length the budget allows
+                    // leaves at most `budget` chunks and at most DENSE_PARTIALS slots.
+                    let longest = 4095 - 2 * keys;
+                    let chunks = n.div_ceil(longest);
+                    let possible = chunks <= 4095 && chunks * keys <= DENSE_PARTIALS;
+                    match got {
+                        Some(c) => assert!(
+                            keeps_bounds(n, keys, 256, budget, c as u64),
+                            "n {n}, keys {keys}: chunk {c}"
+                        ),
+                        None => assert!(!possible, "n {n}, keys {keys}: no chunk, {longest} works"),
+                    }
+                }
+            }
+        }
+        // 2^22 rows of 256 keys: a chunk of 1024 rows would make 4096 chunks, one too many.
+        let c = dense_chunk(1 << 22, 256, 256, budget).unwrap() as u64;
+        assert!((1u64 << 22).div_ceil(c) <= 4095 && c + 512 <= 4095);
+    }
+
+    #[test]
+    fn dense_chunks_without_a_loop_limit_pay_for_their_slots() {
+        for keys in [1u64, 256, 1024] {
+            for n in [1u64, 1000, 1 << 20, 1 << 26] {
+                let c = dense_chunk(n, keys, 16384, None).unwrap() as u64;
+                assert!(c >= 16384 && c >= 4 * keys, "n {n}, keys {keys}: chunk {c}");
+                assert!(n.div_ceil(c) * keys <= DENSE_PARTIALS.max(keys));
+            }
+        }
+    }
 }

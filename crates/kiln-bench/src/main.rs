@@ -3,8 +3,11 @@
 //! kiln time, so 1.0 means as fast as the baseline and higher is better).
 //!
 //! ```text
-//! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH]
+//! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH] [--backend LABEL]
 //! ```
+//!
+//! `--backend` runs only the device with that label (`cpu`, `opencl`, `cuda`, `wgpu`, or
+//! `wgpu:1` for the second wgpu adapter); the baselines run either way.
 
 #[allow(dead_code)]
 #[path = "../../../examples/gallery/mod.rs"]
@@ -47,8 +50,26 @@ fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
     best
 }
 
+/// The flags the binary knows; the ones in the second list take a value.
+const SWITCHES: [&str; 1] = ["--quick"];
+const VALUED: [&str; 3] = ["--log2", "--json", "--backend"];
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
+    let mut rest = args.iter().skip(1);
+    while let Some(a) = rest.next() {
+        if VALUED.contains(&a.as_str()) {
+            if rest.next().is_none() {
+                eprintln!("kiln-bench: {a} needs a value");
+                std::process::exit(2);
+            }
+        } else if !SWITCHES.contains(&a.as_str()) {
+            eprintln!(
+                "kiln-bench: unknown argument {a:?}; usage: kiln-bench [--quick] [--log2 N] [--json PATH] [--backend LABEL]"
+            );
+            std::process::exit(2);
+        }
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let flag = |name: &str| {
         args.iter()
@@ -56,10 +77,22 @@ fn main() -> Result<(), Error> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let log2: u32 = flag("--log2")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 20 } else { 26 });
+    let log2: u32 = match flag("--log2").map(|v| v.parse::<u32>()) {
+        None => {
+            if quick {
+                20
+            } else {
+                26
+            }
+        }
+        Some(Ok(v)) if (1..=30).contains(&v) => v,
+        Some(_) => {
+            eprintln!("kiln-bench: --log2 takes a whole number from 1 to 30");
+            std::process::exit(2);
+        }
+    };
     let json = flag("--json");
+    let only = flag("--backend");
     let reps = if quick { 3 } else { 7 };
     let n = 1usize << log2;
     let xs: Vec<f32> = (0..n)
@@ -225,7 +258,17 @@ fn main() -> Result<(), Error> {
     .map(|kind| (kind, kind.to_string(), Context::with_backend(kind)))
     .chain(more_adapters)
     .collect();
+    if let Some(o) = &only {
+        if !devices.iter().any(|(_, label, _)| label == o) {
+            let labels: Vec<&str> = devices.iter().map(|(_, l, _)| l.as_str()).collect();
+            eprintln!("kiln-bench: no device labelled {o:?}; the labels here: {labels:?}");
+            std::process::exit(2);
+        }
+    }
     for (kind, backend, ctx) in devices {
+        if only.as_ref().is_some_and(|o| *o != backend) {
+            continue;
+        }
         let ctx = match ctx {
             Ok(c) => c,
             Err(e) => {
