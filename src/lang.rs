@@ -608,12 +608,14 @@ impl<T: IrType, I: CellIndex> Indexable<I> for View2DMut<T> {
 }
 
 /// A static shared array of `N` elements of `T`, one per work group (declare it in the kernel
-/// body, not in a branch or loop).
+/// body, not in a branch or loop). Its contents when the group starts are unspecified on GPU
+/// backends: write an element (and pass a `barrier()`) before reading it.
 pub fn shared<T: IrType, const N: u32>(scope: &KernelScope, name: &str) -> Mem<T> {
     scope.shared::<T>(name, SharedLen::Static(N))
 }
 
-/// A shared array of `T` whose length is given at launch (`Grid::dynamic_shared`).
+/// A shared array of `T` whose length is given at launch (`Grid::dynamic_shared`); like
+/// [`shared`], it starts unspecified on GPU backends.
 pub fn shared_dynamic<T: IrType>(scope: &KernelScope, name: &str) -> Mem<T> {
     scope.shared::<T>(name, SharedLen::Dynamic)
 }

@@ -620,7 +620,9 @@ pub enum SharedLen {
     Dynamic,
 }
 
-/// A shared (workgroup) array: one per group, visible to all its work items.
+/// A shared (workgroup) array: one per group, visible to all its work items. Its contents
+/// when a group starts are unspecified on the GPU backends (as in CUDA and OpenCL; the CPU
+/// backend zeroes it): a kernel writes an element before any work item reads it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SharedDecl {
     /// Name, a Rust identifier.

@@ -633,6 +633,18 @@ impl Writer {
         if self.needs.subgroups {
             out += "  kiln_sg_size = kiln_subgroup_size;\n  kiln_sg_lane = kiln_subgroup_lane;\n  kiln_sg_id = kiln_subgroup_id;\n";
         }
+        if self
+            .options
+            .loop_budget
+            .is_some_and(|b| b.subgroup_size.is_some())
+        {
+            // Shared memory starts unspecified; the counts in use are those of local indices
+            // below the group's size.
+            let _ = writeln!(
+                out,
+                "  if (kiln_lindex < {LOOP_COUNT_SUBGROUPS}u) {{ atomicStore(&kiln_trips[kiln_lindex], 0u); }}\n  workgroupBarrier();"
+            );
+        }
         out += &prologue;
         out += &inner;
         out += "}\n";

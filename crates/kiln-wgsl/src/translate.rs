@@ -29,8 +29,9 @@ pub enum Translated {
 
 /// Parses and validates `wgsl` (a shader from [`crate::write_kernel`] with entry point
 /// `entry`), fixes its group size to `group_size` and every dynamic shared array to one
-/// element per work item, and writes it as `target`. Fails with naga's message, showing the
-/// WGSL line it refers to.
+/// element per work item, and writes it as `target`. Shared arrays are left unzeroed, as the
+/// wgpu backend runs them (kiln's shared memory starts unspecified on GPUs). Fails with
+/// naga's message, showing the WGSL line it refers to.
 pub fn translate(
     wgsl: &str,
     entry: &str,
@@ -73,6 +74,8 @@ pub fn translate(
         TranslateTarget::SpirV => {
             let options = naga::back::spv::Options {
                 lang_version: (1, 3),
+                zero_initialize_workgroup_memory:
+                    naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
                 ..Default::default()
             };
             let pipeline = naga::back::spv::PipelineOptions {
@@ -87,6 +90,7 @@ pub fn translate(
         TranslateTarget::Glsl => {
             let options = naga::back::glsl::Options {
                 version: naga::back::glsl::Version::Desktop(430),
+                zero_initialize_workgroup_memory: false,
                 ..Default::default()
             };
             let pipeline = naga::back::glsl::PipelineOptions {
@@ -125,6 +129,7 @@ pub fn translate(
         TranslateTarget::Msl => {
             let options = naga::back::msl::Options {
                 lang_version: (2, 1),
+                zero_initialize_workgroup_memory: false,
                 ..Default::default()
             };
             let pipeline = naga::back::msl::PipelineOptions {
