@@ -656,19 +656,18 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// The rows per chunk for this query on its device: [`dense_chunk`].
+    /// The rows per chunk for this query on its device: [`dense_chunk`], with chunks in the
+    /// chunked plan long enough that there are about eight per compute unit (each chunk's
+    /// slots are cleared, copied out and combined once).
     fn chunk(&self) -> Option<u32> {
         let ctx = &self.query.ctx;
+        let n = self.query.len as u64;
+        let units = ctx.device().compute_units.max(1) as u64;
         let min_rows = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => ITEM_CHUNK * 16,
-            _ => chunk_len(ctx),
+            PlanShape::Grouped => (ITEM_CHUNK * 16) as u64,
+            _ => (chunk_len(ctx) as u64).max(n.div_ceil(8 * units)),
         };
-        dense_chunk(
-            self.query.len as u64,
-            self.keys as u64,
-            min_rows as u64,
-            loop_budget(ctx),
-        )
+        dense_chunk(n, self.keys as u64, min_rows, loop_budget(ctx))
     }
 
     /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of

@@ -54,8 +54,11 @@ impl<'a, T: Int + Row> Query<'a, T> {
         let private = chunked && device.indexed_private_arrays;
         let (kernel, grid, chunk) = if private && bins <= PRIVATE_BINS {
             // Each chunk clears its counts and adds each one to the result once: enough
-            // elements per chunk that this stays small beside counting them.
-            let chunk = CHUNK.max(16 * bins);
+            // elements per chunk that this stays small beside counting them, and few chunks
+            // (two per compute unit), since their atomic adds contend for the same counts.
+            let units = device.compute_units.max(1) as u64;
+            let per_unit = (n as u64).div_ceil(2 * units).min(u32::MAX as u64) as u32;
+            let chunk = CHUNK.max(16 * bins).max(per_unit);
             (
                 self.histogram_kernel(bins, Counts::Private)?,
                 Grid::linear(chunks_of(n, chunk), 1),
