@@ -181,6 +181,7 @@ pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
         mems: Vec::new(),
         shared_base: 0,
         options,
+        counts_trips: std::cell::Cell::new(false),
     }
     .kernel(&k)
 }
@@ -367,6 +368,8 @@ struct Writer {
     mems: Vec<Option<MemInfo>>,
     shared_base: usize,
     options: WgslOptions,
+    /// Whether some loop counts its passes ([`Writer::trip`] was written).
+    counts_trips: std::cell::Cell<bool>,
 }
 
 impl Writer {
@@ -633,17 +636,23 @@ impl Writer {
         if self.needs.subgroups {
             out += "  kiln_sg_size = kiln_subgroup_size;\n  kiln_sg_lane = kiln_subgroup_lane;\n  kiln_sg_id = kiln_subgroup_id;\n";
         }
-        if self
-            .options
-            .loop_budget
-            .is_some_and(|b| b.subgroup_size.is_some())
-        {
-            // Shared memory starts unspecified; the counts in use are those of local indices
-            // below the group's size.
-            let _ = writeln!(
-                out,
-                "  if (kiln_lindex < {LOOP_COUNT_SUBGROUPS}u) {{ atomicStore(&kiln_trips[kiln_lindex], 0u); }}\n  workgroupBarrier();"
-            );
+        if let Some(size) = self.options.loop_budget.and_then(|b| b.subgroup_size) {
+            if self.counts_trips.get() {
+                // Shared memory starts unspecified: each subgroup's first work item zeroes its
+                // count before the subgroup's loops (llvmpipe runs a subgroup as one batch, in
+                // order). Groups of more subgroups than counts share the last count, so there
+                // every count is zeroed before any work item goes on.
+                let last = LOOP_COUNT_SUBGROUPS - 1;
+                let _ = writeln!(
+                    out,
+                    "  if (kiln_lindex % {size}u == 0u && kiln_lindex / {size}u <= {last}u) {{ atomicStore(&kiln_trips[kiln_lindex / {size}u], 0u); }}\n  \
+                     if ({} * {} * {} > {}u) {{ workgroupBarrier(); }}",
+                    GROUP_SIZE_OVERRIDES[0],
+                    GROUP_SIZE_OVERRIDES[1],
+                    GROUP_SIZE_OVERRIDES[2],
+                    LOOP_COUNT_SUBGROUPS * size
+                );
+            }
         }
         out += &prologue;
         out += &inner;
@@ -1330,6 +1339,7 @@ impl Writer {
     /// [`WgslOptions::loop_budget`]; nothing without.
     fn trip(&self) -> &'static str {
         if self.options.loop_budget.is_some() {
+            self.counts_trips.set(true);
             "kiln_trip(); "
         } else {
             ""
