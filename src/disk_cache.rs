@@ -2,15 +2,36 @@
 //! CUDA backend launches). One file per (kernel structure, generated source, backend, device,
 //! compiler version and options), holding a magic line, a checksum of the payload and the payload. A file that
 //! fails the check is deleted and the kernel is compiled again; it is never loaded.
+//!
+//! The directory is kept under a size bound (`KILN_CACHE_MAX_MB`, 1024 by default): a load
+//! marks its file used (its modification time), and when a process has stored an eighth of
+//! the bound since it last looked, or on its first store when no process looked in the last
+//! hour (the file `trimmed` tells), the least recently used files are deleted until the
+//! directory holds at most three quarters of it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 const MAGIC: &[u8] = b"kiln-binary-1\n";
 
-/// A directory of checksummed binaries.
+/// The file whose modification time says when the directory was last trimmed.
+const TRIM_STAMP: &str = "trimmed";
+
+/// How long after a trim a process's first store does not look at the directory again.
+const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The size bound of a cache made by [`DiskCache::from_env`] without `KILN_CACHE_MAX_MB`.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
+
+/// A directory of checksummed binaries, kept under a size bound.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: PathBuf,
+    max_bytes: u64,
+    /// Bytes this process stored since it last trimmed; `u64::MAX` before its first store.
+    stored: Arc<AtomicU64>,
 }
 
 /// Two FNV-1a lanes with different seeds: a 128-bit digest, the same on every machine.
@@ -26,13 +47,30 @@ fn digest(bytes: &[u8]) -> u128 {
 }
 
 impl DiskCache {
-    /// A cache in `dir` (created on first store).
+    /// A cache in `dir` (created on first store) bounded by [`DEFAULT_CACHE_MAX_BYTES`].
     pub fn new(dir: PathBuf) -> DiskCache {
-        DiskCache { dir }
+        DiskCache::with_limit(dir, DEFAULT_CACHE_MAX_BYTES)
     }
 
-    /// The cache in `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`;
-    /// `None` when `KILN_CACHE_DIR` is `off` or no directory can be named.
+    /// A cache in `dir` whose files take at most about `max_bytes` together (see the module
+    /// documentation for when it trims).
+    pub fn with_limit(dir: PathBuf, max_bytes: u64) -> DiskCache {
+        DiskCache {
+            dir,
+            max_bytes,
+            stored: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
+
+    /// The size bound in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// The cache in `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`,
+    /// bounded by `KILN_CACHE_MAX_MB` mebibytes (a positive whole number; otherwise, with a
+    /// warning, [`DEFAULT_CACHE_MAX_BYTES`]). `None` when `KILN_CACHE_DIR` is `off` or no
+    /// directory can be named.
     pub fn from_env() -> Option<DiskCache> {
         let dir = match std::env::var_os("KILN_CACHE_DIR") {
             Some(d) if d == "off" => return None,
@@ -42,7 +80,20 @@ impl DiskCache {
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
                 .join("kiln"),
         };
-        Some(DiskCache { dir })
+        let max_bytes = match std::env::var("KILN_CACHE_MAX_MB") {
+            Err(_) => DEFAULT_CACHE_MAX_BYTES,
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(mb) if mb > 0 => mb.saturating_mul(1 << 20),
+                _ => {
+                    tracing::warn!(
+                        value = %v,
+                        "KILN_CACHE_MAX_MB is not a positive whole number; the kernel cache keeps its default bound of 1024 MiB"
+                    );
+                    DEFAULT_CACHE_MAX_BYTES
+                }
+            },
+        };
+        Some(DiskCache::with_limit(dir, max_bytes))
     }
 
     /// The file for a key made of everything the binary depends on.
@@ -62,6 +113,11 @@ impl DiskCache {
             sum == digest(payload).to_le_bytes()
         };
         if intact {
+            // Marks the entry used, so that trimming keeps it; a cache on a read-only
+            // directory still loads.
+            if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+                let _ = f.set_modified(SystemTime::now());
+            }
             Some(data[MAGIC.len() + 16..].to_vec())
         } else {
             tracing::warn!(path = %path.display(), "damaged kernel cache entry removed");
@@ -86,6 +142,75 @@ impl DiskCache {
         data.extend_from_slice(&digest(payload).to_le_bytes());
         data.extend_from_slice(payload);
         std::fs::write(&tmp, &data)?;
-        std::fs::rename(&tmp, &path)
+        std::fs::rename(&tmp, &path)?;
+        let len = data.len() as u64;
+        let before = self
+            .stored
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(if s == u64::MAX { s } else { s + len })
+            })
+            .unwrap_or(0);
+        let due = if before == u64::MAX {
+            std::fs::metadata(self.dir.join(TRIM_STAMP))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age >= TRIM_INTERVAL)
+        } else {
+            before + len >= self.max_bytes / 8
+        };
+        if before == u64::MAX || due {
+            self.stored.store(0, Ordering::Relaxed);
+        }
+        if due {
+            self.trim()?;
+        }
+        Ok(())
     }
+
+    /// Deletes the least recently used entries (by modification time) until the directory's
+    /// entries take at most three quarters of the bound, when they take more than it, and
+    /// stamps the time in the file `trimmed`. Temporary files of stores are left alone. Fails
+    /// when the directory cannot be read or the stamp written; entries that another process
+    /// removed meanwhile are skipped.
+    pub fn trim(&self) -> std::io::Result<()> {
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        for e in std::fs::read_dir(&self.dir)? {
+            let Ok(e) = e else { continue };
+            let path = e.path();
+            if !is_entry(&path) {
+                continue;
+            }
+            if let Ok(m) = e.metadata() {
+                let used = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                entries.push((used, m.len(), path));
+            }
+        }
+        std::fs::write(self.dir.join(TRIM_STAMP), b"")?;
+        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
+        if total <= self.max_bytes {
+            return Ok(());
+        }
+        entries.sort();
+        let keep = self.max_bytes / 4 * 3;
+        for (_, len, path) in entries {
+            if total <= keep {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
+        tracing::debug!(dir = %self.dir.display(), bytes = total, "kernel cache trimmed");
+        Ok(())
+    }
+}
+
+/// Whether `path` names a cache entry (`<32 hex digits>.bin`).
+fn is_entry(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "bin")
+        && path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .is_some_and(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -40,7 +40,7 @@ mod row;
 
 pub use buffer::Buffer;
 pub use context::{Context, KernelCache, Stats};
-pub use disk_cache::DiskCache;
+pub use disk_cache::{DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};
 pub use kiln_backend::{

@@ -76,6 +76,7 @@ fn a_second_process_loads_binaries_and_damaged_entries_are_recompiled() {
     let entries: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
         .collect();
     assert_eq!(entries.len(), 2, "{entries:?}");
     assert_eq!(child_run(&dir), (0, 2), "second process calls no compiler");
@@ -118,4 +119,111 @@ fn disk_cache_checksums_reject_any_change() {
     assert_eq!(c.load(&key), None);
     assert!(!path.exists(), "a damaged entry is deleted");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entries (`.bin` files) of `dir` and their total size.
+fn entry_bytes(dir: &PathBuf) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn the_cache_keeps_to_its_bound_dropping_the_least_recently_used() {
+    let dir = std::env::temp_dir().join(format!("kiln-disk-cache-bound-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bound = 8000;
+    let c = DiskCache::with_limit(dir.clone(), bound);
+    assert_eq!(c.max_bytes(), bound);
+    let key = |i: usize| [format!("kernel {i}"), "opencl".into(), "dev".into()];
+    let store = |i: usize| {
+        let k = key(i);
+        let k: Vec<&str> = k.iter().map(String::as_str).collect();
+        c.store(&k, &vec![i as u8; 1000]).unwrap();
+        // Distinct modification times, whatever the file system's resolution.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let load = |i: usize| {
+        let k = key(i);
+        let k: Vec<&str> = k.iter().map(String::as_str).collect();
+        c.load(&k)
+    };
+    for i in 0..7 {
+        store(i);
+    }
+    let each = entry_bytes(&dir) / 7;
+    assert!(each > 1000, "an entry holds its payload and a header");
+    assert!(
+        7 * each <= bound,
+        "seven entries fit: nothing is dropped yet"
+    );
+    for i in 0..7 {
+        assert_eq!(load(i), Some(vec![i as u8; 1000]), "entry {i} is kept");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Entry 0 was used last of the old ones.
+    assert!(load(0).is_some());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for i in 7..10 {
+        store(i);
+    }
+    let total = entry_bytes(&dir);
+    assert!(
+        total <= bound,
+        "{total} bytes kept under a bound of {bound}"
+    );
+    assert!(
+        total >= bound / 2,
+        "trimming stops near three quarters: {total}"
+    );
+    assert_eq!(load(0), Some(vec![0; 1000]), "the entry used last is kept");
+    assert_eq!(load(9), Some(vec![9; 1000]), "the newest entry is kept");
+    assert_eq!(load(1), None, "the least recently used entry is dropped");
+    assert!(dir.join("trimmed").exists(), "the trim time is stamped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const BOUND_CHILD: &str = "KILN_DISK_CACHE_BOUND_CHILD";
+
+#[test]
+fn the_bound_comes_from_kiln_cache_max_mb() {
+    if std::env::var_os(BOUND_CHILD).is_some() {
+        let c = DiskCache::from_env().expect("a cache directory");
+        println!("BOUND {}", c.max_bytes());
+        return;
+    }
+    let bound = |value: Option<&str>| -> u64 {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "the_bound_comes_from_kiln_cache_max_mb",
+            "--nocapture",
+        ])
+        .env(BOUND_CHILD, "1")
+        .env(
+            "KILN_CACHE_DIR",
+            std::env::temp_dir().join("kiln-bound-unused"),
+        );
+        match value {
+            Some(v) => cmd.env("KILN_CACHE_MAX_MB", v),
+            None => cmd.env_remove("KILN_CACHE_MAX_MB"),
+        };
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "child failed: {text}");
+        text.lines()
+            .find_map(|l| l.strip_prefix("BOUND "))
+            .unwrap_or_else(|| panic!("no bound in {text}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(bound(None), 1 << 30, "1 GiB unless told");
+    assert_eq!(bound(Some("3")), 3 << 20);
+    assert_eq!(bound(Some(" 64 ")), 64 << 20);
+    for bad in ["0", "-5", "lots", ""] {
+        assert_eq!(bound(Some(bad)), 1 << 30, "{bad:?} keeps the default");
+    }
 }
