@@ -1492,3 +1492,36 @@ fn long_running_work_items_give_right_values_or_a_typed_error() {
         c.set_plan_shape(kiln::PlanShape::Auto);
     });
 }
+
+/// Queries over host slices that start at odd byte offsets, read and written: a backend that
+/// uses host memory in place (OpenCL on a device sharing the host's memory) sees pointers
+/// without the alignment of a buffer it allocated, and must still give the plain loop's
+/// results, and write only the slice it was given.
+#[test]
+fn queries_over_subslices_at_any_offset_match_plain_loops() {
+    every_backend_plan_and_size(&[1, 7, 16385, 100_003], |c, n, at| {
+        let bytes: Vec<u8> = (0..n + 3).map(|i| (i * 37 % 251) as u8).collect();
+        for start in 1..4 {
+            let part = &bytes[start..start + n.min(bytes.len() - start)];
+            let want: u64 = part.iter().map(|b| *b as u64 * 3).sum();
+            let got = c.from(part).map(|b| b.cast::<u32>() * 3).sum().unwrap();
+            assert_eq!(got as u64, want, "u8 sum from byte {start}, {at}");
+            let want: Vec<u8> = part.iter().filter(|b| **b % 3 == 0).copied().collect();
+            let got = c.from(part).filter(|b| (b % 3u8).eq(0u8)).to_vec().unwrap();
+            assert_eq!(got, want, "u8 filter from byte {start}, {at}");
+        }
+        let xs = floats(n + 1);
+        let mut out = vec![-1.0f32; n + 2];
+        let written = c
+            .from(&xs[1..])
+            .map(|x| x * 2.0 + 1.0)
+            .write_to(&mut out[1..n + 1])
+            .unwrap();
+        assert_eq!(written, n, "{at}");
+        assert_eq!(out[0], -1.0, "nothing before the output slice, {at}");
+        assert_eq!(out[n + 1], -1.0, "nothing after the output slice, {at}");
+        for i in 0..n {
+            assert_eq!(out[i + 1], xs[i + 1] * 2.0 + 1.0, "element {i}, {at}");
+        }
+    });
+}

@@ -4,7 +4,9 @@
 //! (a GPU if there is one), and launches it. `libOpenCL.so.1` is loaded at run time (opencl3's
 //! `dynamic` feature): on a machine without it, [`OpenClBackend::new`] returns
 //! `BackendError::Unavailable` naming the library. Host arguments are copied to device buffers
-//! for each launch and copied back where the kernel may write.
+//! for each launch and copied back where the kernel may write; on a device that shares the
+//! host's memory (`CL_DEVICE_HOST_UNIFIED_MEMORY`: CPUs, integrated GPUs) the kernel uses them
+//! in place instead (`CL_MEM_USE_HOST_PTR`), and the launch waits for it.
 
 use kiln_backend::*;
 use kiln_c::{write_kernel, Dialect};
@@ -13,7 +15,9 @@ use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
 use opencl3::kernel::Kernel as ClKernel;
-use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::memory::{
+    Buffer, ClMem, CL_MAP_READ, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
+};
 use opencl3::program::Program;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use std::mem::ManuallyDrop;
@@ -32,6 +36,22 @@ struct Shared {
     info: DeviceInfo,
     /// Freed buffers, for reuse by later allocations and launches.
     pool: MemoryPool<Buffer<u8>>,
+    /// Whether the device shares the host's memory, so that kernels use host arguments in
+    /// place rather than copies.
+    host_unified: bool,
+}
+
+/// A host argument's device side during a launch.
+enum HostBuffer {
+    /// A copy in a pooled buffer of this many bytes.
+    Copied(usize, Buffer<u8>),
+    /// The host bytes themselves (`CL_MEM_USE_HOST_PTR`); `output` when the kernel may write
+    /// them, so they are mapped afterwards to make its writes visible to the host.
+    InPlace {
+        buf: Buffer<u8>,
+        len: usize,
+        output: bool,
+    },
 }
 
 impl Shared {
@@ -64,6 +84,35 @@ impl Shared {
             )
         }
         .map_err(|e| oom(e.to_string()))
+    }
+
+    /// A buffer over the `len` host bytes at `ptr`, which the kernel uses in place (read-only
+    /// unless `output`). Fails like [`Shared::create_buffer`].
+    ///
+    /// # Safety
+    /// The bytes must stay valid, and untouched by the host, until the queue has finished
+    /// every command using the buffer.
+    unsafe fn host_buffer(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+        output: bool,
+    ) -> Result<Buffer<u8>, BackendError> {
+        check_buffer_bytes(&self.info, len as u64, "per buffer")?;
+        let access = if output {
+            CL_MEM_READ_WRITE
+        } else {
+            CL_MEM_READ_ONLY
+        };
+        // SAFETY: the caller keeps the `len` bytes at `ptr` alive while the buffer is used.
+        unsafe {
+            Buffer::<u8>::create(&self.context, access | CL_MEM_USE_HOST_PTR, len, ptr.cast())
+        }
+        .map_err(|e| BackendError::OutOfMemory {
+            backend: BackendKind::OpenCl,
+            bytes: len as u64,
+            reason: format!("using host memory in place: {e}"),
+        })
     }
 }
 
@@ -179,6 +228,7 @@ impl OpenClBackend {
                 context,
                 queue,
                 pool: MemoryPool::new(pool_capacity(info.memory_bytes)),
+                host_unified: device.host_unified_memory().unwrap_or(false),
                 info,
             }),
             version,
@@ -433,8 +483,19 @@ impl CompiledKernel for OpenClKernel {
         check_shared_bytes(info, shape.shared_bytes(k).0, "at C element sizes")?;
         let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
         let queue = &self.shared.queue;
-        // Host arguments' device copies, with their sizes, for the pool after the launch.
-        let mut buffers: Vec<Option<(usize, Buffer<u8>)>> = Vec::new();
+        // Each host argument's bytes and whether the kernel may write them, taken before the
+        // arguments are read so that written ones come from their `&mut`.
+        let host: Vec<Option<(*mut u8, usize, bool)>> = args
+            .iter_mut()
+            .map(|a| match a {
+                LaunchArg::Read(b) => Some((b.as_ptr().cast_mut(), b.len(), false)),
+                LaunchArg::ReadWrite(b) => Some((b.as_mut_ptr(), b.len(), true)),
+                LaunchArg::Write(b) => Some((b.as_mut_ptr().cast(), b.len(), true)),
+                _ => None,
+            })
+            .collect();
+        // Host arguments' device sides, released after the launch.
+        let mut buffers: Vec<Option<HostBuffer>> = Vec::new();
         let mut arg = 0u32;
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
@@ -453,17 +514,34 @@ impl CompiledKernel for OpenClKernel {
                     buffers.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
-                    let mut buf = self.shared.create_buffer(a.byte_len())?;
-                    let host: Option<&[u8]> = match a {
-                        LaunchArg::Read(b) => Some(b),
-                        LaunchArg::ReadWrite(b) => Some(b),
-                        _ => None,
+                    let side = match host[i] {
+                        Some((ptr, len, output)) if self.shared.host_unified && len > 0 => {
+                            // SAFETY: the argument borrows the bytes for the whole launch,
+                            // which finishes the queue before it returns.
+                            let buf = unsafe { self.shared.host_buffer(ptr, len, output)? };
+                            HostBuffer::InPlace { buf, len, output }
+                        }
+                        _ => {
+                            let mut buf = self.shared.create_buffer(a.byte_len())?;
+                            let input: Option<&[u8]> = match a {
+                                LaunchArg::Read(b) => Some(b),
+                                LaunchArg::ReadWrite(b) => Some(b),
+                                _ => None,
+                            };
+                            if let Some(h) = input.filter(|h| !h.is_empty()) {
+                                // SAFETY: blocking write of a live host slice into a buffer at
+                                // least as large.
+                                unsafe {
+                                    queue.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, h, &[])
+                                }
+                                .map_err(|e| self.launch_err("uploading", e))?;
+                            }
+                            HostBuffer::Copied(a.byte_len(), buf)
+                        }
                     };
-                    if let Some(h) = host.filter(|h| !h.is_empty()) {
-                        // SAFETY: blocking write of a live host slice into a buffer at least as large.
-                        unsafe { queue.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, h, &[]) }
-                            .map_err(|e| self.launch_err("uploading", e))?;
-                    }
+                    let buf = match &side {
+                        HostBuffer::Copied(_, b) | HostBuffer::InPlace { buf: b, .. } => b,
+                    };
                     let len = shape.buffer_lengths[i] as u32;
                     // SAFETY: argument indices and types follow the parameter list kiln-c wrote.
                     unsafe {
@@ -473,7 +551,7 @@ impl CompiledKernel for OpenClKernel {
                             .map_err(|e| self.launch_err("setting a length argument", e))?;
                     }
                     arg += 2;
-                    buffers.push(Some((a.byte_len(), buf)));
+                    buffers.push(Some(side));
                 }
                 (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
                     for (s, off) in t.flatten() {
@@ -531,25 +609,78 @@ impl CompiledKernel for OpenClKernel {
             }
             .map_err(|e| self.launch_err("enqueueing the kernel", e))?;
         }
-        for (a, buf) in args.iter_mut().zip(&buffers) {
-            let Some((_, buf)) = buf else { continue };
-            let Some(host) = a.host_output() else {
-                continue;
-            };
-            if !host.is_empty() {
-                // SAFETY: non-blocking read into a live host slice; `finish` below waits for it.
-                unsafe { queue.enqueue_read_buffer(buf, CL_NON_BLOCKING, 0, host, &[]) }
-                    .map_err(|e| self.launch_err("downloading", e))?;
-            }
-        }
+        // Once the kernel is queued, the launch finishes the queue before it returns, error
+        // or not, so that nothing writes or reads the host bytes after it.
+        let downloads = self.queue_host_results(args, &buffers);
         let host_outputs = args
             .iter()
             .any(|a| matches!(a, LaunchArg::ReadWrite(_) | LaunchArg::Write(_)));
-        if host_outputs {
-            queue.finish().map_err(|e| self.launch_err("running", e))?;
+        let in_place = buffers
+            .iter()
+            .any(|b| matches!(b, Some(HostBuffer::InPlace { .. })));
+        if downloads.is_err() || host_outputs || in_place {
+            let finished = queue.finish();
+            downloads?;
+            finished.map_err(|e| self.launch_err("running", e))?;
         }
-        for (bytes, buf) in buffers.into_iter().flatten() {
-            self.shared.release(bytes, buf);
+        for side in buffers.into_iter().flatten() {
+            if let HostBuffer::Copied(bytes, buf) = side {
+                self.shared.release(bytes, buf);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl OpenClKernel {
+    /// Queues what brings the kernel's writes to host arguments back to the host: a read of
+    /// each copied one, a map and unmap of each one used in place.
+    fn queue_host_results(
+        &self,
+        args: &mut [LaunchArg<'_>],
+        buffers: &[Option<HostBuffer>],
+    ) -> Result<(), BackendError> {
+        let queue = &self.shared.queue;
+        for (a, side) in args.iter_mut().zip(buffers) {
+            match side {
+                Some(HostBuffer::Copied(_, buf)) => {
+                    let Some(host) = a.host_output() else {
+                        continue;
+                    };
+                    if !host.is_empty() {
+                        // SAFETY: non-blocking read into a live host slice; `finish` below
+                        // waits for it.
+                        unsafe { queue.enqueue_read_buffer(buf, CL_NON_BLOCKING, 0, host, &[]) }
+                            .map_err(|e| self.launch_err("downloading", e))?;
+                    }
+                }
+                Some(HostBuffer::InPlace {
+                    buf,
+                    len,
+                    output: true,
+                }) => {
+                    // Mapping a host-pointer buffer makes the kernel's writes visible in the
+                    // host bytes (the spec's only promise); unmapping hands them back.
+                    let mut mapped: opencl3::types::cl_mem = std::ptr::null_mut();
+                    // SAFETY: maps the whole live buffer for reading; unmapped right after.
+                    unsafe {
+                        queue.enqueue_map_buffer(
+                            buf,
+                            CL_NON_BLOCKING,
+                            CL_MAP_READ,
+                            0,
+                            *len,
+                            &mut mapped,
+                            &[],
+                        )
+                    }
+                    .map_err(|e| self.launch_err("mapping a host argument", e))?;
+                    // SAFETY: `mapped` is the pointer the map above returned for `buf`.
+                    unsafe { queue.enqueue_unmap_mem_object(buf.get(), mapped, &[]) }
+                        .map_err(|e| self.launch_err("unmapping a host argument", e))?;
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
