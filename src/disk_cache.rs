@@ -132,7 +132,8 @@ impl DiskCache {
     }
 
     /// Stores `payload` under `key_parts`, writing a temporary file and renaming it so readers
-    /// never see a partial entry.
+    /// never see a partial entry, then trims the directory when due (see the module
+    /// documentation; a failed trim is logged). Fails when the entry cannot be written.
     pub fn store(&self, key_parts: &[&str], payload: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(key_parts);
@@ -163,7 +164,10 @@ impl DiskCache {
             self.stored.store(0, Ordering::Relaxed);
         }
         if due {
-            self.trim()?;
+            // The entry is stored either way; a failed trim only leaves the directory larger.
+            if let Err(e) = self.trim() {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "could not trim the kernel cache");
+            }
         }
         Ok(())
     }
