@@ -962,6 +962,25 @@ fn sorts_match_rust_stable_sorts() {
                 .sort_by_key_desc(|(k, _)| k)
                 .to_vec();
             assert_eq!(got.unwrap(), want, "u8 key with ties, descending, {at}");
+            // Signed 16-bit keys (negative ones, many ties) carrying 32-bit rows, which every
+            // device runs: the rows of equal keys keep their input order.
+            let shorts: Vec<i16> = xs.iter().map(|x| (*x >> 12) as i16).collect();
+            let mut want: Vec<(i16, u32)> =
+                shorts.iter().copied().zip(idx.iter().copied()).collect();
+            want.sort_by_key(|r| r.0);
+            let got = c.from(&shorts).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
+            assert_eq!(got.unwrap(), want, "i16 key with u32 rows, {at}");
+            want.sort_by_key(|r| std::cmp::Reverse(r.0));
+            let got = c
+                .from(&shorts)
+                .zip(&idx)
+                .sort_by_key_desc(|(k, _)| k)
+                .to_vec();
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "i16 key with u32 rows, descending, {at}"
+            );
 
             if has_i64() {
                 let wide: Vec<i64> = xs.iter().map(|x| (*x as i64) * 1_000_003 - 7).collect();
