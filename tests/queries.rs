@@ -1056,6 +1056,23 @@ fn histograms_match_plain_counts() {
         let bytes: Vec<u8> = xs.iter().map(|x| *x as u8).collect();
         let want = count(&mut bytes.iter().map(|b| *b as i64), 256);
         assert_eq!(c.from(&bytes).histogram(256).unwrap(), want, "u8, {at}");
+        // Bytes past the last bin are not counted; 16-bit values into all 65536 bins (every
+        // value has one) and into fewer.
+        let want = count(&mut bytes.iter().map(|b| *b as i64), 100);
+        assert_eq!(
+            c.from(&bytes).histogram(100).unwrap(),
+            want,
+            "u8, 100 bins, {at}"
+        );
+        let halves: Vec<u16> = xs.iter().map(|x| *x as u16).collect();
+        let want = count(&mut halves.iter().map(|h| *h as i64), 1 << 16);
+        assert!(
+            c.from(&halves).histogram(1 << 16).unwrap() == want,
+            "u16, {at}"
+        );
+        let want = count(&mut halves.iter().map(|h| *h as i64), 1000);
+        let got = c.from(&halves).histogram(1000).unwrap();
+        assert_eq!(got, want, "u16, 1000 bins, {at}");
 
         let want = count(
             &mut xs

@@ -174,9 +174,17 @@ impl<'a, T: Int + Row> Query<'a, T> {
                 }
             };
             // Hands the element's bin, if it has one, to `add`.
+            // Unsigned values too narrow to pass the last bin always have one.
+            let always = !T::TYPE.is_signed()
+                && T::TYPE.size() < 4
+                && (1u64 << (8 * T::TYPE.size())) <= bins as u64;
             let count = |vals: Vec<AnyVal>, add: &dyn Fn(Val<u32>)| {
                 let (has, b) = bin_of(&vals[0]);
-                if_then(has, || add(b));
+                if always {
+                    add(b)
+                } else {
+                    if_then(has, || add(b));
+                }
             };
             match place {
                 Counts::Global => {
