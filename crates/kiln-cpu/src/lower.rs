@@ -131,6 +131,8 @@ pub struct Lowerer<'a, 'f> {
     /// Which values vary between work items, for running statements in quads (`None`: the
     /// kernel never runs in quads).
     quad: Option<Rc<simd::QuadPlan>>,
+    /// Whether the statements being lowered run in quads (see [`Self::pick_address`]).
+    in_quads: bool,
     frame_bytes: u32,
 }
 
@@ -175,6 +177,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             spill_off: Vec::new(),
             remat: Vec::new(),
             quad: simd::quad_plan(k).map(Rc::new),
+            in_quads: false,
             frame_bytes: 0,
         };
         lw.prologue()?;
@@ -625,7 +628,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn run_items(&mut self, fx: &mut FnCtx, stmts: &[Stmt]) -> R<()> {
         let start = match self.quad.clone() {
             Some(plan) if self.quad_fits(fx, &plan, stmts) => {
-                Some(self.quad_loop(fx, &plan, stmts)?)
+                self.in_quads = true;
+                let end = self.quad_loop(fx, &plan, stmts);
+                self.in_quads = false;
+                Some(end?)
             }
             _ => None,
         };
@@ -989,8 +995,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             return Ok((addr, yes, elem));
         }
         let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
-        let fallback = if write { self.sink } else { self.zeros };
-        let addr = self.b.ins().select(inb, addr, fallback);
+        let addr = self.pick_address(inb, addr, write);
         Ok((addr, inb, elem))
     }
 
@@ -1024,8 +1029,38 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             .b
             .ins()
             .icmp_imm_u(IntCC::UnsignedLessThan, i, n as i64);
-        let fallback = if write { self.sink } else { self.zeros };
-        Ok((self.b.ins().select(inb, addr, fallback), elem))
+        Ok((self.pick_address(inb, addr, write), elem))
+    }
+
+    /// `addr` where `inb` holds, else the sink (`write`) or the zeros. One work item at a time
+    /// this is a branch to an out-of-line block rather than a select: accesses are nearly
+    /// always in bounds, so the branch is predicted and the access's address is known at once,
+    /// where with a select the access (and the loads after a store) wait for the comparison. A
+    /// work item's loop counting into a row of a device array ran 1.2x faster so. The
+    /// out-of-line block reads the fallback from the frame, so it takes no register in the
+    /// loop. In quads, whose bodies are mostly vector code, it stays a select (branches made
+    /// the tiled matmul 3% slower).
+    fn pick_address(&mut self, inb: Value, addr: Value, write: bool) -> Value {
+        let slot = if write { SLOT_SINK } else { SLOT_ZEROS };
+        if self.in_quads {
+            let fallback = if write { self.sink } else { self.zeros };
+            return self.b.ins().select(inb, addr, fallback);
+        }
+        let (join, outside) = (self.b.create_block(), self.b.create_block());
+        let picked = self.b.append_block_param(join, types::I64);
+        self.b.set_cold_block(outside);
+        self.b
+            .ins()
+            .brif(inb, join, &[BlockArg::Value(addr)], outside, &[]);
+        self.b.switch_to_block(outside);
+        // A plain load, which Cranelift does not merge with the one at entry.
+        let fallback = self
+            .b
+            .ins()
+            .load(types::I64, mem_flags(), self.frame, (slot * 8) as i32);
+        self.b.ins().jump(join, &[BlockArg::Value(fallback)]);
+        self.b.switch_to_block(join);
+        picked
     }
 
     fn call_import(&mut self, name: &'static str, args: &[Value]) -> Value {
