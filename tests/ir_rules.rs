@@ -2482,3 +2482,116 @@ fn locals_start_at_zero_in_every_work_item() {
         }
     });
 }
+
+/// `for t in start..end` with ends known only at run time, from empty ranges to ones ending at
+/// `u32::MAX` and `i32::MAX` or starting at `i32::MIN`, with a `continue` and a `break` inside:
+/// every backend runs exactly the trips a plain loop runs (none wraps past the end).
+#[test]
+fn loops_with_run_time_ends_run_every_trip_up_to_the_integer_limits() {
+    const M: u32 = u32::MAX;
+    let unsigned: [(u32, u32, u32); 14] = [
+        (0, 0, M),
+        (0, 1, M),
+        (0, 3, M),
+        (0, 4, M),
+        (0, 5, M),
+        (0, 8, M),
+        (0, 9, 6),
+        (2, 100, M),
+        (10, 3, M),
+        (M - 6, M, M),
+        (M - 4, M, M - 2),
+        (M - 3, M, M),
+        (M - 1, M, M),
+        (M - 9, M - 2, M),
+    ];
+    let signed: [(i32, i32); 7] = [
+        (-5, 3),
+        (i32::MIN, i32::MIN + 6),
+        (i32::MAX - 5, i32::MAX),
+        (i32::MAX - 1, i32::MAX),
+        (3, -3),
+        (-1, 0),
+        (-40, 40),
+    ];
+    let cases = unsigned.len() * signed.len();
+    every_backend(|| {
+        let k = Kernel::build("run_time_ends", |k| {
+            let ranges = k.buffer::<u32>("ranges", Access::Read);
+            let sranges = k.buffer::<i32>("sranges", Access::Read);
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            if_then(i.ge(out.len() / 4), return_);
+            let (u, s) = (i % unsigned.len() as u32, i / unsigned.len() as u32);
+            let (start, end, stop) = (
+                ranges.load(u * 3),
+                ranges.load(u * 3 + 1),
+                ranges.load(u * 3 + 2),
+            );
+            let (acc, trips) = (Var::new("acc", 1u32), Var::new("trips", 0u32));
+            for_range(start, end, |t| {
+                if_then(t.eq(stop), break_);
+                trips.set(trips.get() + 1u32);
+                if_then((t % 3u32).eq(1u32), continue_);
+                acc.set(acc.get() * 31u32 + t);
+            });
+            let (sacc, strips) = (Var::new("sacc", 7i32), Var::new("strips", 0u32));
+            for_range(sranges.load(s * 2), sranges.load(s * 2 + 1), |t| {
+                strips.set(strips.get() + 1u32);
+                sacc.set(sacc.get() * 17i32 - t);
+            });
+            out.store(i * 4, acc.get());
+            out.store(i * 4 + 1, trips.get());
+            out.store(i * 4 + 2, sacc.get().cast::<u32>());
+            out.store(i * 4 + 3, strips.get());
+        })
+        .unwrap();
+        let ranges: Vec<u32> = unsigned.iter().flat_map(|&(a, b, c)| [a, b, c]).collect();
+        let sranges: Vec<i32> = signed.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let mut want = Vec::new();
+        for i in 0..cases {
+            let (start, end, stop) = unsigned[i % unsigned.len()];
+            let (mut acc, mut trips) = (1u32, 0u32);
+            for t in start as u64..end as u64 {
+                let t = t as u32;
+                if t == stop {
+                    break;
+                }
+                trips += 1;
+                if t % 3 != 1 {
+                    acc = acc.wrapping_mul(31).wrapping_add(t);
+                }
+            }
+            let (a, b) = signed[i / unsigned.len()];
+            let (mut sacc, mut strips) = (7i32, 0u32);
+            for t in a as i64..b as i64 {
+                strips += 1;
+                sacc = sacc.wrapping_mul(17).wrapping_sub(t as i32);
+            }
+            want.extend([acc, trips, sacc as u32, strips]);
+        }
+        for group in [1u32, 3, 64] {
+            let mut out = vec![0u32; cases * 4];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear((cases as u32).div_ceil(group), group),
+                    &mut [
+                        LaunchArg::read(&ranges),
+                        LaunchArg::read(&sranges),
+                        LaunchArg::read_write(&mut out),
+                    ],
+                )
+                .unwrap();
+            for (i, (got, want)) in out.chunks(4).zip(want.chunks(4)).enumerate() {
+                assert_eq!(
+                    got,
+                    want,
+                    "group {group}, item {i}: {:?} and {:?}",
+                    unsigned[i % unsigned.len()],
+                    signed[i / unsigned.len()]
+                );
+            }
+        }
+    });
+}
