@@ -131,9 +131,20 @@ pub struct Lowerer<'a, 'f> {
     /// Which values vary between work items, for running statements in quads (`None`: the
     /// kernel never runs in quads).
     quad: Option<Rc<simd::QuadPlan>>,
-    /// Whether the statements being lowered run in quads (see [`Self::pick_address`]).
+    /// Whether the statements being lowered run in quads (see [`Self::bounds_check`]).
     in_quads: bool,
     frame_bytes: u32,
+}
+
+/// How an access tests its index against the bounds (see [`Lowerer::bounds_check`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BoundsCheck {
+    /// Not at all: the index is proven in bounds.
+    Proven,
+    /// By a branch predicted to stay in bounds.
+    Branch,
+    /// By a select, which costs the same whichever way the data go.
+    Select,
 }
 
 impl<'a, 'f> Lowerer<'a, 'f> {
@@ -852,7 +863,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
                 let proven = fx.in_bounds.local_store(*local, *index, *value);
-                let (addr, elem) = self.array_elem(fx, *local, i, true, proven)?;
+                let check = self.bounds_check(fx, *index, proven);
+                let (addr, elem) = self.array_elem(fx, *local, i, true, check)?;
                 self.store_flat(&elem, addr, 0, &v);
             }
             Stmt::Store {
@@ -863,7 +875,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
                 let proven = fx.in_bounds.store(*memory, *index, *value);
-                let (addr, _, elem) = self.mem_elem(*memory, i, true, proven)?;
+                let check = self.bounds_check(fx, *index, proven);
+                let (addr, _, elem) = self.mem_elem(*memory, i, true, check)?;
                 self.store_flat(&elem, addr, 0, &v);
             }
             Stmt::If {
@@ -977,38 +990,38 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
-    /// type. Out of bounds, the address is the zero page (`write` false) or the sink; a
-    /// `proven` index (see [`InBounds`]) is used without that check.
+    /// type. Out of bounds, the address is the zero page (`write` false) or the sink, tested
+    /// as `check` says.
     fn mem_elem(
         &mut self,
         m: Memory,
         i: Value,
         write: bool,
-        proven: bool,
+        check: BoundsCheck,
     ) -> R<(Value, Value, Type)> {
         let (base, len, elem) = self.memory(m)?;
         let i64v = self.b.ins().uextend(types::I64, i);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
-        if proven {
+        if check == BoundsCheck::Proven {
             let yes = self.b.ins().iconst(types::I8, 1);
             return Ok((addr, yes, elem));
         }
         let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, i64v, len);
-        let addr = self.pick_address(inb, addr, write);
+        let addr = self.pick_address(inb, addr, write, check);
         Ok((addr, inb, elem))
     }
 
     /// The address of element `i` of array local `local` and the element's type. Out of
-    /// bounds gives the address of zeros to read or of a sink to write, unless `proven` (see
-    /// [`InBounds`]) says the index is in bounds.
+    /// bounds gives the address of zeros to read or of a sink to write, tested as `check`
+    /// says.
     fn array_elem(
         &mut self,
         fx: &FnCtx,
         local: LocalId,
         i: Value,
         write: bool,
-        proven: bool,
+        check: BoundsCheck,
     ) -> R<(Value, Type)> {
         let Type::Array(elem, n) = &fx.body.locals[local.0 as usize].ty else {
             return Err("not an array local".into());
@@ -1022,27 +1035,40 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let i64v = self.b.ins().uextend(types::I64, i);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
-        if proven {
+        if check == BoundsCheck::Proven {
             return Ok((addr, elem));
         }
         let inb = self
             .b
             .ins()
             .icmp_imm_u(IntCC::UnsignedLessThan, i, n as i64);
-        Ok((self.pick_address(inb, addr, write), elem))
+        Ok((self.pick_address(inb, addr, write, check), elem))
     }
 
-    /// `addr` where `inb` holds, else the sink (`write`) or the zeros. One work item at a time
-    /// this is a branch to an out-of-line block rather than a select: accesses are nearly
-    /// always in bounds, so the branch is predicted and the access's address is known at once,
-    /// where with a select the access (and the loads after a store) wait for the comparison. A
-    /// work item's loop counting into a row of a device array ran 1.2x faster so. The
-    /// out-of-line block reads the fallback from the frame, so it takes no register in the
-    /// loop. In quads, whose bodies are mostly vector code, it stays a select (branches made
-    /// the tiled matmul 3% slower).
-    fn pick_address(&mut self, inb: Value, addr: Value, write: bool) -> Value {
+    /// How the access at `index` tests it against the bounds: not at all when `proven` (see
+    /// [`InBounds`]); by a select in quads, whose bodies are mostly vector code (branches made
+    /// the tiled matmul 3% slower), and for an index that is itself a select, the way
+    /// predicated code sends an access it drops out of bounds (a query's branch-free filter
+    /// scatter: with a branch, keeping elements at random cost 5x); by a branch otherwise.
+    fn bounds_check(&self, fx: &FnCtx, index: Handle, proven: bool) -> BoundsCheck {
+        if proven {
+            BoundsCheck::Proven
+        } else if self.in_quads || matches!(fx.body.exprs[index.index()], Expr::Select { .. }) {
+            BoundsCheck::Select
+        } else {
+            BoundsCheck::Branch
+        }
+    }
+
+    /// `addr` where `inb` holds, else the sink (`write`) or the zeros, picked as `check` says.
+    /// A branch goes to an out-of-line block: accesses are nearly always in bounds, so it is
+    /// predicted and the access's address is known at once, where with a select the access
+    /// (and the loads after a store) wait for the comparison. A work item's loop counting into
+    /// a row of a device array ran 1.2x faster so. The out-of-line block reads the fallback
+    /// from the frame, so it takes no register in the loop.
+    fn pick_address(&mut self, inb: Value, addr: Value, write: bool, check: BoundsCheck) -> Value {
         let slot = if write { SLOT_SINK } else { SLOT_ZEROS };
-        if self.in_quads {
+        if check != BoundsCheck::Branch {
             let fallback = if write { self.sink } else { self.zeros };
             return self.b.ins().select(inb, addr, fallback);
         }
@@ -1109,12 +1135,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             },
             Expr::LocalIndex { local, index } => {
                 let i = self.get(fx, index)?[0];
-                let (addr, elem) = self.array_elem(fx, local, i, false, fx.in_bounds.load(h))?;
+                let check = self.bounds_check(fx, index, fx.in_bounds.load(h));
+                let (addr, elem) = self.array_elem(fx, local, i, false, check)?;
                 self.load_flat(&elem, addr, 0)
             }
             Expr::Load { memory, index } => {
                 let i = self.get(fx, index)?[0];
-                let (addr, _, elem) = self.mem_elem(memory, i, false, fx.in_bounds.load(h))?;
+                let check = self.bounds_check(fx, index, fx.in_bounds.load(h));
+                let (addr, _, elem) = self.mem_elem(memory, i, false, check)?;
                 self.load_flat(&elem, addr, 0)
             }
             Expr::Len(m) => {
@@ -1222,7 +1250,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     None => None,
                 };
                 let s = comp(&ty)?;
-                let (addr, inb, _) = self.mem_elem(memory, i, true, false)?;
+                let check = self.bounds_check(fx, index, false);
+                let (addr, inb, _) = self.mem_elem(memory, i, true, check)?;
                 let old = self.atomic(op, s, addr, v, c)?;
                 let z = self.zero(s);
                 vec![self.b.ins().select(inb, old, z)]

@@ -28,7 +28,7 @@
 //! multiple of four work items long (then along y and z a quad's four items agree), and in the
 //! scalar loop otherwise.
 
-use super::{clty, mem_flags, runs, FnCtx, LocalStore, Lowerer, R};
+use super::{clty, mem_flags, runs, BoundsCheck, FnCtx, LocalStore, Lowerer, R};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 use cranelift_frontend::Variable;
@@ -1778,7 +1778,12 @@ impl Lowerer<'_, '_> {
         let lane_ty = if widen { ScalarType::U32 } else { elem };
         let gather = |l: &mut Self| {
             l.per_lane(&[(idx.v, ScalarType::U32)], lane_ty, |l, x| {
-                let (addr, _, _) = l.mem_elem(m, x[0], false, proven)?;
+                let check = if proven {
+                    BoundsCheck::Proven
+                } else {
+                    BoundsCheck::Select
+                };
+                let (addr, _, _) = l.mem_elem(m, x[0], false, check)?;
                 let v = l.b.ins().load(clty(elem), mem_flags(), addr, 0);
                 Ok(match (widen, elem.is_signed()) {
                     (false, _) => v,
@@ -1924,7 +1929,7 @@ impl Lowerer<'_, '_> {
             let on = self.b.ins().icmp_imm_s(IntCC::NotEqual, on, 0);
             let i = self.b.ins().extractlane(idx, k);
             let x = self.b.ins().extractlane(v, k);
-            let (addr, _, _) = self.mem_elem(m, i, true, false)?;
+            let (addr, _, _) = self.mem_elem(m, i, true, BoundsCheck::Select)?;
             let addr = self.b.ins().select(on, addr, self.sink);
             self.b.ins().store(mem_flags(), x, addr, 0);
         }
