@@ -98,6 +98,18 @@ fn main() -> Result<(), Error> {
     let xs: Vec<f32> = (0..n)
         .map(|i| ((i.wrapping_mul(2_654_435_761)) % 1_000_000) as f32 * 1e-3)
         .collect();
+    // The same range of values from a xorshift generator: which elements a filter keeps is
+    // random, so code that branches on it mispredicts half the time (`xs`'s hashed order is
+    // regular enough for a branch predictor to learn).
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let noisy: Vec<f32> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 1_000_000) as f32 * 1e-3
+        })
+        .collect();
 
     println!("n = 2^{log2} = {n}; best of up to {reps}");
     let rayon_map = best(reps, || {
@@ -111,12 +123,16 @@ fn main() -> Result<(), Error> {
             .sum::<f32>()
     });
     let rayon_sum = best(reps, || xs.par_iter().sum::<f32>());
-    let rayon_filter = best(reps, || {
-        xs.par_iter()
-            .copied()
-            .filter(|x| *x < 500.0)
-            .collect::<Vec<f32>>()
-    });
+    let rayon_filter_of = |xs: &[f32]| {
+        best(reps, || {
+            xs.par_iter()
+                .copied()
+                .filter(|x| *x < 500.0)
+                .collect::<Vec<f32>>()
+        })
+    };
+    let rayon_filter = rayon_filter_of(&xs);
+    let rayon_filter_noisy = rayon_filter_of(&noisy);
     // Two passes over chunks, as kiln's chunked plan does: the chunks' sums, their running
     // sum on one thread, then each chunk's running values from its carry.
     let rayon_scan = best(reps, || {
@@ -309,10 +325,20 @@ fn main() -> Result<(), Error> {
         rows.push(row("map-filter-map-sum", fused, "rayon", rayon_fused));
         let sum = best(reps, || ctx.from(&xs).sum().unwrap());
         rows.push(row("sum", sum, "rayon", rayon_sum));
-        let filter = best(reps, || {
-            ctx.from(&xs).filter(|x| x.lt(500.0)).to_vec().unwrap()
-        });
+        let filter_of = |xs: &[f32]| {
+            best(reps, || {
+                ctx.from(xs).filter(|x| x.lt(500.0)).to_vec().unwrap()
+            })
+        };
+        let filter = filter_of(&xs);
         rows.push(row("filter to_vec (50%)", filter, "rayon", rayon_filter));
+        let filter_noisy = filter_of(&noisy);
+        rows.push(row(
+            "filter to_vec (50%, kept at random)",
+            filter_noisy,
+            "rayon",
+            rayon_filter_noisy,
+        ));
         let scan = best(reps, || {
             ctx.from(&xs).scan(0.0, |a, b| a + b).to_vec().unwrap()
         });
