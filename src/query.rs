@@ -1019,15 +1019,20 @@ impl<'a, T: Row> Query<'a, T> {
                     })
                 });
             }
-            // Without branches, so a predicate that keeps elements at random costs no
-            // mispredictions: a dropped element's store goes out of bounds and is skipped.
+            // Without a branch on the predicate, so one that keeps elements at random costs
+            // no mispredictions: every element is written at the next output position and a
+            // dropped one is overwritten by the next kept one. Only the positions from the
+            // last kept element to the chunk's end are tested, against the next chunk's
+            // offset, which the chunk must not write: a branch taken the same way until then.
+            let limit = offsets.load(global_id(Axis::X) + 1u32);
             for_range(start, end, |i| {
                 let (keep, vals) = self.element_predicated(&cols, i);
                 let p = pos.get();
-                let target = select(keep, p, u32::MAX);
-                for (o, v) in outs.iter().zip(&vals) {
-                    store_dyn(*o, target, v);
-                }
+                if_then(p.lt(limit), || {
+                    for (o, v) in outs.iter().zip(&vals) {
+                        store_dyn(*o, p, v);
+                    }
+                });
                 pos.set(p + keep.cast::<u32>());
             });
         })?)
@@ -1164,8 +1169,9 @@ impl<'a, T: Row> Query<'a, T> {
         // One count per group (or per work item, summed here per group), and the total sizes
         // the output on the host anyway: the exclusive scan is a host loop, not a kernel one
         // work item would run serially.
+        // The total follows the groups' offsets, as the offset where a last group stops.
         let mut total = 0u32;
-        let offsets = counts
+        let mut offsets: Vec<u32> = counts
             .chunks(per_group as usize)
             .map(|c| {
                 let offset = total;
@@ -1173,6 +1179,7 @@ impl<'a, T: Row> Query<'a, T> {
                 offset
             })
             .collect();
+        offsets.push(total);
         Ok(Materialize {
             selected: total as usize,
             offsets: Some(offsets),
@@ -1547,7 +1554,7 @@ struct ScatterParams {
 }
 
 /// What [`Query::prepare`] found: how many elements a materialization writes, and the
-/// per-group output offsets when a filter decides that.
+/// per-group output offsets (then the total) when a filter decides that.
 struct Materialize {
     selected: usize,
     offsets: Option<Vec<u32>>,
