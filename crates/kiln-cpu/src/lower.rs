@@ -1048,8 +1048,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     /// How the access at `index` tests it against the bounds: not at all when `proven` (see
     /// [`InBounds`]); by a select in quads, whose bodies are mostly vector code (branches made
     /// the tiled matmul 3% slower), and for an index that is itself a select, the way
-    /// predicated code sends an access it drops out of bounds (a query's branch-free filter
-    /// scatter: with a branch, keeping elements at random cost 5x); by a branch otherwise.
+    /// predicated code sends an access it drops out of bounds (a filter scatter storing at
+    /// `select(keep, pos, u32::MAX)` ran 5x slower with a branch on elements kept at random);
+    /// by a branch otherwise.
     fn bounds_check(&self, fx: &FnCtx, index: Handle, proven: bool) -> BoundsCheck {
         if proven {
             BoundsCheck::Proven
