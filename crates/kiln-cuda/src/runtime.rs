@@ -332,6 +332,23 @@ impl Backend for CudaBackend {
 
 /// Makes the context of `stream` current on the calling thread, which the driver calls kiln
 /// makes directly (copies) need; cudarc's own calls do it themselves.
+/// The most groups a CUDA grid holds along x, y and z, the same on every compute capability
+/// NVRTC 12 and 13 compile for.
+const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// Ok when a grid of `groups` fits [`MAX_GRID`]; otherwise the reason, naming the axis, so a
+/// launch fails before it copies anything rather than with the driver's bare error code.
+fn check_grid(groups: [u32; 3]) -> Result<(), String> {
+    for ((axis, &n), &max) in ["x", "y", "z"].iter().zip(&groups).zip(&MAX_GRID) {
+        if n > max {
+            return Err(format!(
+                "{n} groups along {axis}; a CUDA grid holds at most {max} along {axis}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
     stream.context().bind_to_thread()
 }
@@ -394,6 +411,7 @@ impl CompiledKernel for CudaKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
+        check_grid(grid.groups).map_err(|reason| self.err("grid", reason))?;
         let (all, dynamic) = shape.shared_bytes(k);
         let dynamic_bytes = kiln_c::dynamic_shared_bytes(k, &shape.shared_lengths);
         let shared_bytes = all - dynamic + dynamic_bytes;
@@ -547,4 +565,22 @@ fn device_ptr(slice: &CudaSlice<u8>, stream: &CudaStream) -> u64 {
 
 fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
     downcast_memory(mem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_grid;
+
+    #[test]
+    fn grids_past_cudas_limits_are_refused_naming_the_axis() {
+        // The CUDA programming guide's limits: 2^31 - 1 groups along x, 65535 along y and z.
+        assert!(check_grid([(1 << 31) - 1, 65535, 65535]).is_ok());
+        assert!(check_grid([1, 1, 1]).is_ok());
+        let x = check_grid([1 << 31, 1, 1]).unwrap_err();
+        assert!(x.contains("2147483648 groups along x"), "{x}");
+        let y = check_grid([1, 65536, 1]).unwrap_err();
+        assert!(y.contains("along y") && y.contains("65535"), "{y}");
+        let z = check_grid([7, 3, 70000]).unwrap_err();
+        assert!(z.contains("70000 groups along z"), "{z}");
+    }
 }
