@@ -9,7 +9,8 @@
 //! reach the CPU backend's partial quads and its lane masks.
 //!
 //! `KILN_PROPTEST_CASES` sets the number of cases (default 24); the cases are the same on every
-//! run unless `KILN_PROPTEST_RANDOM` is set.
+//! run unless `KILN_PROPTEST_RANDOM` is set (the run prints its seed; `KILN_PROPTEST_SEED`
+//! repeats one).
 
 mod common;
 

@@ -9,7 +9,7 @@
 //!
 //! `KILN_PROPTEST_CASES` sets the number of cases per test (default 24 for trees, six per case
 //! sharing one kernel, and 12 for queries); the cases are the same on every run unless
-//! `KILN_PROPTEST_RANDOM` is set.
+//! `KILN_PROPTEST_RANDOM` is set (the run prints its seed; `KILN_PROPTEST_SEED` repeats one).
 
 mod common;
 

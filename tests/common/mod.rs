@@ -234,7 +234,9 @@ pub fn ulp_bound(name: &str) -> u32 {
 }
 
 /// A runner of `KILN_PROPTEST_CASES` cases (`default` without it), the same ones on every run
-/// unless `KILN_PROPTEST_RANDOM` is set.
+/// unless `KILN_PROPTEST_RANDOM` is set. A random run writes its seed to stderr (past the test
+/// harness's capture, so a run that hangs shows it too); `KILN_PROPTEST_SEED` runs a seed's
+/// cases again.
 pub fn proptest_runner(default: u32) -> TestRunner {
     let cases = std::env::var("KILN_PROPTEST_CASES")
         .ok()
@@ -245,9 +247,30 @@ pub fn proptest_runner(default: u32) -> TestRunner {
         failure_persistence: None,
         ..Config::default()
     };
-    if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() {
-        TestRunner::new(config)
-    } else {
-        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
-    }
+    let seed = match std::env::var("KILN_PROPTEST_SEED") {
+        Ok(s) => Some(
+            s.parse::<u64>()
+                .expect("KILN_PROPTEST_SEED must be a whole number"),
+        ),
+        Err(_) if std::env::var_os("KILN_PROPTEST_RANDOM").is_some() => {
+            use std::hash::{BuildHasher, Hasher};
+            Some(
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish(),
+            )
+        }
+        Err(_) => None,
+    };
+    let Some(seed) = seed else {
+        return TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    };
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "proptest seed {seed} (KILN_PROPTEST_SEED={seed} runs these cases again)"
+    );
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
