@@ -556,6 +556,152 @@ fn accesses_at_the_global_id_keep_the_bounds_rules_past_guards_and_buffers() {
     });
 }
 
+/// Loads and stores inside loops with constant bounds, indexed by sums, products and shifts
+/// of the counter, the global id and a parameter, over grids that reach past the buffers: the
+/// CPU backend tests once before such a loop whether every trip stays in bounds and then runs
+/// a copy without the tests, so the work items whose last trips pass a buffer's end (and an
+/// index whose product wraps past `u32::MAX`) must still read zeros and skip their writes. The
+/// buffers are prefixes of longer vectors with sentinel tails.
+#[test]
+fn counted_loops_keep_the_bounds_rules_on_every_trip() {
+    every_backend(|| {
+        let k = Kernel::build("counted", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let [b, c, d] = ["b", "c", "d"].map(|n| k.buffer::<i32>(n, Access::ReadWrite));
+            let n = k.value::<u32>("n");
+            let i = global_id(Axis::X);
+            let acc = Var::new("acc", 0i32);
+            for_range(0u32, 8u32, |j| {
+                acc.set(acc.get() + a.load(i * 4u32 + j) * (j.cast::<i32>() + 1i32))
+            });
+            b.store(i, acc.get());
+            for_range(0u32, 3u32, |j| {
+                c.store(i * 3u32 + j, a.load((i << 1u32) + n + j) - j.cast::<i32>())
+            });
+            for_range(0u32, 2u32, |j| {
+                d.store(i, d.load(i) + a.load(i * 0x4000_0000u32 + j))
+            });
+        })
+        .unwrap();
+        let big: Vec<i32> = (0..2000).map(|x| 1000 + x).collect();
+        // (n, length of a, lengths of b, c and d, groups, group size)
+        let cases = [
+            (5u32, 100usize, [40usize, 90, 30], 5u32, 64u32),
+            (0, 300, [300, 300, 300], 5, 64),
+            // The last trip of the quad of items 4..7 reads a[35] and writes c[23]: just past.
+            (17, 35, [10, 23, 20], 9, 8),
+            (1, 35, [8, 23, 8], 12, 1),
+            (3, 1200, [250, 700, 250], 63, 4),
+            (1, 64, [60, 120, 60], 40, 5),
+            (2, 20, [3, 9, 3], 3, 1),
+        ];
+        for (n, la, [lb, lc, ld], groups, size) in cases {
+            let a = &big[..la];
+            let [mut b, mut c, mut d] = [0; 3].map(|_| vec![-7i32; 1000]);
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, size),
+                    &mut [
+                        LaunchArg::read(a),
+                        LaunchArg::read_write(&mut b[..lb]),
+                        LaunchArg::read_write(&mut c[..lc]),
+                        LaunchArg::read_write(&mut d[..ld]),
+                        LaunchArg::value(n),
+                    ],
+                )
+                .unwrap();
+            let at = |j: u32| a.get(j as usize).copied().unwrap_or(0);
+            let [mut want_b, mut want_c, mut want_d] = [0; 3].map(|_| vec![-7i32; 1000]);
+            for i in 0..groups * size {
+                let sum = (0..8u32).fold(0i32, |s, j| {
+                    s.wrapping_add(at(i.wrapping_mul(4).wrapping_add(j)) * (j as i32 + 1))
+                });
+                if (i as usize) < lb {
+                    want_b[i as usize] = sum;
+                }
+                for j in 0..3u32 {
+                    let at_c = i.wrapping_mul(3).wrapping_add(j) as usize;
+                    if at_c < lc {
+                        want_c[at_c] = at((i << 1).wrapping_add(n).wrapping_add(j)) - j as i32;
+                    }
+                }
+                if (i as usize) < ld {
+                    for j in 0..2u32 {
+                        want_d[i as usize] += at(i.wrapping_mul(0x4000_0000).wrapping_add(j));
+                    }
+                }
+            }
+            let case = format!("n {n}, a {la}, outputs {lb}/{lc}/{ld}, {groups} x {size}");
+            assert_eq!(b, want_b, "b: {case}");
+            assert_eq!(c, want_c, "c: {case}");
+            assert_eq!(d, want_d, "d: {case}");
+        }
+
+        // The same in shared memory, between barriers: the later work items of a group of 32
+        // read past the 32-element tile on their last trip and write past it on both.
+        let k = Kernel::build("counted_shared", |k| {
+            let x = k.buffer::<i32>("x", Access::Read);
+            let [out, out2] = ["out", "out2"].map(|n| k.buffer::<i32>(n, Access::Write));
+            let tile = k.shared::<i32>("tile", SharedLen::Static(32));
+            let (lid, gid) = (local_id(Axis::X), global_id(Axis::X));
+            if_then(lid.lt(16u32), || {
+                tile.store(lid, x.load(gid));
+                tile.store(lid + 16u32, x.load(gid) + 100i32);
+            });
+            barrier();
+            let acc = Var::new("acc", 0i32);
+            for_range(0u32, 4u32, |j| {
+                acc.set(acc.get() + tile.load(lid + j * 8u32))
+            });
+            out.store(gid, acc.get());
+            barrier();
+            for_range(0u32, 2u32, |j| {
+                tile.store(lid * 2u32 + j, acc.get() + j.cast::<i32>())
+            });
+            barrier();
+            out2.store(gid, tile.load(lid));
+        })
+        .unwrap();
+        let xs: Vec<i32> = (0..256).map(|v| (v * 37) % 101 - 50).collect();
+        for group in [16u32, 32] {
+            let groups = 256 / group;
+            let (mut out, mut out2) = (vec![0i32; 256], vec![0i32; 256]);
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, group),
+                    &mut [
+                        LaunchArg::read(&xs),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut out2),
+                    ],
+                )
+                .unwrap();
+            let g = group as usize;
+            let (mut want, mut want2) = (vec![0i32; 256], vec![0i32; 256]);
+            for (base, xs) in (0..256).step_by(g).zip(xs.chunks(g)) {
+                let tile: Vec<i32> = (0..32)
+                    .map(|j| if j < 16 { xs[j] } else { xs[j - 16] + 100 })
+                    .collect();
+                let acc: Vec<i32> = (0..g)
+                    .map(|l| {
+                        (0..4)
+                            .map(|j| tile.get(l + 8 * j).copied().unwrap_or(0))
+                            .sum()
+                    })
+                    .collect();
+                for l in 0..g {
+                    want[base + l] = acc[l];
+                    want2[base + l] = acc[l / 2] + (l % 2) as i32;
+                }
+            }
+            assert_eq!(out, want, "sums, groups of {group}");
+            assert_eq!(out2, want2, "tile after the stores, groups of {group}");
+        }
+    });
+}
+
 #[test]
 fn float_remainders_are_exact_for_every_pair_of_specials() {
     /// `y % (x + x)` and `y % x` for every pair, against `host` computing both.

@@ -23,9 +23,10 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
 use kiln_ir::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+mod loop_bounds;
 mod runs;
 mod simd;
 
@@ -76,6 +77,16 @@ fn mem_flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// A counted loop that [`Lowerer::constant_trips`] recognised.
+#[derive(Clone, Copy)]
+struct Counted {
+    counter: LocalId,
+    trips: u32,
+    /// The counter's value on the last trip when it is unsigned and only grows from trip to
+    /// trip: then no trip sees a larger one.
+    last: Option<u32>,
+}
+
 enum LocalStore {
     Vars(Vec<Variable>),
     Stack(ir::StackSlot),
@@ -87,6 +98,12 @@ struct FnCtx<'a> {
     types: Vec<Type>,
     /// The loads and stores whose bounds check cannot fail.
     in_bounds: InBounds,
+    /// The accesses (memory, index) that the counted loop being lowered keeps in bounds on
+    /// every trip (see `loop_bounds`).
+    loop_proven: HashSet<(Memory, Handle)>,
+    /// True while lowering one version of a loop that `loop_bounds` split: loops inside it
+    /// are not split again.
+    in_loop_version: bool,
     vals: Vec<Option<Vec<Value>>>,
     params: Vec<Vec<Value>>,
     is_kernel: bool,
@@ -197,6 +214,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
             in_bounds: InBounds::of(&k.body, &types),
+            loop_proven: HashSet::new(),
+            in_loop_version: false,
             types,
             params: std::mem::take(&mut lw.value_params),
             is_kernel: true,
@@ -462,12 +481,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     /// STEP }`) that runs at most `MAX_COUNTED_TRIPS` times and is small enough to copy four
     /// times: the counter and the number of trips. The counter's value on entry must be a
     /// constant in the current block.
-    fn constant_trips(
-        &mut self,
-        fx: &FnCtx,
-        body: &Block,
-        continuing: &Block,
-    ) -> Option<(LocalId, u32)> {
+    fn constant_trips(&mut self, fx: &FnCtx, body: &Block, continuing: &Block) -> Option<Counted> {
         let ex = |h: &Handle| &fx.body.exprs[h.index()];
         let (
             [Stmt::Eval(get), Stmt::Eval(test), Stmt::If {
@@ -549,7 +563,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             v = v.wrapping_add(step);
         }
         let size = count_stmts(&body.0) + count_stmts(&continuing.0);
-        (size * trips.min(4) as usize <= MAX_UNROLLED_STMTS).then_some((*l, trips))
+        // An unsigned counter that steps up without wrapping is largest on the last trip.
+        let last = start as u64 + step as u64 * (trips.max(1) - 1) as u64;
+        let last = (!signed && step > 0 && last <= u32::MAX as u64).then_some(last as u32);
+        (size * trips.min(4) as usize <= MAX_UNROLLED_STMTS).then_some(Counted {
+            counter: *l,
+            trips,
+            last,
+        })
     }
 
     /// `loop { body } continuing { continuing }`, each part lowered by `part` with the loop's
@@ -874,7 +895,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             } => {
                 let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
-                let proven = fx.in_bounds.store(*memory, *index, *value);
+                let proven = fx.in_bounds.store(*memory, *index, *value)
+                    || fx.loop_proven.contains(&(*memory, *index));
                 let check = self.bounds_check(fx, *index, proven);
                 let (addr, _, elem) = self.mem_elem(*memory, i, true, check)?;
                 self.store_flat(&elem, addr, 0, &v);
@@ -900,12 +922,18 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.b.switch_to_block(merge);
             }
             Stmt::Loop { body, continuing } => {
-                let trips = self
-                    .constant_trips(fx, body, continuing)
-                    .map(|(_, trips)| trips);
-                self.lower_loop(fx, body, continuing, None, trips, &mut |l, fx, part| {
-                    l.block(fx, &part.0)
-                })?;
+                let counted = self.constant_trips(fx, body, continuing);
+                let proof = self.loop_bounds(fx, None, body, continuing, counted.as_ref())?;
+                let trips = counted.map(|c| c.trips);
+                self.lower_loop_versions(
+                    fx,
+                    body,
+                    continuing,
+                    None,
+                    trips,
+                    proof,
+                    &mut |l, fx, part| l.block(fx, &part.0),
+                )?;
             }
             Stmt::Break => {
                 let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;
@@ -1142,7 +1170,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             }
             Expr::Load { memory, index } => {
                 let i = self.get(fx, index)?[0];
-                let check = self.bounds_check(fx, index, fx.in_bounds.load(h));
+                let proven = fx.in_bounds.load(h) || fx.loop_proven.contains(&(memory, index));
+                let check = self.bounds_check(fx, index, proven);
                 let (addr, _, elem) = self.mem_elem(memory, i, false, check)?;
                 self.load_flat(&elem, addr, 0)
             }
@@ -1281,6 +1310,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             body: &f.body,
             vals: vec![None; f.body.exprs.len()],
             in_bounds: InBounds::of(&f.body, &types),
+            loop_proven: HashSet::new(),
+            in_loop_version: false,
             types,
             params: args,
             is_kernel: false,

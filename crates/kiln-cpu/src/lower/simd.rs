@@ -86,6 +86,17 @@ pub(super) struct QuadState {
 }
 
 impl QuadState {
+    /// For a value that varies per lane: `Some(first)` when its lanes are `first + 0..3`,
+    /// `Some(None)` when they are not; `None` for a value the same in all four lanes.
+    pub(super) fn lane_first(&self, h: Handle) -> Option<Option<Value>> {
+        self.lanes[h.index()].map(|l| l.first)
+    }
+
+    /// True when the quad keeps local `l` per lane.
+    pub(super) fn local_varies(&self, l: LocalId) -> bool {
+        self.locals[l.0 as usize].is_some()
+    }
+
     /// True where all four lanes are known to run: outside varying `if`s, before any `return`.
     fn all_active(&self) -> bool {
         self.full && !self.may_have_exited
@@ -563,7 +574,6 @@ fn control_fits(body: &Body, stmts: &[Stmt]) -> bool {
     })
 }
 
-/// Calls `f` on every statement of `stmts`, nested ones included.
 /// Quads the prefix copy of a short body runs per trip of the quad loop.
 const UNROLL: u32 = 4;
 
@@ -574,6 +584,7 @@ fn unrolls(stmts: &[Stmt]) -> bool {
     count <= 48
 }
 
+/// Calls `f` on every statement of `stmts`, nested ones included.
 fn each_stmt(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in stmts {
         f(s);
@@ -1124,14 +1135,22 @@ impl Lowerer<'_, '_> {
                         None
                     };
                     // A counter that varies per lane has no one trip count.
-                    let trips = self
+                    let counted = self
                         .constant_trips(fx, body, continuing)
-                        .filter(|(l, _)| qs.locals[l.0 as usize].is_none())
-                        .map(|(_, trips)| trips);
+                        .filter(|c| qs.locals[c.counter.0 as usize].is_none());
+                    let proof =
+                        self.loop_bounds(fx, Some(qs), body, continuing, counted.as_ref())?;
+                    let trips = counted.map(|c| c.trips);
                     qs.loops.push(None);
-                    self.lower_loop(fx, body, continuing, enter, trips, &mut |l, fx, part| {
-                        l.quad_block(fx, qs, &part.0)
-                    })?;
+                    self.lower_loop_versions(
+                        fx,
+                        body,
+                        continuing,
+                        enter,
+                        trips,
+                        proof,
+                        &mut |l, fx, part| l.quad_block(fx, qs, &part.0),
+                    )?;
                     qs.loops.pop();
                 }
                 Stmt::Break | Stmt::Continue => match qs.loops.last() {
@@ -1351,6 +1370,12 @@ impl Lowerer<'_, '_> {
         Ok(acc)
     }
 
+    /// For a built-in that varies per lane: the first lane's value (the lanes are that plus
+    /// 0..3).
+    pub(super) fn varying_builtin_first(&mut self, qs: &QuadState, b: Builtin) -> Option<Value> {
+        self.varying_builtin(qs, b).and_then(|l| l.first)
+    }
+
     fn varying_builtin(&mut self, qs: &QuadState, b: Builtin) -> Option<Lanes> {
         let first = match b {
             Builtin::GlobalId(Axis::X) => self.b.ins().iadd(self.gbase[0], self.lid[0]),
@@ -1395,7 +1420,8 @@ impl Lowerer<'_, '_> {
                 // A guard proves the index of every lane only when every lane is active; in
                 // the prefix, an index `global_id(x)` is in bounds in every lane.
                 let proven = (fx.in_bounds.load(h) && qs.all_active())
-                    || qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()]);
+                    || qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()])
+                    || fx.loop_proven.contains(&(memory, index));
                 self.quad_load(qs, memory, index, proven)?
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -1881,7 +1907,10 @@ impl Lowerer<'_, '_> {
         // A guard (or, in the prefix, an index `global_id(x)`) proves the index of every lane;
         // the store needs no lane mask only when every lane is active.
         let in_prefix = qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()]);
-        let proven = (fx.in_bounds.store(m, index, value) || in_prefix) && qs.all_active();
+        let proven = (fx.in_bounds.store(m, index, value)
+            || in_prefix
+            || fx.loop_proven.contains(&(m, index)))
+            && qs.all_active();
         if let (true, Some((first, None))) = (proven, Self::contiguous(qs.lanes[index.index()])) {
             let (base, _, _) = self.memory(m)?;
             let f64v = self.b.ins().uextend(types::I64, first);
