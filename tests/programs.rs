@@ -116,6 +116,9 @@ enum S {
     Store(X),
     /// `hist[x & 15] += 1`, atomically.
     Count(X),
+    /// `for j in 0..trips { v += a[i * stride + j] }` for local `v`, with constant `trips` and
+    /// `stride`: reads that pass `a`'s end on the later trips of the later work items.
+    Sweep(usize, u32, u32),
     /// A local declared here, holding `x`, that [`X::Temp`] reads in the block.
     Let(X, Vec<S>),
     /// The innermost enclosing [`S::Let`]'s local takes a value (nothing outside any).
@@ -225,6 +228,7 @@ fn statement() -> BoxedStrategy<S> {
         1 => cond().prop_map(S::Return),
         1 => expr().prop_map(S::Store),
         1 => expr().prop_map(S::Count),
+        1 => ((0..LOCALS), 1..5u32, 1..9u32).prop_map(|(v, s, t)| S::Sweep(v, s, t)),
         2 => expr().prop_map(S::SetTemp),
     ];
     simple
@@ -332,7 +336,7 @@ fn function_body(block: &[S]) -> Vec<S> {
         .filter_map(|s| {
             Some(match s {
                 S::Set(v, x) => S::Set(*v, pure(x)),
-                S::SetArray(..) | S::Store(_) | S::Count(_) => return None,
+                S::SetArray(..) | S::Store(_) | S::Count(_) | S::Sweep(..) => return None,
                 S::If(k, t, e) => S::If(c(k), function_body(t), function_body(e)),
                 S::For(x, b) => S::For(pure(x), function_body(b)),
                 S::Loop(b) => S::Loop(function_body(b)),
@@ -386,6 +390,7 @@ fn reshaped(block: &[S], shape: Shape, in_loop: bool) -> Vec<S> {
             _ if shape == Shape::Any => s.clone(),
             S::Set(v, x) => S::Set(*v, without_array(x)),
             S::Store(x) => S::Store(without_array(x)),
+            S::Sweep(..) => s.clone(),
             S::SetArray(..) | S::Count(_) => continue,
             S::If(c, t, e) => {
                 let (t, e) = (reshaped(t, shape, in_loop), reshaped(e, shape, in_loop));
@@ -569,6 +574,14 @@ impl Item<'_> {
                 }
                 S::Count(x) => {
                     self.hist[(self.eval(x) & 15) as usize] += 1;
+                    Flow::Next
+                }
+                S::Sweep(v, stride, trips) => {
+                    for j in 0..*trips {
+                        let at = self.i.wrapping_mul(*stride).wrapping_add(j);
+                        let x = self.a.get(at as usize).copied().unwrap_or(0);
+                        self.locals[*v] = self.locals[*v].wrapping_add(x);
+                    }
                     Flow::Next
                 }
                 S::Let(x, body) => {
@@ -829,6 +842,12 @@ impl Build {
                 S::Count(x) => {
                     self.hist
                         .atomic_add((self.expr(x) & 15).cast::<u32>(), 1i32);
+                }
+                S::Sweep(v, stride, trips) => {
+                    let (local, i, stride) = (self.locals[*v], self.i, *stride);
+                    for_range(0u32, *trips, |j| {
+                        local.set(local.get() + self.a.load(i * stride + j))
+                    });
                 }
                 S::Let(x, body) => {
                     let t = Var::new("t", self.expr(x));
