@@ -330,8 +330,6 @@ impl Backend for CudaBackend {
     }
 }
 
-/// Makes the context of `stream` current on the calling thread, which the driver calls kiln
-/// makes directly (copies) need; cudarc's own calls do it themselves.
 /// The most groups a CUDA grid holds along x, y and z, the same on every compute capability
 /// NVRTC 12 and 13 compile for.
 const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
@@ -349,6 +347,8 @@ fn check_grid(groups: [u32; 3]) -> Result<(), String> {
     Ok(())
 }
 
+/// Makes the context of `stream` current on the calling thread, which the driver calls kiln
+/// makes directly (copies) need; cudarc's own calls do it themselves.
 fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
     stream.context().bind_to_thread()
 }
