@@ -11,7 +11,7 @@
 //! every trip and in every lane, as long as no step of the index passes `u32::MAX` (and wraps
 //! to a small number), which the test checks too.
 
-use super::simd::QuadState;
+use super::simd::{each_stmt, QuadState};
 use super::{Counted, FnCtx, LocalStore, Lowerer, R};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
@@ -229,23 +229,13 @@ impl Lowerer<'_, '_> {
 /// Marks in `facts` the expressions `stmts` compute and the locals they assign, nested
 /// statements included.
 fn mark_inside(stmts: &[Stmt], facts: &mut LoopFacts) {
-    for s in stmts {
-        match s {
-            Stmt::Eval(h) => facts.inside[h.index()] = true,
-            Stmt::LocalSet { local, .. } | Stmt::LocalIndexSet { local, .. } => {
-                facts.assigned[local.0 as usize] = true
-            }
-            Stmt::If { accept, reject, .. } => {
-                mark_inside(&accept.0, facts);
-                mark_inside(&reject.0, facts);
-            }
-            Stmt::Loop { body, continuing } => {
-                mark_inside(&body.0, facts);
-                mark_inside(&continuing.0, facts);
-            }
-            _ => {}
+    each_stmt(stmts, &mut |s| match s {
+        Stmt::Eval(h) => facts.inside[h.index()] = true,
+        Stmt::LocalSet { local, .. } | Stmt::LocalIndexSet { local, .. } => {
+            facts.assigned[local.0 as usize] = true
         }
-    }
+        _ => {}
+    });
 }
 
 /// Adds to `out` the loads and stores of memory in `stmts` (outside nested loops) whose

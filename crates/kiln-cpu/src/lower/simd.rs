@@ -585,7 +585,7 @@ fn unrolls(stmts: &[Stmt]) -> bool {
 }
 
 /// Calls `f` on every statement of `stmts`, nested ones included.
-fn each_stmt(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+pub(super) fn each_stmt(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in stmts {
         f(s);
         match s {
