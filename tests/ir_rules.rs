@@ -1128,6 +1128,97 @@ fn barrier_kernel_with_early_return_and_locals_across_barriers() {
     });
 }
 
+/// Locals that every work item of a group holds the same value of (the CPU backend keeps one
+/// copy per group and assigns it between its runs of work items) next to locals that only
+/// look alike: a counter stepped in the middle of a phase and read before and after the step,
+/// a local assigned a uniform value but also stepped under a per-item condition, and one
+/// assigned inside a group-uniform `if` that holds a barrier, from a value computed before
+/// the `if` and read again after it.
+#[test]
+fn group_uniform_locals_in_barrier_loops_keep_their_per_item_meaning() {
+    every_backend(|| {
+        let k = Kernel::build("uniform_locals", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let n = k.value::<u32>("n");
+            let tile = k.shared::<u32>("tile", SharedLen::Static(64));
+            let (lid, gid) = (local_id(Axis::X), global_id(Axis::X));
+            // A division, which the CPU backend cannot move to where it is used.
+            let base = (n * 7u32 + 5u32) / (n | 1u32);
+            let acc = Var::new("acc", 0u32);
+            let t = Var::new("t", 0u32);
+            let late = Var::new("late", 7u32);
+            let scale = Var::new("scale", n);
+            loop_(|| {
+                if_then(t.get().ge(n), break_);
+                let before = t.get();
+                tile.store(lid, x.load(gid) + before);
+                t.set(t.get() + 3u32);
+                acc.set(acc.get() + before * 2u32 + t.get());
+                if_then(lid.lt(t.get()), || late.set(late.get() + lid));
+                barrier();
+                acc.set(acc.get() + tile.load((lid + t.get()) % group_size(Axis::X)));
+                barrier();
+                if_then(group_id(Axis::X).eq(1u32), || {
+                    scale.set(scale.get() + base);
+                    barrier();
+                });
+            });
+            let o = gid * 4u32;
+            out.store(o, acc.get());
+            out.store(o + 1u32, late.get());
+            out.store(o + 2u32, scale.get() + base);
+            out.store(o + 3u32, t.get());
+        })
+        .unwrap();
+        for (group, groups, n) in [(64u32, 3u32, 10u32), (7, 4, 7), (64, 2, 0)] {
+            let items = (group * groups) as usize;
+            let xs: Vec<u32> = (0..items as u32)
+                .map(|i| i.wrapping_mul(2654435761) >> 7)
+                .collect();
+            let mut out = vec![0u32; 4 * items];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, group),
+                    &mut [
+                        LaunchArg::read(&xs),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::value(n),
+                    ],
+                )
+                .unwrap();
+            let g = group as usize;
+            let base = (n * 7 + 5) / (n | 1);
+            for (gi, chunk) in xs.chunks(g).enumerate() {
+                let (mut acc, mut late) = (vec![0u32; g], vec![7u32; g]);
+                let (mut t, mut scale) = (0u32, n);
+                while t < n {
+                    let before = t;
+                    let tile: Vec<u32> = chunk.iter().map(|v| v.wrapping_add(before)).collect();
+                    t += 3;
+                    for l in 0..g {
+                        acc[l] = acc[l].wrapping_add(before * 2 + t);
+                        if (l as u32) < t {
+                            late[l] += l as u32;
+                        }
+                        acc[l] = acc[l].wrapping_add(tile[(l + t as usize) % g]);
+                    }
+                    if gi == 1 {
+                        scale += base;
+                    }
+                }
+                for l in 0..g {
+                    let i = gi * g + l;
+                    let got = &out[4 * i..4 * i + 4];
+                    let want = [acc[l], late[l], scale + base, t];
+                    assert_eq!(got, want, "group size {group}, n {n}, item {i}");
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn two_and_three_dimensional_grids() {
     every_backend(|| {

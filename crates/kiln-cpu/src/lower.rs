@@ -89,6 +89,8 @@ struct Counted {
 
 enum LocalStore {
     Vars(Vec<Variable>),
+    /// Barrier mode: a group local (see `runs`), one set of variables for the whole group.
+    Group(Vec<Variable>),
     Stack(ir::StackSlot),
     Private(u32),
 }
@@ -143,8 +145,12 @@ pub struct Lowerer<'a, 'f> {
     /// Barrier mode: each expression's offset in the private frame, for those another run
     /// reads.
     spill_off: Vec<Option<u32>>,
-    /// Barrier mode: per expression, whether a run that reads it recomputes it (see `runs`).
-    remat: Vec<bool>,
+    /// Barrier mode: which values runs recompute, which are the same for the whole group and
+    /// which locals are group locals (see `runs`; empty otherwise).
+    runs: runs::RunPlan,
+    /// Barrier mode: per expression, computed once for the group at group level (see
+    /// [`runs::Placement::Hoisted`]); such values stay known across runs.
+    hoisted: Vec<bool>,
     /// Which values vary between work items, for running statements in quads (`None`: the
     /// kernel never runs in quads).
     quad: Option<Rc<simd::QuadPlan>>,
@@ -203,7 +209,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             lid: [zero32; 3],
             item_next: None,
             spill_off: Vec::new(),
-            remat: Vec::new(),
+            runs: runs::RunPlan::default(),
+            hoisted: Vec::new(),
             quad: simd::quad_plan(k).map(Rc::new),
             in_quads: false,
             frame_bytes: 0,
@@ -383,7 +390,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     let len = self.b.ins().iconst(types::I64, decl.ty.size() as i64);
                     self.call_import("kiln_memzero", &[addr, len]);
                 }
-                LocalStore::Private(_) => {}
+                LocalStore::Group(_) | LocalStore::Private(_) => {}
             }
         }
     }
@@ -394,9 +401,25 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn plan_private(&mut self, fx: &mut FnCtx) -> R<()> {
         let plan = runs::plan(fx.body);
         let mut off = 8u32;
-        for (l, private) in fx.body.locals.iter().zip(&plan.private) {
+        for ((l, private), group) in fx
+            .body
+            .locals
+            .iter()
+            .zip(&plan.private)
+            .zip(&plan.group_local)
+        {
             if matches!(l.ty, Type::Array(..)) {
                 array_bytes(l)?;
+            }
+            if *group {
+                // Zero at entry, like every local; only group-level code assigns it.
+                let vars = self.declare_vars(&l.ty);
+                for ((s, _), v) in l.ty.flatten().into_iter().zip(&vars) {
+                    let z = self.zero(s);
+                    self.b.def_var(*v, z);
+                }
+                fx.locals.push(LocalStore::Group(vars));
+                continue;
             }
             if !private {
                 let vars = self.declare_vars(&l.ty);
@@ -420,7 +443,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             off = off.checked_add(t.size()).ok_or("private memory overflow")?;
         }
         self.frame_bytes = off.div_ceil(16) * 16;
-        self.remat = plan.remat;
+        self.hoisted = vec![false; fx.body.exprs.len()];
+        self.runs = plan;
         Ok(())
     }
 
@@ -731,7 +755,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 promoted.push((i, off, ty, vars));
             }
             for h in runs::outside_inputs(stmts, fx.body) {
-                if self.remat[h.index()] {
+                if self.runs.remat[h.index()] {
                     self.remat(fx, h)?;
                 }
             }
@@ -778,8 +802,47 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.switch_to_block(exit);
         self.item = None;
         if fx.is_kernel && self.barrier_mode {
-            fx.vals.iter_mut().for_each(|v| *v = None);
+            self.forget_run_values(fx);
         }
+        Ok(())
+    }
+
+    /// Forgets the values computed so far except those hoisted to group level: the others
+    /// were computed where later code may not reach them (inside a work-item loop, or in an
+    /// arm of a group-level `if`).
+    fn forget_run_values(&self, fx: &mut FnCtx) {
+        for (i, v) in fx.vals.iter_mut().enumerate() {
+            if !self.hoisted.get(i).copied().unwrap_or(false) {
+                *v = None;
+            }
+        }
+    }
+
+    /// Barrier mode, at group level: the value of `h`, recomputing it when it is a
+    /// group-uniform value that runs recompute (see `runs`).
+    fn group_value(&mut self, fx: &mut FnCtx, h: Handle) -> R<Vec<Value>> {
+        if fx.vals[h.index()].is_none() && self.runs.uniform[h.index()] {
+            self.remat(fx, h)?;
+        }
+        self.get(fx, h)
+    }
+
+    /// Barrier mode: lowers statement `s` once for the whole group (an evaluation hoisted out
+    /// of its run, or an assignment to a group local).
+    fn group_stmt(&mut self, fx: &mut FnCtx, s: &Stmt) -> R<()> {
+        let inputs = match s {
+            Stmt::Eval(h) => operands(&fx.body.exprs[h.index()]),
+            Stmt::LocalSet { value, .. } => vec![*value],
+            other => return Err(format!("unexpected group-level statement {other:?}")),
+        };
+        for h in inputs {
+            self.group_value(fx, h)?;
+        }
+        self.stmt(fx, s)?;
+        if let Stmt::Eval(h) = s {
+            self.hoisted[h.index()] = true;
+        }
+        self.forget_run_values(fx);
         Ok(())
     }
 
@@ -787,24 +850,30 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn uniform_block(&mut self, fx: &mut FnCtx, block: &Block, in_uniform_loop: bool) -> R<()> {
         let mut run: Vec<Stmt> = Vec::new();
         for s in &block.0 {
-            let uniform = stmt_has_barrier(s)
-                || (in_uniform_loop && escapes_loop(s))
-                || matches!(s, Stmt::Barrier(_));
-            if !uniform {
-                run.push(s.clone());
-                continue;
+            match self.runs.placement(s, in_uniform_loop) {
+                runs::Placement::Run => {
+                    run.push(s.clone());
+                    continue;
+                }
+                runs::Placement::Hoisted => {
+                    self.group_stmt(fx, s)?;
+                    continue;
+                }
+                runs::Placement::Group => {}
             }
             if !run.is_empty() {
                 self.run_items(fx, &std::mem::take(&mut run))?;
             }
             match s {
                 Stmt::Barrier(_) => {}
+                Stmt::LocalSet { .. } => self.group_stmt(fx, s)?,
                 Stmt::If {
                     cond,
                     accept,
                     reject,
                 } => {
-                    let c = self.get(fx, *cond)?[0];
+                    let c = self.group_value(fx, *cond)?[0];
+                    self.forget_run_values(fx);
                     let (then_b, else_b, merge) = (
                         self.b.create_block(),
                         self.b.create_block(),
@@ -862,7 +931,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             Stmt::LocalSet { local, value } => {
                 let v = self.get(fx, *value)?;
                 match &fx.locals[local.0 as usize] {
-                    LocalStore::Vars(vars) => {
+                    LocalStore::Vars(vars) | LocalStore::Group(vars) => {
                         for (var, val) in vars.clone().iter().zip(v) {
                             self.b.def_var(*var, val);
                         }
@@ -1058,7 +1127,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let base = match &fx.locals[local.0 as usize] {
             LocalStore::Stack(slot) => self.b.ins().stack_addr(types::I64, *slot, 0),
             LocalStore::Private(off) => self.private_addr(*off, elem.size() * n),
-            LocalStore::Vars(_) => return Err("not an array local".into()),
+            LocalStore::Vars(_) | LocalStore::Group(_) => return Err("not an array local".into()),
         };
         let i64v = self.b.ins().uextend(types::I64, i);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
@@ -1151,7 +1220,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 .cloned()
                 .ok_or("no such parameter")?,
             Expr::LocalGet(l) => match &fx.locals[l.0 as usize] {
-                LocalStore::Vars(vars) => vars
+                LocalStore::Vars(vars) | LocalStore::Group(vars) => vars
                     .clone()
                     .into_iter()
                     .map(|v| self.b.use_var(v))

@@ -127,7 +127,7 @@ impl Lowerer<'_, '_> {
                 if !facts.assigned[l.0 as usize] && !qs.is_some_and(|q| q.local_varies(l)) =>
             {
                 match &fx.locals[l.0 as usize] {
-                    LocalStore::Vars(vars) if vars.len() == 1 => {
+                    LocalStore::Vars(vars) | LocalStore::Group(vars) if vars.len() == 1 => {
                         let v = self.b.use_var(vars[0]);
                         Some(wide(self, v))
                     }

@@ -660,7 +660,7 @@ impl Lowerer<'_, '_> {
             for h in runs::outside_inputs(stmts, body) {
                 let i = h.index();
                 varies |= plan.varying_exprs[i];
-                ok &= if self.remat[i] {
+                ok &= if self.runs.remat[i] {
                     self.remat_fits(fx, h)
                 } else {
                     let ty = &fx.types[i];
@@ -734,7 +734,10 @@ impl Lowerer<'_, '_> {
             promoted.push((i, off));
         }
         for h in runs::outside_inputs(stmts, fx.body) {
-            if self.remat[h.index()] {
+            if fx.vals[h.index()].is_some() {
+                continue;
+            }
+            if self.runs.remat[h.index()] {
                 self.quad_remat(fx, qs, h)?;
                 continue;
             }
@@ -890,9 +893,12 @@ impl Lowerer<'_, '_> {
             .varying_locals
             .iter()
             .zip(&fx.body.locals)
-            .map(|(v, decl)| {
+            .zip(&fx.locals)
+            .map(|((v, decl), store)| {
                 let s = decl.ty.as_scalar()?;
-                v.then(|| self.b.declare_var(vty(s)))
+                // A group local is one value for the whole group, whatever the plan says.
+                let varies = *v && !matches!(store, LocalStore::Group(_));
+                varies.then(|| self.b.declare_var(vty(s)))
             })
             .collect();
         let q_var = self.b.declare_var(types::I32);
@@ -1051,7 +1057,7 @@ impl Lowerer<'_, '_> {
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         self.item = None;
-        fx.vals.iter_mut().for_each(|v| *v = None);
+        self.forget_run_values(fx);
         Ok(self.b.use_var(q_var))
     }
 
