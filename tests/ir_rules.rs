@@ -7,6 +7,7 @@ use common::{ctx, every_backend, has_f64, has_i64, ulp_bound};
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};
+use std::cell::Cell;
 
 /// Runs `out[i] = f(a[i], b[i])` over n elements with groups of 64 (so n need not be a
 /// multiple of the group size).
@@ -1214,6 +1215,91 @@ fn group_uniform_locals_in_barrier_loops_keep_their_per_item_meaning() {
                     let want = [acc[l], late[l], scale + base, t];
                     assert_eq!(got, want, "group size {group}, n {n}, item {i}");
                 }
+            }
+        }
+    });
+}
+
+/// A loop that holds barriers runs the statements between them again on each trip, and a
+/// local read there before this trip assigns it must see what the previous trip left: locals
+/// assigned in one arm of an `if` only, or in a loop that may run no trips, next to one that
+/// both arms assign before it is read.
+#[test]
+fn locals_of_a_repeating_phase_keep_the_previous_trips_value_unless_every_path_assigns_them() {
+    every_backend(|| {
+        let k = Kernel::build("repeating_phase", |k| {
+            let x = k.buffer::<u32>("x", Access::Read);
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let gid = global_id(Axis::X);
+            let xi = x.load(gid);
+            let t = Var::new("t", 0u32);
+            let acc = Var::new("acc", 0u32);
+            // Locals declared where they are first assigned (inside an `if` arm or a loop), as
+            // the kernel macro declares the value of an `if` expression: they start at 0 and
+            // no statement outside the loop's phase touches them.
+            let declared = |slot: &Cell<Option<Var<u32>>>, name: &str, v: Val<u32>| match slot.get()
+            {
+                Some(var) => var.set(v),
+                None => slot.set(Some(Var::new(name, v))),
+            };
+            let (both, one, looped) = (Cell::new(None), Cell::new(None), Cell::new(None));
+            loop_(|| {
+                if_then(t.get().ge(3u32), break_);
+                barrier();
+                if_else(
+                    ((xi + t.get()) & 1u32).eq(0u32),
+                    || declared(&both, "both", xi + t.get()),
+                    || declared(&both, "both", t.get() * 2u32 + local_id(Axis::X)),
+                );
+                if_then(((xi >> t.get()) & 1u32).eq(1u32), || {
+                    declared(&one, "one", xi + t.get())
+                });
+                for_range(0u32, (xi + t.get()) & 3u32, |j| {
+                    declared(&looped, "looped", j + xi)
+                });
+                let [both, one, looped] =
+                    [both.get(), one.get(), looped.get()].map(|v| v.unwrap().get());
+                acc.set(acc.get() + both + one * 3u32 + looped * 7u32);
+                t.set(t.get() + 1u32);
+            });
+            // Only `acc` is read after the loop: the others live in the loop's phase alone.
+            out.store(gid, acc.get());
+        })
+        .unwrap();
+        for (group, groups) in [(64u32, 2u32), (5, 5)] {
+            let items = (group * groups) as usize;
+            let xs: Vec<u32> = (0..items as u32)
+                .map(|i| i.wrapping_mul(0x9E37_79B9) ^ (i >> 3))
+                .collect();
+            let mut out = vec![0u32; items];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, group),
+                    &mut [LaunchArg::read(&xs), LaunchArg::read_write(&mut out)],
+                )
+                .unwrap();
+            for (i, &xi) in xs.iter().enumerate() {
+                let lid = i as u32 % group;
+                let (mut one, mut looped, mut acc) = (0u32, 0u32, 0u32);
+                for t in 0..3u32 {
+                    let both = if xi.wrapping_add(t) & 1 == 0 {
+                        xi.wrapping_add(t)
+                    } else {
+                        t * 2 + lid
+                    };
+                    if (xi >> t) & 1 == 1 {
+                        one = xi.wrapping_add(t);
+                    }
+                    for j in 0..(xi.wrapping_add(t) & 3) {
+                        looped = j.wrapping_add(xi);
+                    }
+                    acc = acc
+                        .wrapping_add(both)
+                        .wrapping_add(one.wrapping_mul(3))
+                        .wrapping_add(looped.wrapping_mul(7));
+                }
+                assert_eq!(out[i], acc, "group size {group}, item {i}");
             }
         }
     });

@@ -74,6 +74,9 @@ enum X {
     Index,
     /// The local index within the group.
     LocalIndex,
+    /// The round of a program with barriers that repeats its phases ([`Program::rounds`]),
+    /// counted by a local the whole group shares; 0 in other programs.
+    Round,
     /// The counter of loop nesting level `d`.
     Counter(usize),
     /// The private array at `x & 7`.
@@ -138,6 +141,9 @@ struct Program {
     function: Vec<S>,
     shift: u32,
     guard: Guard,
+    /// With barriers and more than 0: the phases run this many times over, in a loop whose
+    /// counter [`X::Round`] reads.
+    rounds: u32,
 }
 
 /// How the work items past the `n` elements are kept from them (programs without barriers).
@@ -188,6 +194,7 @@ fn expr() -> BoxedStrategy<X> {
         1 => Just(X::B),
         1 => Just(X::Index),
         1 => Just(X::LocalIndex),
+        1 => Just(X::Round),
         2 => (0..DEPTH).prop_map(X::Counter),
         2 => Just(X::Temp),
     ];
@@ -257,15 +264,25 @@ fn program() -> impl Strategy<Value = Program> {
     let guard = proptest::sample::select(vec![Guard::If, Guard::Return, Guard::Unguarded]);
     let shape = proptest::sample::select(vec![Shape::Any, Shape::Quads, Shape::UniformLoops]);
     let function = proptest::collection::vec(statement(), 0..4);
-    (literal(), phases, function, 1..MAX_GROUP, guard, shape).prop_map(
-        |(init, phases, function, shift, guard, shape)| Program {
-            init,
-            phases: phases.iter().map(|b| reshaped(b, shape, false)).collect(),
-            function: function_body(&function),
-            shift,
-            guard,
-        },
+    (
+        literal(),
+        phases,
+        function,
+        1..MAX_GROUP,
+        guard,
+        shape,
+        0..4u32,
     )
+        .prop_map(
+            |(init, phases, function, shift, guard, shape, rounds)| Program {
+                init,
+                phases: phases.iter().map(|b| reshaped(b, shape, false)).collect(),
+                function: function_body(&function),
+                shift,
+                guard,
+                rounds,
+            },
+        )
 }
 
 /// `x` made the same for every work item: locals become loop counters (which are, in a
@@ -276,7 +293,7 @@ fn uniform(x: &X) -> X {
         X::Local(v) => X::Counter(*v % DEPTH),
         X::A | X::Index => X::Lit(3),
         X::B | X::LocalIndex => X::Lit(-2),
-        X::Lit(_) | X::Counter(_) => x.clone(),
+        X::Lit(_) | X::Counter(_) | X::Round => x.clone(),
         X::Temp => X::Lit(1),
         X::Call(x, y) => X::Call(b(x), b(y)),
         X::Gather(x) => X::Gather(b(x)),
@@ -319,6 +336,7 @@ fn pure(x: &X) -> X {
     match x {
         X::A | X::Index => X::Lit(5),
         X::B | X::LocalIndex => X::Lit(-3),
+        X::Round => X::Lit(7),
         X::Gather(x) | X::Array(x) => pure(x),
         X::Call(x, y) => X::Bin(Op::Xor, b(x), b(y)),
         X::Bin(o, x, y) => X::Bin(*o, b(x), b(y)),
@@ -459,6 +477,7 @@ enum Flow {
 struct Item<'a> {
     i: u32,
     l: u32,
+    round: u32,
     a: &'a [i32],
     b: &'a [i32],
     locals: [i32; LOCALS],
@@ -483,6 +502,7 @@ impl Item<'_> {
             X::Gather(x) => at(self.a, (self.eval(x) & 63) as u32),
             X::Index => self.i as i32,
             X::LocalIndex => self.l as i32,
+            X::Round => self.round as i32,
             X::Counter(d) => self.counters[*d] as i32,
             X::Array(x) => at(&self.array, (self.eval(x) & 7) as u32),
             X::Temp => self.temps.last().copied().unwrap_or(0),
@@ -613,6 +633,7 @@ fn call(body: &[S], x: i32, y: i32) -> i32 {
     let mut item = Item {
         i: 0,
         l: 0,
+        round: 0,
         a: &[],
         b: &[],
         locals: [x, y, 0, 0],
@@ -669,34 +690,38 @@ fn interpret(p: &Program, a: &[i32], b: &[i32], groups: u32, size: u32) -> Outpu
                 }
             })
             .collect();
-        for (phase, block) in p.phases.iter().enumerate() {
-            if phase > 0 {
-                let tile: Vec<i32> = items.iter().map(|s| s.locals[0]).collect();
+        let rounds = if barriers { p.rounds.max(1) } else { 1 };
+        for round in 0..rounds {
+            for (phase, block) in p.phases.iter().enumerate() {
+                if phase > 0 {
+                    let tile: Vec<i32> = items.iter().map(|s| s.locals[0]).collect();
+                    for (l, s) in items.iter_mut().enumerate() {
+                        s.locals[1] ^= tile[(l + p.shift as usize) % size as usize];
+                    }
+                }
                 for (l, s) in items.iter_mut().enumerate() {
-                    s.locals[1] ^= tile[(l + p.shift as usize) % size as usize];
+                    if !s.running {
+                        continue;
+                    }
+                    let mut item = Item {
+                        i: g * size + l as u32,
+                        l: l as u32,
+                        round,
+                        a,
+                        b,
+                        locals: s.locals,
+                        array: s.array,
+                        counters: s.counters,
+                        temps: Vec::new(),
+                        function: &p.function,
+                        mid: &mut mid,
+                        hist: &mut hist,
+                        barriers,
+                    };
+                    let flow = item.run(block, 0);
+                    (s.locals, s.array, s.counters) = (item.locals, item.array, item.counters);
+                    s.running &= flow != Flow::Return;
                 }
-            }
-            for (l, s) in items.iter_mut().enumerate() {
-                if !s.running {
-                    continue;
-                }
-                let mut item = Item {
-                    i: g * size + l as u32,
-                    l: l as u32,
-                    a,
-                    b,
-                    locals: s.locals,
-                    array: s.array,
-                    counters: s.counters,
-                    temps: Vec::new(),
-                    function: &p.function,
-                    mid: &mut mid,
-                    hist: &mut hist,
-                    barriers,
-                };
-                let flow = item.run(block, 0);
-                (s.locals, s.array, s.counters) = (item.locals, item.array, item.counters);
-                s.running &= flow != Flow::Return;
             }
         }
         for (l, s) in items.iter().enumerate() {
@@ -724,6 +749,8 @@ struct Build {
     /// The private array (none in the device function, which uses no array).
     array: Option<LocalArray<i32>>,
     counters: Vec<Var<u32>>,
+    /// The round counter ([`X::Round`]; none in the device function, which never reads it).
+    round: Option<Var<u32>>,
     /// The locals of the enclosing [`S::Let`]s, innermost last.
     temps: std::cell::RefCell<Vec<Var<i32>>>,
     barriers: bool,
@@ -742,6 +769,10 @@ impl Build {
             X::Gather(x) => self.a.load((self.expr(x) & 63).cast::<u32>()),
             X::Index => self.i.cast::<i32>(),
             X::LocalIndex => local_id(Axis::X).cast::<i32>(),
+            X::Round => match &self.round {
+                Some(r) => r.get().cast::<i32>(),
+                None => build_error("the device function reads no round".into()),
+            },
             X::Counter(d) => self.counters[*d].get().cast::<i32>(),
             X::Array(x) => match self.array {
                 Some(array) => array.get((self.expr(x) & 7).cast::<u32>()),
@@ -899,6 +930,7 @@ fn kernel(p: &Program) -> Result<Kernel, IrError> {
                     counters: (0..DEPTH)
                         .map(|d| Var::new(&format!("c{d}"), 0u32))
                         .collect(),
+                    round: None,
                     temps: Default::default(),
                     barriers: false,
                     function: None,
@@ -923,11 +955,12 @@ fn kernel(p: &Program) -> Result<Kernel, IrError> {
             counters: (0..DEPTH)
                 .map(|d| Var::new(&format!("c{d}"), 0u32))
                 .collect(),
+            round: Some(Var::new("round", 0u32)),
             temps: Default::default(),
             barriers,
             function: Some(f),
         };
-        let body = || {
+        let phases = || {
             for (phase, block) in p.phases.iter().enumerate() {
                 if phase > 0 {
                     let l = local_id(Axis::X);
@@ -938,6 +971,16 @@ fn kernel(p: &Program) -> Result<Kernel, IrError> {
                     s.locals[1].set(s.locals[1].get() ^ tile.load(from));
                 }
                 s.block(block, 0);
+            }
+        };
+        let body = || {
+            match (&s.round, barriers && p.rounds > 0) {
+                (Some(round), true) => loop_(|| {
+                    if_then(round.get().ge(p.rounds), break_);
+                    phases();
+                    round.set(round.get() + 1u32);
+                }),
+                _ => phases(),
             }
             for (j, v) in s.locals.iter().enumerate() {
                 out.store(i * 4u32 + j as u32, v.get());
@@ -1134,6 +1177,7 @@ fn control_flow_the_cpu_runs_four_items_at_a_time_matches_the_interpreter() {
                 phases: vec![body.clone()],
                 function: function.clone(),
                 shift: 1,
+                rounds: 0,
                 guard,
             };
             for size in [4, 8, 7] {

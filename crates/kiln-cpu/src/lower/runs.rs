@@ -86,6 +86,9 @@ struct Walk<'a> {
     def: Vec<Site>,
     /// Per local: the run that used it first (outer `None`: not used yet).
     local_run: Vec<Option<u32>>,
+    /// Per local: assigned on every path through the current run's statements so far, so a
+    /// read there sees this pass's value.
+    assigned: Vec<bool>,
 }
 
 /// The private-memory plan of a kernel body lowered in barrier mode.
@@ -108,6 +111,7 @@ pub(super) fn plan(body: &Body) -> RunPlan {
         next_run: 0,
         def: vec![None; body.exprs.len()],
         local_run: vec![None; body.locals.len()],
+        assigned: vec![false; body.locals.len()],
     };
     w.uniform_block(&body.block, false);
     w.plan
@@ -121,11 +125,16 @@ impl Walk<'_> {
         for s in &block.0 {
             match self.plan.placement(s, in_uniform_loop) {
                 Placement::Run => {
-                    let r = *run.get_or_insert_with(|| {
-                        self.next_run += 1;
-                        self.next_run - 1
-                    });
-                    self.stmt(s, r, in_uniform_loop, true);
+                    let r = match run {
+                        Some(r) => r,
+                        None => {
+                            self.next_run += 1;
+                            self.assigned.fill(false);
+                            self.next_run - 1
+                        }
+                    };
+                    run = Some(r);
+                    self.stmt(s, r, in_uniform_loop);
                     continue;
                 }
                 Placement::Hoisted => {
@@ -158,9 +167,8 @@ impl Walk<'_> {
         }
     }
 
-    /// A statement of run `r`; `top` when it is one of the run's own statements rather than
-    /// nested in one of them.
-    fn stmt(&mut self, s: &Stmt, r: u32, repeats: bool, top: bool) {
+    /// A statement of run `r` (`repeats`: inside a loop that holds barriers).
+    fn stmt(&mut self, s: &Stmt, r: u32, repeats: bool) {
         match s {
             Stmt::Eval(h) => {
                 self.def[h.index()] = Some(r);
@@ -169,14 +177,15 @@ impl Walk<'_> {
                 }
                 match &self.body.exprs[h.index()] {
                     Expr::LocalGet(l) | Expr::LocalIndex { local: l, .. } => {
-                        self.local(*l, r, repeats, false)
+                        self.local(*l, r, repeats, true)
                     }
                     _ => {}
                 }
             }
             Stmt::LocalSet { local, value } => {
                 self.used(*value, Some(r));
-                self.local(*local, r, repeats, top);
+                self.local(*local, r, repeats, false);
+                self.assigned[local.0 as usize] = true;
             }
             Stmt::LocalIndexSet {
                 local,
@@ -197,14 +206,25 @@ impl Walk<'_> {
                 reject,
             } => {
                 self.used(*cond, Some(r));
-                for n in accept.0.iter().chain(&reject.0) {
-                    self.stmt(n, r, repeats, false);
+                let before = self.assigned.clone();
+                for n in &accept.0 {
+                    self.stmt(n, r, repeats);
+                }
+                let after_accept = std::mem::replace(&mut self.assigned, before);
+                for n in &reject.0 {
+                    self.stmt(n, r, repeats);
+                }
+                for (a, b) in self.assigned.iter_mut().zip(after_accept) {
+                    *a &= b;
                 }
             }
             Stmt::Loop { body, continuing } => {
+                // A `break` may leave before any assignment in the loop.
+                let before = self.assigned.clone();
                 for n in body.0.iter().chain(&continuing.0) {
-                    self.stmt(n, r, repeats, false);
+                    self.stmt(n, r, repeats);
                 }
+                self.assigned = before;
             }
             Stmt::Return(Some(h)) => self.used(*h, Some(r)),
             Stmt::Return(None)
@@ -226,21 +246,19 @@ impl Walk<'_> {
         }
     }
 
-    /// A use of local `l` in run `r`. The first use decides whether a run that repeats could
-    /// read the value its previous pass left: only a run's own top-level assignment rules
-    /// that out.
-    fn local(&mut self, l: LocalId, r: u32, repeats: bool, assigns_at_top: bool) {
+    /// A use of local `l` in run `r` (a read when `read`). A run that repeats keeps the local
+    /// in private memory when it may read it before assigning it in the same pass, where it
+    /// would see the value its previous pass left.
+    fn local(&mut self, l: LocalId, r: u32, repeats: bool, read: bool) {
         let i = l.0 as usize;
         if self.plan.group_local[i] {
             return;
         }
+        if read && repeats && !self.assigned[i] {
+            self.plan.private[i] = true;
+        }
         match self.local_run[i] {
-            None => {
-                self.local_run[i] = Some(r);
-                if repeats && !assigns_at_top {
-                    self.plan.private[i] = true;
-                }
-            }
+            None => self.local_run[i] = Some(r),
             Some(first) if first != r => self.plan.private[i] = true,
             Some(_) => {}
         }
