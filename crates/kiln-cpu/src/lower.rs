@@ -8,10 +8,13 @@
 //! another run uses (or that a repeating run could read before assigning) live in per-item
 //! private memory so they survive from one run to the next (see `runs`); a run keeps the
 //! private locals it uses in registers for each work item's pass, loading them at its start and
-//! storing them at its end, and everything else stays in registers. Control flow that encloses
-//! a barrier is group-uniform (an IR rule), so it is decided once, by work item 0. Wherever
-//! the statements allow it, a run (or the whole body) first goes through the group four work
-//! items at a time (see `simd`), then the work items left one at a time.
+//! storing them at its end, and everything else stays in registers. A local every work item
+//! holds the same value of (a group local: a loop counter stepping from tile to tile) is kept
+//! once for the group in registers and assigned between runs. Control flow that encloses a
+//! barrier is group-uniform (an IR rule), so it is decided once: by the group-level code when
+//! its condition is computed from parameters, group built-ins and group locals, otherwise by
+//! work item 0. Wherever the statements allow it, a run (or the whole body) first goes through
+//! the group four work items at a time (see `simd`), then the work items left one at a time.
 
 use crate::mathlib::MathImports;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
