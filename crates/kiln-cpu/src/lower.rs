@@ -379,15 +379,18 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
+    /// Assigns zero to each variable of `vars`, the components of a local of type `ty`.
+    fn zero_vars(&mut self, ty: &Type, vars: &[Variable]) {
+        for ((s, _), v) in ty.flatten().into_iter().zip(vars) {
+            let z = self.zero(s);
+            self.b.def_var(*v, z);
+        }
+    }
+
     fn zero_locals(&mut self, fx: &FnCtx) {
         for (l, decl) in fx.locals.iter().zip(&fx.body.locals) {
             match l {
-                LocalStore::Vars(vars) => {
-                    for ((s, _), v) in decl.ty.flatten().into_iter().zip(vars) {
-                        let z = self.zero(s);
-                        self.b.def_var(*v, z);
-                    }
-                }
+                LocalStore::Vars(vars) => self.zero_vars(&decl.ty, vars),
                 LocalStore::Stack(slot) => {
                     let addr = self.b.ins().stack_addr(types::I64, *slot, 0);
                     let len = self.b.ins().iconst(types::I64, decl.ty.size() as i64);
@@ -417,10 +420,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             if *group {
                 // Zero at entry, like every local; only group-level code assigns it.
                 let vars = self.declare_vars(&l.ty);
-                for ((s, _), v) in l.ty.flatten().into_iter().zip(&vars) {
-                    let z = self.zero(s);
-                    self.b.def_var(*v, z);
-                }
+                self.zero_vars(&l.ty, &vars);
                 fx.locals.push(LocalStore::Group(vars));
                 continue;
             }

@@ -305,6 +305,17 @@ pub(super) fn locals_used(stmts: &[Stmt], body: &Body) -> Vec<LocalId> {
 /// Per expression: true when its value depends only on built-ins, parameters and literals
 /// through arithmetic, comparisons, casts and selects, so any run can recompute it.
 pub(super) fn rematerializable(body: &Body) -> Vec<bool> {
+    computed_from(body, |e| {
+        matches!(
+            e,
+            Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) | Expr::Builtin(_)
+        )
+    })
+}
+
+/// Per expression: true when it is a leaf `leaf` accepts, or arithmetic, a comparison, a
+/// cast or a select whose operands all are true.
+fn computed_from(body: &Body, leaf: impl Fn(&Expr) -> bool) -> Vec<bool> {
     let mut out: Vec<bool> = Vec::with_capacity(body.exprs.len());
     for e in &body.exprs {
         let pure_op = matches!(
@@ -315,11 +326,7 @@ pub(super) fn rematerializable(body: &Body) -> Vec<bool> {
                 | Expr::Cast { .. }
                 | Expr::Bitcast { .. }
         );
-        let leaf = matches!(
-            e,
-            Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) | Expr::Builtin(_)
-        );
-        out.push(leaf || (pure_op && operands(e).iter().all(|o| out[o.index()])));
+        out.push(leaf(e) || (pure_op && operands(e).iter().all(|o| out[o.index()])));
     }
     out
 }
@@ -400,29 +407,19 @@ pub(super) fn group_values(body: &Body) -> (Vec<bool>, Vec<bool>) {
 
 /// Per expression: group-uniform, given which locals are group locals.
 fn uniform_exprs(body: &Body, group_local: &[bool]) -> Vec<bool> {
-    let mut out: Vec<bool> = Vec::with_capacity(body.exprs.len());
-    for e in &body.exprs {
-        let u = match e {
-            Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) => true,
-            Expr::Builtin(b) => matches!(
-                b,
-                Builtin::GroupId(_)
-                    | Builtin::GroupSize(_)
-                    | Builtin::NumGroups(_)
-                    | Builtin::GlobalSize(_)
-                    | Builtin::SubgroupSize
-            ),
-            Expr::LocalGet(l) => group_local[l.0 as usize],
-            Expr::Binary { .. }
-            | Expr::Unary { .. }
-            | Expr::Select { .. }
-            | Expr::Cast { .. }
-            | Expr::Bitcast { .. } => operands(e).iter().all(|o| out[o.index()]),
-            _ => false,
-        };
-        out.push(u);
-    }
-    out
+    computed_from(body, |e| match e {
+        Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) => true,
+        Expr::Builtin(b) => matches!(
+            b,
+            Builtin::GroupId(_)
+                | Builtin::GroupSize(_)
+                | Builtin::NumGroups(_)
+                | Builtin::GlobalSize(_)
+                | Builtin::SubgroupSize
+        ),
+        Expr::LocalGet(l) => group_local[l.0 as usize],
+        _ => false,
+    })
 }
 
 /// Clears `kept` for each local an assignment in `stmts` disqualifies as a group local (see
