@@ -704,6 +704,175 @@ fn counted_loops_keep_the_bounds_rules_on_every_trip() {
 }
 
 #[test]
+fn loops_with_run_time_ends_keep_their_counters_and_narrow_loads_their_values() {
+    every_backend(|| {
+        let k = Kernel::build("loop_counters", |k| {
+            let bytes = k.buffer::<u8>("bytes", Access::Read);
+            let sbytes = k.buffer::<i8>("sbytes", Access::Read);
+            let shorts = k.buffer::<i16>("shorts", Access::Read);
+            let ushorts = k.buffer::<u16>("ushorts", Access::Read);
+            let table = k.buffer::<u32>("table", Access::Read);
+            let [lo, hi] = ["lo", "hi"].map(|n| k.buffer::<u32>(n, Access::Read));
+            let out = k.buffer::<u32>("out", Access::Write);
+            let outf = k.buffer::<f32>("outf", Access::Write);
+            let g = global_id(Axis::X);
+            let (a, b) = (lo.load(g), hi.load(g));
+            // The counter after the loop: left at the end, by a break, or never entered.
+            let i = Var::new("i", a);
+            let sum = Var::new("sum", 0u32);
+            loop_with(
+                || {
+                    let v = i.get();
+                    if_then(v.ge(b), break_);
+                    if_then((v & 7u32).eq(5u32), continue_);
+                    if_then((v - a).eq(20u32), break_);
+                    sum.set(sum.get() * 3u32 + bytes.load(v - a + g).cast::<u32>() + v);
+                },
+                || i.set(i.get() + 1u32),
+            );
+            // A counter the body steps too (up to an end that leaves it room).
+            let b2 = b.min(0xFFFF_FFF0u32);
+            let j = Var::new("j", a);
+            let sum2 = Var::new("sum2", 0u32);
+            loop_with(
+                || {
+                    let v = j.get();
+                    if_then(v.ge(b2), break_);
+                    if_then((v & 3u32).eq(1u32), || j.set(v + 2u32));
+                    sum2.set(sum2.get() * 5u32 + v);
+                },
+                || j.set(j.get() + 1u32),
+            );
+            let o = g * 10u32;
+            out.store(o, i.get());
+            out.store(o + 1u32, sum.get());
+            out.store(o + 2u32, j.get());
+            out.store(o + 3u32, sum2.get());
+            // 8- and 16-bit loads widened: as indices, to 32 bits and to f32.
+            out.store(o + 4u32, table.load(bytes.load(g * 7u32).cast::<u32>()));
+            out.store(o + 5u32, sbytes.load(g).cast::<u32>());
+            out.store(o + 6u32, shorts.load(g).cast::<i32>().bitcast::<u32>());
+            out.store(o + 7u32, ushorts.load(g).cast::<i32>().bitcast::<u32>());
+            out.store(o + 8u32, table.load(ushorts.load(g).cast::<u32>() & 255u32));
+            out.store(o + 9u32, shorts.load(g).cast::<u32>() >> 16u32);
+            outf.store(g * 2u32, shorts.load(g).cast::<f32>());
+            outf.store(g * 2u32 + 1u32, bytes.load(g).cast::<f32>());
+        })
+        .unwrap();
+        let top = u32::MAX;
+        let ranges: [(u32, u32); 12] = [
+            (0, 0),
+            (3, 2),
+            (0, 13),
+            (5, 40),
+            (top - 9, top),
+            (top - 30, top),
+            (100, 101),
+            (7, 12),
+            (top - 1, top),
+            (top, top),
+            (0xFFFF_FFE0, 0xFFFF_FFF8),
+            (1, 22),
+        ];
+        let (lo, hi): (Vec<u32>, Vec<u32>) = ranges.iter().copied().unzip();
+        let bytes: Vec<u8> = (0..100u32).map(|k| (k * 37 + 200) as u8).collect();
+        let sbytes: Vec<i8> = [-128i8, -1, 127, 0, 5, -77, 64, -2, 1, -100, 99, -3].to_vec();
+        let shorts: Vec<i16> = [
+            i16::MIN,
+            -1,
+            i16::MAX,
+            0,
+            300,
+            -12345,
+            7,
+            -2,
+            1,
+            -300,
+            999,
+            -9,
+        ]
+        .to_vec();
+        let ushorts: Vec<u16> = [
+            65535u16, 40000, 0, 1, 255, 256, 32768, 12, 65280, 7, 511, 300,
+        ]
+        .to_vec();
+        let table: Vec<u32> = (0..256u32).map(|k| k * k + 1).collect();
+        let items = ranges.len();
+        let mut want = vec![0u32; items * 10];
+        let mut want_f = vec![0f32; items * 2];
+        for g in 0..items {
+            let (a, b) = ranges[g];
+            let (mut i, mut sum) = (a, 0u32);
+            loop {
+                let v = i;
+                if v >= b || (v & 7 != 5 && v.wrapping_sub(a) == 20) {
+                    break;
+                }
+                if v & 7 != 5 {
+                    let byte = bytes[(v.wrapping_sub(a) as usize) + g] as u32;
+                    sum = sum.wrapping_mul(3).wrapping_add(byte).wrapping_add(v);
+                }
+                i = i.wrapping_add(1);
+            }
+            let (mut j, mut sum2) = (a, 0u32);
+            while j < b.min(0xFFFF_FFF0) {
+                let v = j;
+                if v & 3 == 1 {
+                    j = v + 2;
+                }
+                sum2 = sum2.wrapping_mul(5).wrapping_add(v);
+                j += 1;
+            }
+            want[g * 10..g * 10 + 10].copy_from_slice(&[
+                i,
+                sum,
+                j,
+                sum2,
+                table[bytes[g * 7] as usize],
+                sbytes[g] as u32,
+                shorts[g] as i32 as u32,
+                ushorts[g] as i32 as u32,
+                table[(ushorts[g] & 255) as usize],
+                (shorts[g] as u32) >> 16,
+            ]);
+            want_f[g * 2] = shorts[g] as f32;
+            want_f[g * 2 + 1] = bytes[g] as f32;
+        }
+        // Groups of 1 and 3 run every work item alone on the CPU; 12 runs them in quads.
+        for size in [1u32, 3, 12] {
+            let mut out = vec![0u32; items * 10];
+            let mut outf = vec![0f32; items * 2];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(items as u32 / size, size),
+                    &mut [
+                        LaunchArg::read(&bytes),
+                        LaunchArg::read(&sbytes),
+                        LaunchArg::read(&shorts),
+                        LaunchArg::read(&ushorts),
+                        LaunchArg::read(&table),
+                        LaunchArg::read(&lo),
+                        LaunchArg::read(&hi),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut outf),
+                    ],
+                )
+                .unwrap();
+            for g in 0..items {
+                assert_eq!(
+                    out[g * 10..g * 10 + 10],
+                    want[g * 10..g * 10 + 10],
+                    "work item {g} (range {:?}), groups of {size}",
+                    ranges[g]
+                );
+            }
+            assert_eq!(outf, want_f, "narrow values as f32, groups of {size}");
+        }
+    });
+}
+
+#[test]
 fn float_remainders_are_exact_for_every_pair_of_specials() {
     /// `y % (x + x)` and `y % x` for every pair, against `host` computing both.
     fn check<T>(specials: &[T], host: impl Fn(T, T) -> [T; 2], same: impl Fn(T, T) -> bool)

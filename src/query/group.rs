@@ -576,10 +576,10 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                         });
                         for_range(start, end, |i| {
                             self.query.element(&cols, i, &mut |vals| {
-                                // Every offset is below `keys`; the `min` shows the arrays'
+                                // Every offset is below `keys`; the mask shows the arrays'
                                 // bound to the backends.
                                 let (offset, values) = key_offset(vals);
-                                let s = offset.min(DENSE_KEYS - 1);
+                                let s = offset & (DENSE_KEYS - 1);
                                 let row = here.iter().map(|a| a.get(s)).collect();
                                 for (a, v) in here.iter().zip(&(self.op)(row, values)) {
                                     a.set(s, v);

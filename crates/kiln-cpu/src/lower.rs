@@ -80,6 +80,21 @@ fn mem_flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// One loop for [`Lowerer::lower_loop`]: `loop { body } continuing { continuing }`.
+#[derive(Clone, Copy)]
+struct LoopParts<'b> {
+    body: &'b Block,
+    continuing: &'b Block,
+    /// A flag the loop runs at all only when true.
+    enter: Option<Value>,
+    /// Its number of trips when [`Lowerer::constant_trips`] knows it.
+    trips: Option<u32>,
+    /// Whether it may be lowered with its exit test at the bottom
+    /// ([`Lowerer::lower_rotated_loop`]); only where `part` lowers statements one work item
+    /// at a time.
+    rotate: bool,
+}
+
 /// A counted loop that [`Lowerer::constant_trips`] recognised.
 #[derive(Clone, Copy)]
 struct Counted {
@@ -159,6 +174,9 @@ pub struct Lowerer<'a, 'f> {
     quad: Option<Rc<simd::QuadPlan>>,
     /// Whether the statements being lowered run in quads (see [`Self::bounds_check`]).
     in_quads: bool,
+    /// 32-bit values known to be the low half of a 64-bit value whose high half is zero (a
+    /// counter that [`Self::lower_rotated_loop`] keeps in 64 bits), with that value.
+    zero_extended: HashMap<Value, Value>,
     frame_bytes: u32,
 }
 
@@ -216,6 +234,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             hoisted: Vec::new(),
             quad: simd::quad_plan(k).map(Rc::new),
             in_quads: false,
+            zero_extended: HashMap::new(),
             frame_bytes: 0,
         };
         lw.prologue()?;
@@ -473,15 +492,53 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().iadd(base, at)
     }
 
+    /// Loads a value of type `ty` from `addr + base_off`, one Cranelift value per component.
+    /// 8- and 16-bit integers are loaded extended (unsigned ones to 64 bits, signed ones to
+    /// 32) and reduced, so that a cast widening them, or an address computed from them, finds
+    /// the extended value (see [`Self::loaded_wide`]).
     fn load_flat(&mut self, ty: &Type, addr: Value, base_off: u32) -> Vec<Value> {
         ty.flatten()
             .into_iter()
             .map(|(s, off)| {
-                self.b
-                    .ins()
-                    .load(clty(s), mem_flags(), addr, (base_off + off) as i32)
+                let (f, off) = (mem_flags(), (base_off + off) as i32);
+                let ins = self.b.ins();
+                let wide = match s {
+                    ScalarType::U8 => ins.uload8(types::I64, f, addr, off),
+                    ScalarType::I8 => ins.sload8(types::I32, f, addr, off),
+                    ScalarType::U16 => ins.uload16(types::I64, f, addr, off),
+                    ScalarType::I16 => ins.sload16(types::I32, f, addr, off),
+                    _ => return ins.load(clty(s), f, addr, off),
+                };
+                self.b.ins().ireduce(clty(s), wide)
             })
             .collect()
+    }
+
+    /// When `x` is an integer [`Self::load_flat`] loaded extended (or such a value reduced to
+    /// 32 bits), the extended value: zero-extended to 64 bits when `signed` is false,
+    /// sign-extended to 32 bits when true.
+    fn loaded_wide(&self, x: Value, signed: bool) -> Option<Value> {
+        let dfg = &self.b.func.dfg;
+        let ir::ValueDef::Result(reduce, 0) = dfg.value_def(x) else {
+            return None;
+        };
+        let ir::InstructionData::Unary {
+            opcode: ir::Opcode::Ireduce,
+            arg,
+        } = dfg.insts[reduce]
+        else {
+            return None;
+        };
+        let ir::ValueDef::Result(load, 0) = dfg.value_def(arg) else {
+            return None;
+        };
+        let opcode = dfg.insts[load].opcode();
+        let extends = if signed {
+            matches!(opcode, ir::Opcode::Sload8 | ir::Opcode::Sload16)
+        } else {
+            matches!(opcode, ir::Opcode::Uload8 | ir::Opcode::Uload16)
+        };
+        extends.then_some(arg)
     }
 
     fn store_flat(&mut self, ty: &Type, addr: Value, base_off: u32, vals: &[Value]) {
@@ -607,16 +664,21 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     /// which none of them takes) and of `continuing`; more trips, when 4 or 2 divides their
     /// number, become a loop whose every pass runs 4 or 2 copies and tests for the exit only
     /// before the first. (Unrolling further makes Cranelift keep every copy's loads live at
-    /// once, placing the arithmetic that uses them at the end, and spill.)
+    /// once, placing the arithmetic that uses them at the end, and spill.) Other loops whose
+    /// body opens with its exit test go to [`Self::lower_rotated_loop`] when `rotate` allows.
     fn lower_loop(
         &mut self,
         fx: &mut FnCtx,
-        body: &Block,
-        continuing: &Block,
-        enter: Option<Value>,
-        trips: Option<u32>,
+        parts: &LoopParts,
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
+        let LoopParts {
+            body,
+            continuing,
+            enter,
+            trips,
+            rotate,
+        } = *parts;
         let copies = match trips {
             Some(t) if t > 4 && t % 4 == 0 => 4,
             Some(t) if t > 4 && t % 2 == 0 => 2,
@@ -633,6 +695,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.b.ins().jump(exit, &[]);
             self.b.switch_to_block(exit);
             return Ok(());
+        }
+        if rotate {
+            if let Some(head) = loop_head(fx, body) {
+                return self.lower_rotated_loop(fx, parts, copies, head, part);
+            }
         }
         let (header, cont, exit) = (
             self.b.create_block(),
@@ -654,6 +721,138 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         Ok(())
+    }
+
+    /// A loop whose body opens with its exit test (see [`loop_head`]) lowered with the test
+    /// at the bottom: the test runs once before the loop and then after each pass, so that a
+    /// pass ends in one conditional branch back to its top instead of a jump to a test. A
+    /// counter that steps by one (see [`Self::wide_counter`]) is kept zero-extended to 64 bits
+    /// in the loop, so that addresses use it as it is and the step and the test take one
+    /// instruction each.
+    fn lower_rotated_loop(
+        &mut self,
+        fx: &mut FnCtx,
+        parts: &LoopParts,
+        copies: u32,
+        head: Handle,
+        part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
+    ) -> R<()> {
+        let LoopParts {
+            body,
+            continuing,
+            enter,
+            ..
+        } = *parts;
+        let (header, cont, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        if let Some(flag) = enter {
+            let first = self.b.create_block();
+            self.b.ins().brif(flag, first, &[], exit, &[]);
+            self.b.switch_to_block(first);
+        }
+        let test = Block(body.0[..2].to_vec());
+        part(self, fx, &test)?;
+        let done = self.get(fx, head)?[0];
+        let counter = (copies == 1)
+            .then(|| self.wide_counter(fx, body, continuing))
+            .flatten();
+        let mut args = Vec::new();
+        if let Some(var) = counter {
+            let first = self.b.use_var(var);
+            args.push(BlockArg::Value(self.index64(first)));
+            self.b.append_block_param(header, types::I64);
+        }
+        self.b.ins().brif(done, exit, &[], header, &args);
+        self.b.switch_to_block(header);
+        let wide = counter.map(|var| {
+            let c = self.b.block_params(header)[0];
+            self.def_zero_extended(var, c);
+            c
+        });
+        let mut rest = body.clone();
+        rest.0.remove(2);
+        fx.loops.push((cont, exit));
+        part(self, fx, &rest)?;
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
+        let mut args = Vec::new();
+        let done = match counter.zip(wide) {
+            Some((var, c)) => {
+                // The test `next >= END` in 64 bits, on the counter as it is kept.
+                let next = self.b.ins().iadd_imm_u(c, 1);
+                self.def_zero_extended(var, next);
+                args.push(BlockArg::Value(next));
+                let Expr::Binary { rhs: end, .. } = fx.body.exprs[head.index()] else {
+                    return Err("a loop's exit test is not a comparison".into());
+                };
+                let end = self.get(fx, end)?[0];
+                let end = self.index64(end);
+                fx.loops.pop();
+                self.b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, next, end)
+            }
+            None => {
+                part(self, fx, continuing)?;
+                fx.loops.pop();
+                self.loop_copies(fx, body, continuing, copies - 1, exit, part)?;
+                part(self, fx, &test)?;
+                self.get(fx, head)?[0]
+            }
+        };
+        self.b.ins().brif(done, exit, &[], header, &args);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Assigns the 32-bit variable `var` the low half of `wide`, whose high half is zero, and
+    /// records that for [`Self::index64`].
+    fn def_zero_extended(&mut self, var: Variable, wide: Value) {
+        let low = self.b.ins().ireduce(types::I32, wide);
+        self.zero_extended.insert(low, wide);
+        self.b.def_var(var, low);
+    }
+
+    /// For a loop whose body opens with `%a = i; %b = %a >= END; if %b { break }` on a `u32`
+    /// local `i` kept in one variable, that the body does not assign, and whose `continuing`
+    /// is `i = i + 1`: that variable. Such a counter never passes `u32::MAX` (it is below
+    /// `END` before each step), so it can be kept zero-extended to 64 bits, the form
+    /// addresses use.
+    fn wide_counter(&self, fx: &FnCtx, body: &Block, continuing: &Block) -> Option<Variable> {
+        let ex = |h: &Handle| &fx.body.exprs[h.index()];
+        let [Stmt::Eval(get), Stmt::Eval(test), _, rest @ ..] = &body.0[..] else {
+            return None;
+        };
+        let [reads @ .., Stmt::LocalSet { local, value }] = &continuing.0[..] else {
+            return None;
+        };
+        let Expr::LocalGet(l) = ex(get) else {
+            return None;
+        };
+        let ge = matches!(ex(test), Expr::Binary { op: BinaryOp::Ge, lhs, .. } if lhs == get);
+        let step = matches!(ex(value), Expr::Binary { op: BinaryOp::Add, lhs, rhs }
+            if ex(lhs) == &Expr::LocalGet(*l)
+                && ex(rhs) == &Expr::Literal(ScalarValue::U32(1)));
+        // `continuing` computes nothing but the step, which this loop replaces.
+        let pure = reads.iter().all(|s| {
+            matches!(s, Stmt::Eval(h) if h == value
+                || matches!(ex(h), Expr::LocalGet(_) | Expr::Literal(_)))
+        });
+        let LocalStore::Vars(vars) = &fx.locals[l.0 as usize] else {
+            return None;
+        };
+        let fits = ge
+            && step
+            && pure
+            && local == l
+            && fx.types[get.index()] == Type::Scalar(ScalarType::U32)
+            && vars.len() == 1
+            && !assigns(rest, *l)
+            && !self.in_quads;
+        fits.then_some(vars[0])
     }
 
     /// `n` passes of a counted loop in straight line: the body without its exit test (the
@@ -892,7 +1091,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     self.b.switch_to_block(merge);
                 }
                 Stmt::Loop { body, continuing } => {
-                    self.lower_loop(fx, body, continuing, None, None, &mut |l, fx, part| {
+                    let parts = LoopParts {
+                        body,
+                        continuing,
+                        enter: None,
+                        trips: None,
+                        rotate: false,
+                    };
+                    self.lower_loop(fx, &parts, &mut |l, fx, part| {
                         l.uniform_block(fx, part, true)
                     })?;
                 }
@@ -996,16 +1202,16 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             Stmt::Loop { body, continuing } => {
                 let counted = self.constant_trips(fx, body, continuing);
                 let proof = self.loop_bounds(fx, None, body, continuing, counted.as_ref())?;
-                let trips = counted.map(|c| c.trips);
-                self.lower_loop_versions(
-                    fx,
+                let parts = LoopParts {
                     body,
                     continuing,
-                    None,
-                    trips,
-                    proof,
-                    &mut |l, fx, part| l.block(fx, &part.0),
-                )?;
+                    enter: None,
+                    trips: counted.map(|c| c.trips),
+                    rotate: true,
+                };
+                self.lower_loop_versions(fx, &parts, proof, &mut |l, fx, part| {
+                    l.block(fx, &part.0)
+                })?;
             }
             Stmt::Break => {
                 let (_, exit) = *fx.loops.last().ok_or("break outside a loop")?;
@@ -1100,7 +1306,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         check: BoundsCheck,
     ) -> R<(Value, Value, Type)> {
         let (base, len, elem) = self.memory(m)?;
-        let i64v = self.b.ins().uextend(types::I64, i);
+        let i64v = self.index64(i);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
         if check == BoundsCheck::Proven {
@@ -1132,7 +1338,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             LocalStore::Private(off) => self.private_addr(*off, elem.size() * n),
             LocalStore::Vars(_) | LocalStore::Group(_) => return Err("not an array local".into()),
         };
-        let i64v = self.b.ins().uextend(types::I64, i);
+        let i64v = self.index64(i);
         let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
         let addr = self.b.ins().iadd(base, off);
         if check == BoundsCheck::Proven {
@@ -1545,13 +1751,18 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             return match ft.bits().cmp(&tt.bits()) {
                 std::cmp::Ordering::Equal => x,
                 std::cmp::Ordering::Greater => self.b.ins().ireduce(tt, x),
-                std::cmp::Ordering::Less if from.is_signed() => self.b.ins().sextend(tt, x),
-                std::cmp::Ordering::Less => self.b.ins().uextend(tt, x),
+                std::cmp::Ordering::Less => match self.loaded_wide(x, from.is_signed()) {
+                    Some(w) => self.resize(w, tt, from.is_signed()),
+                    None if from.is_signed() => self.b.ins().sextend(tt, x),
+                    None => self.b.ins().uextend(tt, x),
+                },
             };
         }
         if !from.is_float() {
             let wide = if ft.bits() < 32 {
-                if from.is_signed() {
+                if let Some(w) = self.loaded_wide(x, from.is_signed()) {
+                    self.resize(w, types::I32, from.is_signed())
+                } else if from.is_signed() {
                     self.b.ins().sextend(types::I32, x)
                 } else {
                     self.b.ins().uextend(types::I32, x)
@@ -1590,6 +1801,30 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.b.ins().select(too_high, hi, w)
         };
         self.b.ins().ireduce(tt, w)
+    }
+
+    /// The integer `w` as type `to`: itself, reduced, or extended as `signed` says.
+    fn resize(&mut self, w: Value, to: ir::Type, signed: bool) -> Value {
+        let from = self.b.func.dfg.value_type(w);
+        match from.bits().cmp(&to.bits()) {
+            std::cmp::Ordering::Equal => w,
+            std::cmp::Ordering::Greater => self.b.ins().ireduce(to, w),
+            std::cmp::Ordering::Less if signed => self.b.ins().sextend(to, w),
+            std::cmp::Ordering::Less => self.b.ins().uextend(to, w),
+        }
+    }
+
+    /// The 32-bit index `i` zero-extended to 64 bits; no instruction when `i` is a counter
+    /// kept in 64 bits or an unsigned narrow load's extended value reduced (see
+    /// [`Self::loaded_wide`]).
+    fn index64(&mut self, i: Value) -> Value {
+        if let Some(w) = self.zero_extended.get(&i) {
+            return *w;
+        }
+        match self.loaded_wide(i, false) {
+            Some(w) => w,
+            None => self.b.ins().uextend(types::I64, i),
+        }
     }
 
     fn imin_max(&mut self, s: ScalarType, max: bool, a: Value, b: Value) -> Value {
@@ -1850,6 +2085,26 @@ fn array_bytes(l: &LocalDecl) -> R<u32> {
             l.name
         )),
     }
+}
+
+/// For a loop body that opens as the IR builder's counted loops do (`%a = i; %b = %a >= END;
+/// if %b { break }`), the exit test `%b`.
+fn loop_head(fx: &FnCtx, body: &Block) -> Option<Handle> {
+    let [Stmt::Eval(get), Stmt::Eval(test), Stmt::If {
+        cond,
+        accept,
+        reject,
+    }, ..] = &body.0[..]
+    else {
+        return None;
+    };
+    let ex = |h: &Handle| &fx.body.exprs[h.index()];
+    let opens = matches!(ex(get), Expr::LocalGet(_))
+        && matches!(ex(test), Expr::Binary { op: BinaryOp::Ge | BinaryOp::Gt, lhs, .. } if lhs == get)
+        && cond == test
+        && matches!(&accept.0[..], [Stmt::Break])
+        && reject.0.is_empty();
+    opens.then_some(*test)
 }
 
 /// True if `stmts` assign local `l` anywhere.

@@ -1181,7 +1181,10 @@ pub fn if_else(cond: impl IntoVal<bool>, then: impl FnOnce(), otherwise: impl Fn
     );
 }
 
-fn loop_with(body: impl FnOnce(), continuing: impl FnOnce()) {
+/// `loop { body() } continuing { continuing() }`, the IR's loop: `continue_` in `body` goes
+/// to `continuing`, which ends each pass; leave it with [`break_`]. [`for_range`] builds its
+/// loops this way, with the step in `continuing`.
+pub fn loop_with(body: impl FnOnce(), continuing: impl FnOnce()) {
     with_kernel(|k| k.fns.last_mut().expect("function").loops += 1);
     let body = nested(body);
     let continuing = nested(continuing);

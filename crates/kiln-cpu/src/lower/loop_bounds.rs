@@ -12,7 +12,7 @@
 //! to a small number), which the test checks too.
 
 use super::simd::{each_stmt, QuadState};
-use super::{Counted, FnCtx, LocalStore, Lowerer, R};
+use super::{Counted, FnCtx, LocalStore, LoopParts, Lowerer, R};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use kiln_ir::*;
@@ -181,22 +181,18 @@ impl Lowerer<'_, '_> {
         })
     }
 
-    /// The loop `body`/`continuing` lowered by `part`, as [`Self::lower_loop`] does; with a
+    /// The loop `parts` lowered by `part`, as [`Self::lower_loop`] does; with a
     /// `proof` from [`Self::loop_bounds`], twice: the copy that runs when its test holds
     /// leaves the accesses it covers unchecked.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn lower_loop_versions(
         &mut self,
         fx: &mut FnCtx,
-        body: &Block,
-        continuing: &Block,
-        enter: Option<Value>,
-        trips: Option<u32>,
+        parts: &LoopParts,
         proof: Option<LoopProof>,
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
         let Some((test, proven)) = proof else {
-            return self.lower_loop(fx, body, continuing, enter, trips, part);
+            return self.lower_loop(fx, parts, part);
         };
         let (fast, general, merge) = (
             self.b.create_block(),
@@ -210,14 +206,14 @@ impl Lowerer<'_, '_> {
             .into_iter()
             .filter(|a| fx.loop_proven.insert(*a))
             .collect();
-        let lowered = self.lower_loop(fx, body, continuing, enter, trips, part);
+        let lowered = self.lower_loop(fx, parts, part);
         for a in &added {
             fx.loop_proven.remove(a);
         }
         lowered?;
         self.b.ins().jump(merge, &[]);
         self.b.switch_to_block(general);
-        let lowered = self.lower_loop(fx, body, continuing, enter, trips, part);
+        let lowered = self.lower_loop(fx, parts, part);
         fx.in_loop_version = false;
         lowered?;
         self.b.ins().jump(merge, &[]);

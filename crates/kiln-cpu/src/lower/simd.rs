@@ -28,7 +28,7 @@
 //! multiple of four work items long (then along y and z a quad's four items agree), and in the
 //! scalar loop otherwise.
 
-use super::{clty, mem_flags, runs, BoundsCheck, FnCtx, LocalStore, Lowerer, R};
+use super::{clty, mem_flags, runs, BoundsCheck, FnCtx, LocalStore, LoopParts, Lowerer, R};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Value};
 use cranelift_frontend::Variable;
@@ -1146,17 +1146,17 @@ impl Lowerer<'_, '_> {
                         .filter(|c| qs.locals[c.counter.0 as usize].is_none());
                     let proof =
                         self.loop_bounds(fx, Some(qs), body, continuing, counted.as_ref())?;
-                    let trips = counted.map(|c| c.trips);
-                    qs.loops.push(None);
-                    self.lower_loop_versions(
-                        fx,
+                    let parts = LoopParts {
                         body,
                         continuing,
                         enter,
-                        trips,
-                        proof,
-                        &mut |l, fx, part| l.quad_block(fx, qs, &part.0),
-                    )?;
+                        trips: counted.map(|c| c.trips),
+                        rotate: false,
+                    };
+                    qs.loops.push(None);
+                    self.lower_loop_versions(fx, &parts, proof, &mut |l, fx, part| {
+                        l.quad_block(fx, qs, &part.0)
+                    })?;
                     qs.loops.pop();
                 }
                 Stmt::Break | Stmt::Continue => match qs.loops.last() {
