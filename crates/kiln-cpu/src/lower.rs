@@ -174,6 +174,8 @@ pub struct Lowerer<'a, 'f> {
     quad: Option<Rc<simd::QuadPlan>>,
     /// Whether the statements being lowered run in quads (see [`Self::bounds_check`]).
     in_quads: bool,
+    /// How many axes of the local id the kernel reads (see [`local_axes_read`]).
+    local_axes: usize,
     /// 32-bit values known to be the low half of a 64-bit value whose high half is zero (a
     /// counter that [`Self::lower_rotated_loop`] keeps in 64 bits), with that value.
     zero_extended: HashMap<Value, Value>,
@@ -234,6 +236,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             hoisted: Vec::new(),
             quad: simd::quad_plan(k).map(Rc::new),
             in_quads: false,
+            local_axes: local_axes_read(k),
             zero_extended: HashMap::new(),
             frame_bytes: 0,
         };
@@ -493,9 +496,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     /// Loads a value of type `ty` from `addr + base_off`, one Cranelift value per component.
-    /// 8- and 16-bit integers are loaded extended (unsigned ones to 64 bits, signed ones to
-    /// 32) and reduced, so that a cast widening them, or an address computed from them, finds
-    /// the extended value (see [`Self::loaded_wide`]).
+    /// Integers narrower than 64 bits are loaded extended (unsigned ones to 64 bits, signed
+    /// 8- and 16-bit ones to 32) and reduced, so that a cast widening them, or an address
+    /// computed from them, finds the extended value (see [`Self::loaded_wide`]).
     fn load_flat(&mut self, ty: &Type, addr: Value, base_off: u32) -> Vec<Value> {
         ty.flatten()
             .into_iter()
@@ -507,6 +510,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                     ScalarType::I8 => ins.sload8(types::I32, f, addr, off),
                     ScalarType::U16 => ins.uload16(types::I64, f, addr, off),
                     ScalarType::I16 => ins.sload16(types::I32, f, addr, off),
+                    ScalarType::U32 => ins.uload32(f, addr, off),
                     _ => return ins.load(clty(s), f, addr, off),
                 };
                 self.b.ins().ireduce(clty(s), wide)
@@ -536,7 +540,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let extends = if signed {
             matches!(opcode, ir::Opcode::Sload8 | ir::Opcode::Sload16)
         } else {
-            matches!(opcode, ir::Opcode::Uload8 | ir::Opcode::Uload16)
+            matches!(
+                opcode,
+                ir::Opcode::Uload8 | ir::Opcode::Uload16 | ir::Opcode::Uload32
+            )
         };
         extends.then_some(arg)
     }
@@ -901,17 +908,17 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     /// one-dimensional group's last partial quad, or the group's end when quads covered it.
     fn item_loop(&mut self, fx: &mut FnCtx, stmts: &[Stmt], start: Option<Value>) -> R<()> {
         let item_var = self.b.declare_var(types::I32);
-        let lvars = [
-            self.b.declare_var(types::I32),
-            self.b.declare_var(types::I32),
-            self.b.declare_var(types::I32),
-        ];
+        // Only the axes of the local id the kernel reads are kept (a dead counter would still
+        // hold a register through the whole pass).
+        let lvars: Vec<Variable> = (0..self.local_axes)
+            .map(|_| self.b.declare_var(types::I32))
+            .collect();
         let z = self.iconst32(0);
         let first = start.unwrap_or(z);
         self.b.def_var(item_var, first);
-        self.b.def_var(lvars[0], first);
-        self.b.def_var(lvars[1], z);
-        self.b.def_var(lvars[2], z);
+        for (a, var) in lvars.iter().enumerate() {
+            self.b.def_var(*var, if a == 0 { first } else { z });
+        }
         let (header, body, next, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -925,8 +932,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         self.item = Some(item);
-        for (lid, var) in self.lid.iter_mut().zip(lvars) {
-            *lid = self.b.use_var(var);
+        self.lid = [z; 3];
+        for (lid, var) in self.lid.iter_mut().zip(&lvars) {
+            *lid = self.b.use_var(*var);
         }
         self.zero_locals(fx);
         // Barrier mode: the private scalar locals this run uses live in registers for a work
@@ -983,23 +991,20 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let item = self.b.use_var(item_var);
         let item1 = self.b.ins().iadd_imm_s(item, 1);
         self.b.def_var(item_var, item1);
-        let (lx, ly, lz) = (
-            self.b.use_var(lvars[0]),
-            self.b.use_var(lvars[1]),
-            self.b.use_var(lvars[2]),
-        );
-        let lx1 = self.b.ins().iadd_imm_s(lx, 1);
-        let wrap_x = self.b.ins().icmp(IntCC::Equal, lx1, self.gsize[0]);
-        let nx = self.b.ins().select(wrap_x, z, lx1);
-        let wx = self.b.ins().uextend(types::I32, wrap_x);
-        let ly1 = self.b.ins().iadd(ly, wx);
-        let wrap_y = self.b.ins().icmp(IntCC::Equal, ly1, self.gsize[1]);
-        let ny = self.b.ins().select(wrap_y, z, ly1);
-        let wy = self.b.ins().uextend(types::I32, wrap_y);
-        let nz = self.b.ins().iadd(lz, wy);
-        self.b.def_var(lvars[0], nx);
-        self.b.def_var(lvars[1], ny);
-        self.b.def_var(lvars[2], nz);
+        // The next local id: one along x, wrapping into the next row and layer.
+        let mut carry = self.iconst32(1);
+        for (a, var) in lvars.iter().enumerate() {
+            let l = self.b.use_var(*var);
+            let l = self.b.ins().iadd(l, carry);
+            let next = if a < 2 {
+                let wraps = self.b.ins().icmp(IntCC::Equal, l, self.gsize[a]);
+                carry = self.b.ins().uextend(types::I32, wraps);
+                self.b.ins().select(wraps, z, l)
+            } else {
+                l
+            };
+            self.b.def_var(*var, next);
+        }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         self.item = None;
@@ -2085,6 +2090,20 @@ fn array_bytes(l: &LocalDecl) -> R<u32> {
             l.name
         )),
     }
+}
+
+/// How many axes of the local id `k` reads, through `global_id` or `local_id` in its body or
+/// a device function: 0 for none, up to 3 when it reads z (whose counting needs x and y).
+fn local_axes_read(k: &Kernel) -> usize {
+    std::iter::once(&k.body)
+        .chain(k.functions.iter().map(|f| &f.body))
+        .flat_map(|b| &b.exprs)
+        .filter_map(|e| match e {
+            Expr::Builtin(Builtin::GlobalId(a) | Builtin::LocalId(a)) => Some(a.index() + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// For a loop body that opens as the IR builder's counted loops do (`%a = i; %b = %a >= END;

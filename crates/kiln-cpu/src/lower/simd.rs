@@ -902,15 +902,14 @@ impl Lowerer<'_, '_> {
             })
             .collect();
         let q_var = self.b.declare_var(types::I32);
-        let lid_vars = [
-            self.b.declare_var(types::I32),
-            self.b.declare_var(types::I32),
-            self.b.declare_var(types::I32),
-        ];
+        // x always (the quads step along it); y and z only when the kernel reads them.
+        let lid_vars: Vec<Variable> = (0..self.local_axes.max(1))
+            .map(|_| self.b.declare_var(types::I32))
+            .collect();
         let exited = self.b.declare_var(types::I32X4);
         self.b.def_var(q_var, zero);
-        for v in lid_vars {
-            self.b.def_var(v, zero);
+        for v in &lid_vars {
+            self.b.def_var(*v, zero);
         }
         let (header, body, exit) = (
             self.b.create_block(),
@@ -947,7 +946,10 @@ impl Lowerer<'_, '_> {
         self.b.def_var(exited, none);
         let all = self.b.ins().iconst(types::I32, -1);
         let active = self.b.ins().splat(types::I32X4, all);
-        self.lid = lid_vars.map(|v| self.b.use_var(v));
+        self.lid = [zero; 3];
+        for (lid, var) in self.lid.iter_mut().zip(&lid_vars) {
+            *lid = self.b.use_var(*var);
+        }
         self.item = Some(q);
         self.zero_quad_locals(fx, &locals);
         let state = |prefix: Option<Rc<PrefixFacts>>, first_item: Value| QuadState {
@@ -1039,7 +1041,7 @@ impl Lowerer<'_, '_> {
         self.b.def_var(q_var, next);
         // The next quad's local id: four along x; at the end of a row (for one-dimensional
         // groups only after the last quad) it wraps into the next row and layer.
-        let [x, y, z] = lid_vars.map(|v| self.b.use_var(v));
+        let x = self.b.use_var(lid_vars[0]);
         let x = self.b.ins().iadd_imm_s(x, 4);
         self.b.def_var(lid_vars[0], x);
         let x_wraps = self.b.ins().icmp(IntCC::Equal, x, self.gsize[0]);
@@ -1047,13 +1049,19 @@ impl Lowerer<'_, '_> {
         self.b.ins().brif(x_wraps, wrap, &[], header, &[]);
         self.b.switch_to_block(wrap);
         self.b.def_var(lid_vars[0], zero);
-        let y = self.b.ins().iadd_imm_s(y, 1);
-        let y_wraps = self.b.ins().icmp(IntCC::Equal, y, self.gsize[1]);
-        let next_y = self.b.ins().select(y_wraps, zero, y);
-        let carry = self.b.ins().uextend(types::I32, y_wraps);
-        let next_z = self.b.ins().iadd(z, carry);
-        self.b.def_var(lid_vars[1], next_y);
-        self.b.def_var(lid_vars[2], next_z);
+        if let [_, y_var, rest @ ..] = &lid_vars[..] {
+            let y = self.b.use_var(*y_var);
+            let y = self.b.ins().iadd_imm_s(y, 1);
+            let y_wraps = self.b.ins().icmp(IntCC::Equal, y, self.gsize[1]);
+            let next_y = self.b.ins().select(y_wraps, zero, y);
+            self.b.def_var(*y_var, next_y);
+            if let [z_var] = rest {
+                let z = self.b.use_var(*z_var);
+                let carry = self.b.ins().uextend(types::I32, y_wraps);
+                let next_z = self.b.ins().iadd(z, carry);
+                self.b.def_var(*z_var, next_z);
+            }
+        }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
         self.item = None;
