@@ -981,6 +981,56 @@ fn float_remainders_are_exact_for_every_pair_of_specials() {
     });
 }
 
+/// Bit casts keep every bit, NaN payloads and signs included, in kernels that run in quads
+/// on the CPU.
+#[test]
+fn bitcasts_keep_every_bit_between_floats_and_integers() {
+    every_backend(|| {
+        let fs = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7FA0_0001),
+            f32::MIN_POSITIVE / 8.0,
+            f32::MAX,
+            -7e-39,
+        ];
+        let fs: Vec<f32> = fs.iter().cycle().take(100).copied().collect();
+        let got = unary(&fs, |x: Val<f32>| x.bitcast::<u32>());
+        let want: Vec<u32> = fs.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, want, "f32 as bits");
+        let ints: Vec<i32> = want.iter().map(|b| *b as i32 ^ 0x0F0F).collect();
+        let got = unary(&ints, |x: Val<i32>| {
+            (x ^ 0x0F0Fi32).bitcast::<f32>().bitcast::<u32>()
+        });
+        assert_eq!(got, want, "i32 to f32 and back");
+        let got = unary(&want, |x: Val<u32>| {
+            (x.bitcast::<f32>() * 1.0f32).bitcast::<i32>() >> 31i32
+        });
+        let signs: Vec<i32> = fs
+            .iter()
+            .map(|x| {
+                if x.is_nan() || x.is_sign_positive() {
+                    0
+                } else {
+                    -1
+                }
+            })
+            .collect();
+        let nan_signs: Vec<bool> = fs.iter().map(|x| x.is_nan()).collect();
+        for ((g, w), nan) in got.iter().zip(&signs).zip(&nan_signs) {
+            if !nan {
+                assert_eq!(g, w, "the sign of a float times one, as an i32 shifted");
+            }
+        }
+    });
+}
+
 /// Integers widened to 64 bits compare as their values. lavapipe compared `i64(x)` of a
 /// negative i32 as positive and found `i64(0u) > 0` true until the WGSL writer spelled the
 /// extensions out.

@@ -981,6 +981,32 @@ fn sorts_match_rust_stable_sorts() {
                 want,
                 "i16 key with u32 rows, descending, {at}"
             );
+            // Keys whose digits differ only in some places (the sort skips the others) and
+            // keys that are all equal: still sorted, still stable.
+            let spread = |i: u32| i.wrapping_mul(2_654_435_761) >> 7;
+            for (what, mask, base) in [
+                ("digits 0 and 2 differ", 0x00FF_00F0u32, 0x1200_0000u32),
+                ("only digit 3 differs", 0x3000_0000, 0x0000_0505),
+                ("all equal", 0, 7),
+            ] {
+                let keys: Vec<u32> = (0..n as u32).map(|i| spread(i) & mask | base).collect();
+                let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(idx.clone()).collect();
+                want.sort_by_key(|r| r.0);
+                let got = c.from(&keys).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
+                assert_eq!(got.unwrap(), want, "u32 keys, {what}, {at}");
+                want.sort_by_key(|r| std::cmp::Reverse(r.0));
+                let got = c.from(&keys).zip(&idx).sort_by_key_desc(|(k, _)| k);
+                assert_eq!(got.to_vec().unwrap(), want, "u32 keys desc., {what}, {at}");
+            }
+            if has_i64() {
+                let keys: Vec<u64> = (0..n as u32)
+                    .map(|i| ((spread(i) as u64 & 0xF0) << 56) | 0x0000_1234_0000_0000)
+                    .collect();
+                let mut want: Vec<(u64, u32)> = keys.iter().copied().zip(idx.clone()).collect();
+                want.sort_by_key(|r| r.0);
+                let got = c.from(&keys).zip(&idx).sort_by_key(|(k, _)| k).to_vec();
+                assert_eq!(got.unwrap(), want, "u64 keys differing in digit 7, {at}");
+            }
 
             if has_i64() {
                 let wide: Vec<i64> = xs.iter().map(|x| (*x as i64) * 1_000_003 - 7).collect();

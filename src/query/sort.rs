@@ -202,14 +202,44 @@ impl<'a, T: Row> Sorted<'a, T> {
         Ok(outs)
     }
 
-    /// The number of passes: one per 8 bits of the ordered key.
-    fn pass_count(&self) -> u32 {
+    /// The shifts of the digits the passes sort by, lowest first: of the ordered key's 8-bit
+    /// digits, those that differ between some of the `n` rows (one AND and OR reduction of
+    /// the ordered keys finds them); a pass over a digit every row shares would leave the
+    /// rows in place. One pass when no digit differs (it copies the rows), and every digit of
+    /// 8-bit keys without the reduction. Fails as a reduction does.
+    fn digit_shifts(&self, rows: &Columns, n: usize) -> Result<Vec<u32>> {
         let bits = self.key_type.bits();
-        if bits > 32 {
-            64 / 8
-        } else {
-            bits / 8
+        let all: Vec<u32> = (0..if bits > 32 { 8 } else { 4 }).map(|d| d * 8).collect();
+        if bits == 8 {
+            return Ok(vec![0]);
         }
+        let wide = bits > 32;
+        let ones = match wide {
+            true => ScalarValue::U64(u64::MAX),
+            false => ScalarValue::U32(u32::MAX),
+        };
+        let zero = ScalarValue::zero(ones.ty());
+        let refs: Vec<&dyn DeviceMemory> = rows.iter().map(|c| &**c).collect();
+        let both = Query::<T>::over_device(&self.query.ctx, &refs, n).reduce_projected(
+            &[ones, zero],
+            &|a, b| {
+                vec![
+                    bin(BinaryOp::And, &a[0], &b[0]),
+                    bin(BinaryOp::Or, &a[1], &b[1]),
+                ]
+            },
+            &|row| {
+                let key = ordered_bits(&(self.key)(row), self.key_type, self.desc);
+                vec![key.clone(), key]
+            },
+            Order::Any,
+        )?;
+        let varying = both[0].to_bits() ^ both[1].to_bits();
+        let shifts: Vec<u32> = all
+            .into_iter()
+            .filter(|s| (varying >> s) & 255 != 0)
+            .collect();
+        Ok(if shifts.is_empty() { vec![0] } else { shifts })
     }
 
     /// The digit at `shift` of the ordered key of the row `vals`.
@@ -298,14 +328,14 @@ impl<'a, T: Row> Sorted<'a, T> {
         let spare = alloc_rows(ctx, &Query::<T>::out_types(), n)?;
         let (mut from, mut to) = (rows, &spare);
         let mut outs = Some(outs);
-        let passes = self.pass_count();
-        for pass in 0..passes {
+        let shifts = self.digit_shifts(rows, n)?;
+        for (pass, &shift) in shifts.iter().enumerate() {
             let values = |args: &mut Vec<LaunchArg<'_>>| {
                 args.extend([
                     value_bytes(n as u32),
                     value_bytes(shape.chunk),
                     value_bytes(shape.chunks),
-                    value_bytes(pass * 8),
+                    value_bytes(shift),
                 ])
             };
             let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
@@ -319,7 +349,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
             values(&mut args);
             args.push(LaunchArg::Device(offsets.memory()));
-            if pass + 1 == passes {
+            if pass + 1 == shifts.len() {
                 args.extend(outs.take().into_iter().flatten());
             } else {
                 args.extend(to.iter().map(|m| LaunchArg::Device(&**m)));

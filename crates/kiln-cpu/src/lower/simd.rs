@@ -253,7 +253,6 @@ fn expr_ok(e: &Expr) -> bool {
             | Expr::Call { .. }
             | Expr::Compose { .. }
             | Expr::Extract { .. }
-            | Expr::Bitcast { .. }
     )
 }
 
@@ -1526,6 +1525,14 @@ impl Lowerer<'_, '_> {
                     first: qs.lanes[arg.index()].and_then(|l| l.first.filter(|_| same_bits)),
                     first_if: None,
                 }
+            }
+            Expr::Bitcast { arg, .. } => {
+                let a = self.lanes_of(fx, qs, arg)?;
+                let v = match self.b.func.dfg.value_type(a) == vty(ty) {
+                    true => a,
+                    false => self.b.ins().bitcast(vty(ty), mem_flags_little(), a),
+                };
+                Lanes::varying(v)
             }
             Expr::Math { fun, args } => {
                 let s = fx.types[args[0].index()]
