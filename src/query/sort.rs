@@ -12,7 +12,9 @@
 //! 3. each work item moves its chunk's rows, in order, to those places.
 //!
 //! Work items keep their chunk's order and the scan puts earlier chunks first, so every pass is
-//! stable, and the sort is. A key of `b` bits takes `b / 8` passes.
+//! stable, and the sort is. A key of `b` bits takes at most `b / 8` passes: a first reduction
+//! ANDs and ORs the ordered keys, and only the digits where the two differ get a pass (a pass
+//! over a digit every row shares would leave the rows where they are).
 
 use super::*;
 

@@ -15,6 +15,10 @@
 //! its condition is computed from parameters, group built-ins and group locals, otherwise by
 //! work item 0. Wherever the statements allow it, a run (or the whole body) first goes through
 //! the group four work items at a time (see `simd`), then the work items left one at a time.
+//! Statements run one work item at a time lower a loop whose body opens with its exit test
+//! (`for_range`, `while_`) with the test at the bottom, and keep a `u32` counter that steps by
+//! one zero-extended in 64 bits, the form addresses take; the work-item loops carry only the
+//! axes of the local id the kernel reads.
 
 use crate::mathlib::MathImports;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
