@@ -697,11 +697,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         };
         if let Some(trips) = trips.filter(|t| *t <= 4) {
             let exit = self.b.create_block();
-            if let Some(flag) = enter {
-                let first = self.b.create_block();
-                self.b.ins().brif(flag, first, &[], exit, &[]);
-                self.b.switch_to_block(first);
-            }
+            self.enter_if(enter, exit);
             self.loop_copies(fx, body, continuing, trips, exit, part)?;
             self.b.ins().jump(exit, &[]);
             self.b.switch_to_block(exit);
@@ -759,11 +755,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.b.create_block(),
             self.b.create_block(),
         );
-        if let Some(flag) = enter {
-            let first = self.b.create_block();
-            self.b.ins().brif(flag, first, &[], exit, &[]);
-            self.b.switch_to_block(first);
-        }
+        self.enter_if(enter, exit);
         let test = Block(body.0[..2].to_vec());
         part(self, fx, &test)?;
         let done = self.get(fx, head)?[0];
@@ -817,6 +809,15 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().brif(done, exit, &[], header, &args);
         self.b.switch_to_block(exit);
         Ok(())
+    }
+
+    /// With a flag `enter`, goes on in a new block when it is true and to `exit` when false.
+    fn enter_if(&mut self, enter: Option<Value>, exit: ir::Block) {
+        if let Some(flag) = enter {
+            let first = self.b.create_block();
+            self.b.ins().brif(flag, first, &[], exit, &[]);
+            self.b.switch_to_block(first);
+        }
     }
 
     /// Assigns the 32-bit variable `var` the low half of `wide`, whose high half is zero, and
