@@ -1429,6 +1429,46 @@ fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
     }
 }
 
+/// `x` as a `u32` whose unsigned order is the order of the IR's f32 `max` (when `max`) or
+/// `min`: the largest key is the maximum, the smallest the minimum. The bits of a number are
+/// flipped as in IEEE 754 total order (the sign bit of a positive float, every bit of a
+/// negative one), so `-0.0 < +0.0`. A NaN loses to every number and wins only over the
+/// reduction's identity, the key of no element (0 for `max`, `u32::MAX` for `min`): it first
+/// becomes the all-ones NaN, whose flipped bits are 0, and then the key 1 (`max`) or
+/// `u32::MAX - 1` (`min`, whose keys are the flipped bits less one).
+fn f32_extreme_key(x: Val<f32>, max: bool) -> Val<u32> {
+    let nan = select(x.is_nan(), u32::MAX, 0u32);
+    let bits = x.bitcast::<u32>() | nan;
+    let negative = (bits.bitcast::<i32>() >> 31i32).bitcast::<u32>();
+    let flipped = bits ^ (negative | 0x8000_0000u32);
+    if max {
+        flipped - nan
+    } else {
+        flipped + nan - 1u32
+    }
+}
+
+/// The f32 whose [`f32_extreme_key`] is `key` (a NaN for NaN's key); `None` for the identity.
+fn f32_from_extreme_key(key: u32, max: bool) -> Option<f32> {
+    let (empty, nan, flipped) = if max {
+        (0, 1, key)
+    } else {
+        (u32::MAX, u32::MAX - 1, key.wrapping_add(1))
+    };
+    if key == empty {
+        return None;
+    }
+    if key == nan {
+        return Some(f32::NAN);
+    }
+    let bits = if flipped & 0x8000_0000 != 0 {
+        flipped ^ 0x8000_0000
+    } else {
+        !flipped
+    };
+    Some(f32::from_bits(bits))
+}
+
 /// Device columns for `n` rows of `types`, one allocation per column.
 fn alloc_rows(ctx: &Context, types: &[ScalarType], n: usize) -> Result<Columns> {
     types
@@ -1680,6 +1720,9 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     fn min_max(self, max: bool) -> Result<Option<T>> {
+        if T::TYPE == ScalarType::F32 {
+            return self.f32_min_max(max);
+        }
         let identity = min_max_identity(T::TYPE, max);
         let fun = if max { MathFn::Max } else { MathFn::Min };
         let q = self.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
@@ -1689,6 +1732,25 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             Order::Any,
         )?;
         Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
+    }
+
+    /// `min`/`max` of f32 elements as an integer reduction of [`f32_extreme_key`]s: one
+    /// unsigned min or max per element, where the float rules for NaN and signed zeros take
+    /// several operations. The key is decoded on the host.
+    fn f32_min_max(self, max: bool) -> Result<Option<T>> {
+        let q = self.map_erased(move |c| vec![f32_extreme_key(c[0].typed::<f32>(), max).erase()]);
+        let (fun, empty) = if max {
+            (MathFn::Max, 0)
+        } else {
+            (MathFn::Min, u32::MAX)
+        };
+        let v = q.reduce_values(
+            vec![ScalarValue::U32(empty)],
+            &|a, b| vec![math2(fun, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        let x = f32_from_extreme_key(v[0].to_bits() as u32, max);
+        Ok(x.map(|x| T::from_bits(x.to_bits() as u64)))
     }
 
     /// Smallest element (`None` when empty). NaN is skipped unless every element is NaN.

@@ -118,6 +118,35 @@ fn shifts_take_the_amount_modulo_the_bit_width() {
                 b[i]
             );
         }
+        // One amount for every element (a shift of whole vectors on the CPU).
+        let values: Vec<i32> = (0..37).map(|i| (i - 18) * 0x0765_4321 + i).collect();
+        let unsigned: Vec<u32> = values.iter().map(|v| *v as u32).collect();
+        for amount in [0i32, 1, 7, 31, 32, 33, -1] {
+            let (k, w) = (amount as u32, amount as u32);
+            let want = |f: &dyn Fn(i32) -> i32| values.iter().map(|v| f(*v)).collect::<Vec<_>>();
+            let want_u =
+                |f: &dyn Fn(u32) -> u32| unsigned.iter().map(|v| f(*v)).collect::<Vec<_>>();
+            assert_eq!(
+                unary(&values, move |x| x >> amount),
+                want(&|v| v.wrapping_shr(k)),
+                "i32 >> {amount}"
+            );
+            assert_eq!(
+                unary(&values, move |x| x << amount),
+                want(&|v| v.wrapping_shl(k)),
+                "i32 << {amount}"
+            );
+            assert_eq!(
+                unary(&unsigned, move |x| x >> w),
+                want_u(&|v| v.wrapping_shr(k)),
+                "u32 >> {amount}"
+            );
+            assert_eq!(
+                unary(&unsigned, move |x| x << w),
+                want_u(&|v| v.wrapping_shl(k)),
+                "u32 << {amount}"
+            );
+        }
         let u: Vec<u8> = vec![0x81, 0xff, 1];
         let t: Vec<u8> = vec![7, 8, 9];
         let shr = binary(&u, &t, |x, y| x >> y);

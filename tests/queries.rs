@@ -326,6 +326,96 @@ fn nan_and_infinities() {
     });
 }
 
+/// The IR's rule for f32 min/max, computed independently: NaN is skipped unless every element
+/// is NaN, and `-0.0 < +0.0` (total order over the numbers).
+fn min_max_reference(xs: &[f32], max: bool) -> Option<f32> {
+    let numbers = xs.iter().copied().filter(|x| !x.is_nan());
+    let best = if max {
+        numbers.max_by(f32::total_cmp)
+    } else {
+        numbers.min_by(f32::total_cmp)
+    };
+    best.or_else(|| xs.first().map(|_| f32::NAN))
+}
+
+fn same_float(got: Option<f32>, want: Option<f32>) -> bool {
+    match (got, want) {
+        (Some(g), Some(w)) if w.is_nan() => g.is_nan(),
+        (Some(g), Some(w)) => g.to_bits() == w.to_bits(),
+        (g, w) => g.is_none() && w.is_none(),
+    }
+}
+
+#[test]
+fn float_min_and_max_skip_nan_and_order_signed_zeros() {
+    let specials = [
+        0.0f32,
+        -0.0,
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffff_ffff),
+        f32::from_bits(0x7fff_ffff),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        1.5,
+        -1.5,
+    ];
+    // Short pools, so that an array often holds only NaNs, only zeros or one number.
+    let pools: Vec<Vec<f32>> = (0..64u64)
+        .map(|seed| {
+            let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let len = 1 + (seed % 3) as usize;
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    specials[(state % specials.len() as u64) as usize]
+                })
+                .collect()
+        })
+        .collect();
+    every_backend_plan_and_size(&[0, 1, 5, 16385, 100_003], |c, n, at| {
+        for (p, pool) in pools.iter().enumerate() {
+            if n > 5 && p % 8 != 0 {
+                continue;
+            }
+            let xs: Vec<f32> = (0..n).map(|i| pool[(i * 7 + p) % pool.len()]).collect();
+            for max in [false, true] {
+                let got = if max {
+                    c.from(&xs).max()
+                } else {
+                    c.from(&xs).min()
+                }
+                .unwrap();
+                let want = min_max_reference(&xs, max);
+                assert!(
+                    same_float(got, want),
+                    "{at}, pool {pool:?}, max {max}: {got:?}, want {want:?}"
+                );
+            }
+            let kept: Vec<f32> = xs.iter().copied().filter(|x| *x >= 0.0).collect();
+            let got = c.from(&xs).filter(|x| x.ge(0.0)).max().unwrap();
+            let want = min_max_reference(&kept, true);
+            assert!(
+                same_float(got, want),
+                "{at}, filtered, pool {pool:?}: {got:?}, want {want:?}"
+            );
+        }
+        let xs = floats(n);
+        let got = c.from(&xs).map(|x| -x).min().unwrap();
+        let want = min_max_reference(&xs.iter().map(|x| -x).collect::<Vec<_>>(), false);
+        assert!(same_float(got, want), "{at}: {got:?}, want {want:?}");
+    });
+}
+
 #[test]
 fn empty_and_single_element_inputs() {
     every_backend(|| {

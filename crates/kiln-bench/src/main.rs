@@ -123,6 +123,10 @@ fn main() -> Result<(), Error> {
             .sum::<f32>()
     });
     let rayon_sum = best(reps, || xs.par_iter().sum::<f32>());
+    // `f32::max` skips NaN, as kiln's `max()` does.
+    let rayon_max = best(reps, || {
+        xs.par_iter().copied().reduce(|| f32::NAN, f32::max)
+    });
     let rayon_filter_of = |xs: &[f32]| {
         best(reps, || {
             xs.par_iter()
@@ -325,6 +329,8 @@ fn main() -> Result<(), Error> {
         rows.push(row("map-filter-map-sum", fused, "rayon", rayon_fused));
         let sum = best(reps, || ctx.from(&xs).sum().unwrap());
         rows.push(row("sum", sum, "rayon", rayon_sum));
+        let max = best(reps, || ctx.from(&xs).max().unwrap());
+        rows.push(row("max", max, "rayon", rayon_max));
         let filter_of = |xs: &[f32]| {
             best(reps, || {
                 ctx.from(xs).filter(|x| x.lt(500.0)).to_vec().unwrap()

@@ -1467,8 +1467,23 @@ impl Lowerer<'_, '_> {
                 } else {
                     self.all_below(fx, qs, op, s, lhs, rhs)?
                 };
-                let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
-                let v = self.vbinary(op, s, a, b)?;
+                let v = match (op, s, qs.lanes[rhs.index()]) {
+                    // A shift of 32-bit lanes by one amount is one vector shift (which takes
+                    // the amount modulo 32, as the IR does).
+                    (BinaryOp::Shl | BinaryOp::Shr, ScalarType::I32 | ScalarType::U32, None) => {
+                        let a = self.lanes_of(fx, qs, lhs)?;
+                        let amount = self.get(fx, rhs)?[0];
+                        match op {
+                            BinaryOp::Shl => self.b.ins().ishl(a, amount),
+                            _ if s == ScalarType::I32 => self.b.ins().sshr(a, amount),
+                            _ => self.b.ins().ushr(a, amount),
+                        }
+                    }
+                    _ => {
+                        let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
+                        self.vbinary(op, s, a, b)?
+                    }
+                };
                 Lanes {
                     v,
                     first: if s.is_int() { first } else { None },
@@ -1493,7 +1508,16 @@ impl Lowerer<'_, '_> {
                     self.lanes_of(fx, qs, accept)?,
                     self.lanes_of(fx, qs, reject)?,
                 );
+                let literal = |h: Handle| match fx.body.exprs[h.index()] {
+                    Expr::Literal(ScalarValue::U32(v)) => Some(v),
+                    Expr::Literal(ScalarValue::I32(v)) => Some(v as u32),
+                    _ => None,
+                };
                 let v = match qs.lanes[cond.index()] {
+                    // `select(c, all ones, 0)` is the lane mask itself.
+                    Some(m) if literal(accept) == Some(u32::MAX) && literal(reject) == Some(0) => {
+                        m.v
+                    }
                     Some(m) => {
                         let mask = self.mask_for(m.v, vty(ty));
                         self.b.ins().bitselect(mask, a, b)
