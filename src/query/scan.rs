@@ -7,8 +7,11 @@
 //! 3. each group folds its range again from its carry and writes every running value.
 //!
 //! After a filter, a count of kept elements travels with the values as one more column, so
-//! the running count is each kept element's place in the output. The CPU's chunked plan has
-//! one work item per group, which scans its chunk in one loop; the grouped plan's work items
+//! the running count is each kept element's place in the output. In the chunked plan (the
+//! CPU's), a group is one work item and one range of `chunk` elements; the writing launch
+//! gives each work item four consecutive ranges and scans them side by side in one loop, each
+//! from its own carry, so that four independent running values keep a core's adders busy
+//! where one would wait on its own previous step. The grouped plan's work items
 //! scan short ranges and find their place in the group by a scan of their totals in shared
 //! memory. The grouping is fixed for a given plan and input length, so a float scan gives the
 //! same result on every run.
@@ -45,14 +48,23 @@ struct ScanKernel<'b> {
     /// Whether each group starts from its carry (one buffer per column, indexed by group).
     carry_in: bool,
     place: Place,
+    /// Ranges each work item scans side by side (more than 1 only with `g == 1` and
+    /// `carry_in`): independent running values keep a CPU core's adders busy where one
+    /// running value waits on its previous step.
+    chains: u32,
 }
 
+/// Side-by-side ranges of one work item in the chunked plan's writing launch.
+const CHAINS: u32 = 4;
+
 /// The launch shape of a scan over `n` elements: `groups` groups of `g` work items, each
-/// work item taking `chunk` consecutive elements.
+/// work item taking `chunk` consecutive elements; the writing launch gives each of its work
+/// items `chains` consecutive groups' ranges.
 struct ScanShape {
     g: u32,
     groups: u32,
     chunk: u32,
+    chains: u32,
 }
 
 impl ScanShape {
@@ -64,18 +76,29 @@ impl ScanShape {
                     g,
                     groups: grouped_groups(n, g),
                     chunk: ITEM_CHUNK,
+                    chains: 1,
                 }
             }
-            _ => ScanShape {
-                g: 1,
-                groups: groups_for(ctx, n),
-                chunk: chunk_len(ctx),
-            },
+            _ => {
+                let chunk = (chunk_len(ctx) / CHAINS).max(1);
+                ScanShape {
+                    g: 1,
+                    groups: chunks_of(n, chunk),
+                    chunk,
+                    chains: CHAINS,
+                }
+            }
         }
     }
 
+    /// The grid of the folding launch: one group per range.
     fn grid(&self) -> Grid {
         Grid::linear(self.groups, self.g)
+    }
+
+    /// The grid of the writing launch: one group per `chains` ranges.
+    fn write_grid(&self) -> Grid {
+        Grid::linear(self.groups.div_ceil(self.chains), self.g)
     }
 }
 
@@ -128,8 +151,9 @@ pub(super) fn group_inclusive_scan(
 /// A scan kernel over `n` elements (a value) in ranges of `chunk` (a value) per work item:
 /// each work item starts from what comes before its range (its group's carry, when
 /// `carry_in`, then the work items before it in the group) and writes the running fold of
-/// the values `element` hands over, inclusive or exclusive. Parameters, in order: `inputs`,
-/// the carries, one output per written column, `n`, `chunk`.
+/// the values `element` hands over, inclusive or exclusive. With `chains` above 1, work item
+/// `w` scans the ranges `w * chains ..` side by side instead, each from its own carry.
+/// Parameters, in order: `inputs`, the carries, one output per written column, `n`, `chunk`.
 fn scan_kernel(
     spec: &ScanKernel<'_>,
     inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
@@ -150,6 +174,65 @@ fn scan_kernel(
         // Without a filter, element `i` is written at `i`, so the outputs bound `n` too.
         let n = if skip == 0 { bounded(n, &outs) } else { n };
         let chunk = k.value::<u32>("chunk");
+        // Each element moves the running value past it; the inclusive or the exclusive value
+        // is written.
+        let step = |acc: &[AnyVar], i: Val<u32>| {
+            element(&cols, i, &mut |vals| {
+                let at = match spec.place {
+                    Place::Index => i,
+                    Place::Count => acc[0].get().typed::<u32>(),
+                };
+                let write = || {
+                    for (o, a) in outs.iter().zip(&acc[skip..]) {
+                        store_dyn(*o, at, &a.get());
+                    }
+                };
+                if spec.exclusive {
+                    write();
+                    fold_into(acc, vals, op);
+                } else {
+                    fold_into(acc, vals, op);
+                    write();
+                }
+            })
+        };
+        if spec.chains > 1 {
+            // Range `first + c` of `chains`, each from its own carry: their common length
+            // side by side, then what is left of each.
+            let first = group_id(Axis::X) * spec.chains;
+            let ranges: Vec<(Val<u32>, Val<u32>, Vec<AnyVar>)> = (0..spec.chains)
+                .map(|c| {
+                    let range = first + c;
+                    // Starts past the last range are `n` (the product could wrap there).
+                    let start = select(range.le(n / chunk), range * chunk, n);
+                    let len = chunk.min(n - start);
+                    let carry = load_row(&carries, &types, range);
+                    let acc = carry
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| AnyVar::new(&format!("acc{c}_{j}"), v))
+                        .collect();
+                    (start, len, acc)
+                })
+                .collect();
+            let common = ranges
+                .iter()
+                .map(|r| r.1)
+                .reduce(|a, b| a.min(b))
+                .unwrap_or(chunk);
+            // `i < n` always holds; the tests show the backends that the accesses at `i` are
+            // in bounds.
+            for_range(0u32, common, |j| {
+                for (start, _, acc) in &ranges {
+                    let i = *start + j;
+                    if_then(i.lt(n), || step(acc, i));
+                }
+            });
+            for (start, len, acc) in &ranges {
+                for_range(*start + common, (*start + *len).min(n), |i| step(acc, i));
+            }
+            return;
+        }
         let (start, end) = chunk_range(n, chunk);
         let identity = || -> Vec<AnyVal> { spec.identity.iter().map(|v| lit_value(*v)).collect() };
         let set = |acc: &[AnyVar], vals: Vec<AnyVal>| {
@@ -192,28 +275,7 @@ fn scan_kernel(
             let carry = load_row(&carries, &types, group_id(Axis::X));
             set(&acc, op(carry, acc.iter().map(|a| a.get()).collect()));
         }
-        // Each element moves the running value past it; the inclusive or the exclusive value
-        // is written.
-        for_range(start, end, |i| {
-            element(&cols, i, &mut |vals| {
-                let at = match spec.place {
-                    Place::Index => i,
-                    Place::Count => acc[0].get().typed::<u32>(),
-                };
-                let write = || {
-                    for (o, a) in outs.iter().zip(&acc[skip..]) {
-                        store_dyn(*o, at, &a.get());
-                    }
-                };
-                if spec.exclusive {
-                    write();
-                    fold_into(&acc, vals, op);
-                } else {
-                    fold_into(&acc, vals, op);
-                    write();
-                }
-            })
-        });
+        for_range(start, end, |i| step(&acc, i));
     })?)
 }
 
@@ -371,6 +433,7 @@ impl<'a, T: Row> Scan<'a, T> {
                 exclusive: true,
                 carry_in: false,
                 place: Place::Index,
+                chains: 1,
             },
             &|k| declare_columns(k, "partial", &types, Access::Read),
             &|cols, i, sink| sink(load_row(cols, &types, i)),
@@ -425,6 +488,7 @@ impl<'a, T: Row> Scan<'a, T> {
                 exclusive: self.exclusive,
                 carry_in: true,
                 place,
+                chains: plan.shape.chains,
             },
             &|k| q.declare_inputs(k),
             &|cols, i, sink| q.element(cols, i, &mut |vals| sink(self.counted_element(vals))),
@@ -433,7 +497,8 @@ impl<'a, T: Row> Scan<'a, T> {
         args.extend(plan.carries.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend(outs);
         args.extend([value_bytes(q.len as u32), value_bytes(plan.shape.chunk)]);
-        q.ctx.launch_ir(&kernel, &plan.shape.grid(), &mut args)
+        q.ctx
+            .launch_ir(&kernel, &plan.shape.write_grid(), &mut args)
     }
 }
 
