@@ -552,13 +552,7 @@ impl<'a, T> Query<'a, T> {
             let n = bounded(k.value::<u32>("n"), &cols);
             let chunk = k.value::<u32>("chunk");
             let lanes: Vec<Vec<AnyVar>> = (0..LANES)
-                .map(|l| {
-                    identity
-                        .iter()
-                        .enumerate()
-                        .map(|(j, v)| AnyVar::new(&format!("acc{l}_{j}"), &lit_value(*v)))
-                        .collect()
-                })
+                .map(|l| identity_vars(&format!("acc{l}_"), identity))
                 .collect();
             let last = &lanes[LANES as usize - 1];
             match order {
@@ -628,11 +622,7 @@ impl<'a, T> Query<'a, T> {
             let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
             let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
             let m = k.value::<u32>("m");
-            let acc: Vec<AnyVar> = identity
-                .iter()
-                .enumerate()
-                .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
-                .collect();
+            let acc = identity_vars("acc", identity);
             for_range(0u32, m, |g| {
                 let vals = ins
                     .iter()
@@ -1487,6 +1477,20 @@ fn one_u32(_: Vec<AnyVal>) -> Vec<AnyVal> {
     vec![lit_value(ScalarValue::U32(1))]
 }
 
+/// One variable per column, named `name` and the column's number, holding `vals`.
+fn column_vars(name: &str, vals: &[AnyVal]) -> Vec<AnyVar> {
+    vals.iter()
+        .enumerate()
+        .map(|(j, v)| AnyVar::new(&format!("{name}{j}"), v))
+        .collect()
+}
+
+/// [`column_vars`] holding the values of `identity`.
+fn identity_vars(name: &str, identity: &[ScalarValue]) -> Vec<AnyVar> {
+    let vals: Vec<AnyVal> = identity.iter().map(|v| lit_value(*v)).collect();
+    column_vars(name, &vals)
+}
+
 fn fold_into(acc: &[AnyVar], vals: Vec<AnyVal>, op: CombineFn<'_>) {
     let cur = acc.iter().map(|v| v.get()).collect();
     for (a, v) in acc.iter().zip(op(cur, vals)) {
@@ -1532,11 +1536,7 @@ fn grouped_fold_kernel(
             .collect();
         let n = bounded(k.value::<u32>("n"), &cols);
         let chunk = k.value::<u32>("chunk");
-        let acc: Vec<AnyVar> = identity
-            .iter()
-            .enumerate()
-            .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
-            .collect();
+        let acc = identity_vars("acc", identity);
         let l = local_id(Axis::X);
         let fold = |i| element(&cols, i, &mut |vals| fold_into(&acc, vals, op));
         match order {

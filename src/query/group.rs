@@ -632,12 +632,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 let keys = k.value::<u32>("keys");
                 let key = global_id(Axis::X);
                 if_then(key.lt(keys), || {
-                    let acc: Vec<AnyVar> = self
-                        .identity
-                        .iter()
-                        .enumerate()
-                        .map(|(j, v)| AnyVar::new(&format!("acc{j}"), &lit_value(*v)))
-                        .collect();
+                    let acc = identity_vars("acc", self.identity);
                     let any = Var::new("any", 0u32);
                     for_range(0u32, chunks, |c| {
                         let slot = c * keys + key;

@@ -127,11 +127,7 @@ pub(super) fn group_inclusive_scan(
     loop_(|| {
         if_then(stride.get().ge(g), break_);
         let s = stride.get();
-        let own: Vec<AnyVar> = load_row(tiles, types, l)
-            .iter()
-            .enumerate()
-            .map(|(j, v)| AnyVar::new(&format!("own{j}"), v))
-            .collect();
+        let own = column_vars("own", &load_row(tiles, types, l));
         if_then(l.ge(s), || {
             let before = load_row(tiles, types, l - s);
             let now = own.iter().map(|v| v.get()).collect();
@@ -207,12 +203,7 @@ fn scan_kernel(
                     let start = select(range.le(n / chunk), range * chunk, n);
                     let len = chunk.min(n - start);
                     let carry = load_row(&carries, &types, range);
-                    let acc = carry
-                        .iter()
-                        .enumerate()
-                        .map(|(j, v)| AnyVar::new(&format!("acc{c}_{j}"), v))
-                        .collect();
-                    (start, len, acc)
+                    (start, len, column_vars(&format!("acc{c}_"), &carry))
                 })
                 .collect();
             let common = ranges
@@ -242,11 +233,7 @@ fn scan_kernel(
         };
         // The running value before this work item's range: its group's carry, then (in
         // groups of several work items) the totals of the work items before it in the group.
-        let acc: Vec<AnyVar> = identity()
-            .iter()
-            .enumerate()
-            .map(|(j, v)| AnyVar::new(&format!("acc{j}"), v))
-            .collect();
+        let acc = column_vars("acc", &identity());
         if spec.g > 1 {
             let tiles: Vec<Memory> = types
                 .iter()

@@ -708,11 +708,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 return self.lower_rotated_loop(fx, parts, copies, head, part);
             }
         }
-        let (header, cont, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
+        let (header, cont, exit) = self.loop_blocks();
         match enter {
             Some(flag) => self.b.ins().brif(flag, header, &[], exit, &[]),
             None => self.b.ins().jump(header, &[]),
@@ -750,11 +746,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             enter,
             ..
         } = *parts;
-        let (header, cont, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
+        let (header, cont, exit) = self.loop_blocks();
         self.enter_if(enter, exit);
         let test = Block(body.0[..2].to_vec());
         part(self, fx, &test)?;
@@ -775,8 +767,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             self.def_zero_extended(var, c);
             c
         });
-        let mut rest = body.clone();
-        rest.0.remove(2);
+        let rest = without_exit_test(body);
         fx.loops.push((cont, exit));
         part(self, fx, &rest)?;
         self.b.ins().jump(cont, &[]);
@@ -809,6 +800,15 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().brif(done, exit, &[], header, &args);
         self.b.switch_to_block(exit);
         Ok(())
+    }
+
+    /// New blocks for a loop's top, its `continue` target and its exit.
+    fn loop_blocks(&mut self) -> (ir::Block, ir::Block, ir::Block) {
+        (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        )
     }
 
     /// With a flag `enter`, goes on in a new block when it is true and to `exit` when false.
@@ -879,8 +879,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         exit: ir::Block,
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
-        let mut copy = body.clone();
-        copy.0.remove(2);
+        let copy = without_exit_test(body);
         for _ in 0..n {
             let cont = self.b.create_block();
             fx.loops.push((cont, exit));
@@ -2109,6 +2108,14 @@ fn local_axes_read(k: &Kernel) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// A counted loop's body without its exit test (its third statement, `if %b { break }`, as
+/// [`loop_head`] and [`Lowerer::constant_trips`] match it).
+fn without_exit_test(body: &Block) -> Block {
+    let mut rest = body.clone();
+    rest.0.remove(2);
+    rest
 }
 
 /// For a loop body that opens as the IR builder's counted loops do (`%a = i; %b = %a >= END;
