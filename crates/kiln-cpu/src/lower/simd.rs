@@ -1193,10 +1193,14 @@ impl Lowerer<'_, '_> {
                 } => {
                     if let Some(mask) = qs.lanes[cond.index()] {
                         let merge = self.b.create_block();
-                        if qs.full && stores(accept) {
+                        let both_arms = !reject.0.is_empty() && qs.all_true[cond.index()].is_some();
+                        if qs.full && (stores(accept) || both_arms) {
                             // When every lane takes the accept arm, run a copy of it that knows
-                            // all lanes are active, so its stores need no lane masks (masked
-                            // local assignments cost one instruction: not worth a copy alone).
+                            // all lanes are active, so its stores need no lane masks and the
+                            // reject arm is skipped. Masked local assignments cost one
+                            // instruction: not worth a copy alone, except where a cheap scalar
+                            // test spares the masks, tests and blends of both arms (a tile
+                            // load `v = if inside { a[i] } else { 0 }`).
                             let (fast, general) = (self.b.create_block(), self.b.create_block());
                             let all = match qs.all_true[cond.index()] {
                                 // A bound on a contiguous index fails in part of a quad only
