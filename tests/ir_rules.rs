@@ -668,6 +668,55 @@ fn counted_loops_keep_the_bounds_rules_on_every_trip() {
             assert_eq!(d, want_d, "d: {case}");
         }
 
+        // Unrolled passes whose copies share one index and differ in the displacement: the
+        // index's parts computed before the loop keep their wrapped 32-bit values.
+        let k = Kernel::build("counted_steps", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let out = k.buffer::<i32>("out", Access::Write);
+            let off = k.value::<u32>("off");
+            let i = global_id(Axis::X);
+            let base = i + off;
+            let acc = Var::new("acc", 0i32);
+            for_range(0u32, 8u32, |j| {
+                acc.set(acc.get() + a.load(base + (j << 1u32)) * (j.cast::<i32>() + 1i32))
+            });
+            for_range(0u32, 12u32, |j| {
+                acc.set(acc.get() - a.load(i + j * 3u32 + 5u32))
+            });
+            out.store(i, acc.get());
+        })
+        .unwrap();
+        for (off, la, groups, size) in [
+            (0u32, 100usize, 3u32, 32u32),
+            (u32::MAX - 40, 100, 2, 64),
+            (u32::MAX, 50, 4, 5),
+            (7, 60, 20, 1),
+        ] {
+            let a = &big[..la];
+            let mut out = vec![-7i32; 1000];
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, size),
+                    &mut [
+                        LaunchArg::read(a),
+                        LaunchArg::read_write(&mut out[..]),
+                        LaunchArg::value(off),
+                    ],
+                )
+                .unwrap();
+            let at = |j: u32| a.get(j as usize).copied().unwrap_or(0);
+            let mut want = vec![-7i32; 1000];
+            for i in 0..groups * size {
+                let base = i.wrapping_add(off);
+                let up = (0..8u32).fold(0i32, |s, j| {
+                    s.wrapping_add(at(base.wrapping_add(j << 1)) * (j as i32 + 1))
+                });
+                want[i as usize] = (0..12u32).fold(up, |s, j| s.wrapping_sub(at(i + j * 3 + 5)));
+            }
+            assert_eq!(out, want, "off {off}, a {la}, {groups} x {size}");
+        }
+
         // The same in shared memory, between barriers: the later work items of a group of 32
         // read past the 32-element tile on their last trip and write past it on both.
         let k = Kernel::build("counted_shared", |k| {

@@ -125,6 +125,9 @@ struct FnCtx<'a> {
     /// The accesses (memory, index) that the counted loop being lowered keeps in bounds on
     /// every trip (see `loop_bounds`).
     loop_proven: HashSet<(Memory, Handle)>,
+    /// While lowering the copy of a split loop that leaves `loop_proven` unchecked: its
+    /// counter and the expressions it computes, for [`Lowerer::proven_index`].
+    proven_loop: Option<Rc<loop_bounds::ProvenLoop>>,
     /// True while lowering one version of a loop that `loop_bounds` split: loops inside it
     /// are not split again.
     in_loop_version: bool,
@@ -178,6 +181,9 @@ pub struct Lowerer<'a, 'f> {
     quad: Option<Rc<simd::QuadPlan>>,
     /// Whether the statements being lowered run in quads (see [`Self::bounds_check`]).
     in_quads: bool,
+    /// The block that code after a jump (`break`, `continue`, `return`) goes into, which
+    /// nothing reaches, while it is empty (see [`Self::branch`]).
+    unreached: Option<ir::Block>,
     /// How many axes of the local id the kernel reads (see [`local_axes_read`]).
     local_axes: usize,
     /// 32-bit values known to be the low half of a 64-bit value whose high half is zero (a
@@ -240,6 +246,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             hoisted: Vec::new(),
             quad: simd::quad_plan(k).map(Rc::new),
             in_quads: false,
+            unreached: None,
             local_axes: local_axes_read(k),
             zero_extended: HashMap::new(),
             frame_bytes: 0,
@@ -251,6 +258,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             vals: vec![None; k.body.exprs.len()],
             in_bounds: InBounds::of(&k.body, &types),
             loop_proven: HashSet::new(),
+            proven_loop: None,
             in_loop_version: false,
             types,
             params: std::mem::take(&mut lw.value_params),
@@ -563,6 +571,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     fn fresh_block(&mut self) {
         let blk = self.b.create_block();
         self.b.switch_to_block(blk);
+        self.unreached = Some(blk);
     }
 
     fn jump_to(&mut self, target: ir::Block, args: &[Value]) {
@@ -717,7 +726,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         fx.loops.push((cont, exit));
         part(self, fx, body)?;
         self.b.ins().jump(cont, &[]);
-        self.b.switch_to_block(cont);
+        self.switch_to_continuing(cont);
         part(self, fx, continuing)?;
         fx.loops.pop();
         self.loop_copies(fx, body, continuing, copies - 1, exit, part)?;
@@ -800,6 +809,49 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().brif(done, exit, &[], header, &args);
         self.b.switch_to_block(exit);
         Ok(())
+    }
+
+    /// `if c { accept } else { reject }` on a scalar `c`, each arm lowered by `arm`. Its
+    /// blocks are sealed as soon as they have all their predecessors (arms jump nowhere but
+    /// to the end and to enclosing loops), so the values after it are the arms' values.
+    fn branch(
+        &mut self,
+        fx: &mut FnCtx,
+        c: Value,
+        accept: &Block,
+        reject: &Block,
+        arm: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
+    ) -> R<()> {
+        let (then_b, else_b, merge) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(c, then_b, &[], else_b, &[]);
+        for (block, part) in [(then_b, accept), (else_b, reject)] {
+            self.b.switch_to_block(block);
+            self.b.seal_block(block);
+            arm(self, fx, part)?;
+            // An arm that ends in a jump leaves an empty block nothing reaches: joining it to
+            // `merge` would give the values after the `if` a second, undefined source.
+            let dead = self.unreached.is_some_and(|blk| {
+                self.b.current_block() == Some(blk) && self.b.func.layout.first_inst(blk).is_none()
+            });
+            if !dead {
+                self.b.ins().jump(merge, &[]);
+            }
+        }
+        self.b.switch_to_block(merge);
+        self.b.seal_block(merge);
+        Ok(())
+    }
+
+    /// Goes on in `cont`, the `continue` target of a pass of a loop whose body is lowered,
+    /// and seals it: no `continuing` jumps (an IR rule), so it has all its predecessors, and
+    /// the counter's steps read the values they step from, as [`Self::proven_index`] needs.
+    fn switch_to_continuing(&mut self, cont: ir::Block) {
+        self.b.switch_to_block(cont);
+        self.b.seal_block(cont);
     }
 
     /// New blocks for a loop's top, its `continue` target and its exit.
@@ -885,7 +937,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             fx.loops.push((cont, exit));
             part(self, fx, &copy)?;
             self.b.ins().jump(cont, &[]);
-            self.b.switch_to_block(cont);
+            self.switch_to_continuing(cont);
             part(self, fx, continuing)?;
             fx.loops.pop();
         }
@@ -1085,19 +1137,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 } => {
                     let c = self.group_value(fx, *cond)?[0];
                     self.forget_run_values(fx);
-                    let (then_b, else_b, merge) = (
-                        self.b.create_block(),
-                        self.b.create_block(),
-                        self.b.create_block(),
-                    );
-                    self.b.ins().brif(c, then_b, &[], else_b, &[]);
-                    self.b.switch_to_block(then_b);
-                    self.uniform_block(fx, accept, in_uniform_loop)?;
-                    self.b.ins().jump(merge, &[]);
-                    self.b.switch_to_block(else_b);
-                    self.uniform_block(fx, reject, in_uniform_loop)?;
-                    self.b.ins().jump(merge, &[]);
-                    self.b.switch_to_block(merge);
+                    self.branch(fx, c, accept, reject, &mut |l, fx, arm| {
+                        l.uniform_block(fx, arm, in_uniform_loop)
+                    })?;
                 }
                 Stmt::Loop { body, continuing } => {
                     let parts = LoopParts {
@@ -1180,8 +1222,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 index,
                 value,
             } => {
-                let i = self.get(fx, *index)?[0];
                 let v = self.get(fx, *value)?;
+                if let Some(wide) = self.proven_index(fx, None, *memory, *index)? {
+                    let (addr, elem) = self.proven_elem(*memory, wide)?;
+                    self.store_flat(&elem, addr, 0, &v);
+                    return Ok(());
+                }
+                let i = self.get(fx, *index)?[0];
                 let proven = fx.in_bounds.store(*memory, *index, *value)
                     || fx.loop_proven.contains(&(*memory, *index));
                 let check = self.bounds_check(fx, *index, proven);
@@ -1194,19 +1241,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 reject,
             } => {
                 let c = self.get(fx, *cond)?[0];
-                let (then_b, else_b, merge) = (
-                    self.b.create_block(),
-                    self.b.create_block(),
-                    self.b.create_block(),
-                );
-                self.b.ins().brif(c, then_b, &[], else_b, &[]);
-                self.b.switch_to_block(then_b);
-                self.block(fx, &accept.0)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(else_b);
-                self.block(fx, &reject.0)?;
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(merge);
+                self.branch(fx, c, accept, reject, &mut |l, fx, arm| l.block(fx, &arm.0))?;
             }
             Stmt::Loop { body, continuing } => {
                 let counted = self.constant_trips(fx, body, continuing);
@@ -1307,6 +1342,26 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
     /// type. Out of bounds, the address is the zero page (`write` false) or the sink, tested
     /// as `check` says.
+    /// The address `base + (index + step) * size` of an element, `index` 64-bit: the step
+    /// becomes the access's displacement.
+    fn element_addr(&mut self, base: Value, index: Value, step: i64, size: u32) -> Value {
+        let off = self.b.ins().imul_imm_u(index, size as i64);
+        let addr = self.b.ins().iadd(base, off);
+        match step {
+            0 => addr,
+            s => self.b.ins().iadd_imm_s(addr, s * size as i64),
+        }
+    }
+
+    /// The address of element `index` of memory `m` and the element's type, for an access
+    /// that the loop being lowered keeps in bounds: `(index, step)` from
+    /// [`Self::proven_index`].
+    fn proven_elem(&mut self, m: Memory, (index, step): (Value, i64)) -> R<(Value, Type)> {
+        let (base, _, elem) = self.memory(m)?;
+        let addr = self.element_addr(base, index, step, elem.size());
+        Ok((addr, elem))
+    }
+
     fn mem_elem(
         &mut self,
         m: Memory,
@@ -1456,6 +1511,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.load_flat(&elem, addr, 0)
             }
             Expr::Load { memory, index } => {
+                if let Some(wide) = self.proven_index(fx, None, memory, index)? {
+                    let (addr, elem) = self.proven_elem(memory, wide)?;
+                    return Ok(self.load_flat(&elem, addr, 0));
+                }
                 let i = self.get(fx, index)?[0];
                 let proven = fx.in_bounds.load(h) || fx.loop_proven.contains(&(memory, index));
                 let check = self.bounds_check(fx, index, proven);
@@ -1598,6 +1657,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             vals: vec![None; f.body.exprs.len()],
             in_bounds: InBounds::of(&f.body, &types),
             loop_proven: HashSet::new(),
+            proven_loop: None,
             in_loop_version: false,
             types,
             params: args,

@@ -9,19 +9,44 @@
 //! loop without those bounds tests runs, otherwise the ordinary one. Unsigned sums and
 //! products only grow with their operands, so the largest operands give the largest index on
 //! every trip and in every lane, as long as no step of the index passes `u32::MAX` (and wraps
-//! to a small number), which the test checks too.
+//! to a small number), which the test checks too. The same fact lets the unchecked copy
+//! compute an index that steps with the counter in 64 bits: the four copies of an unrolled
+//! pass then share one index value, and their addresses differ only in a displacement
+//! (`tile[row * 16 + i + 1]` is the address of `tile[row * 16 + i]` plus 4 bytes).
 
 use super::simd::{each_stmt, QuadState};
 use super::{Counted, FnCtx, LocalStore, LoopParts, Lowerer, R};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, InstBuilder, InstructionData, Opcode, Value, ValueDef};
 use kiln_ir::*;
+use std::rc::Rc;
 
 /// The most accesses one loop's test covers.
 const MAX_PROVEN: usize = 16;
 
 /// A split loop's test and the accesses (memory, index) its fast copy leaves unchecked.
-pub(super) type LoopProof = (Value, Vec<(Memory, Handle)>);
+pub(super) struct LoopProof {
+    test: Value,
+    accesses: Vec<(Memory, Handle)>,
+    facts: Rc<ProvenLoop>,
+}
+
+/// An index as [`Lowerer::proven_index`] computes it: a 64-bit value (`None` for zero) plus
+/// a constant.
+struct WideIndex {
+    value: Option<Value>,
+    step: i64,
+    /// True when the value steps with the loop's counter.
+    counted: bool,
+}
+
+/// What the fast copy of a split loop knows about the indices of the accesses it leaves
+/// unchecked (see [`Lowerer::proven_index`]).
+pub(super) struct ProvenLoop {
+    counter: LocalId,
+    /// Per expression: computed inside the loop.
+    inside: Vec<bool>,
+}
 
 /// What the test of one loop knows: its counter and the counter's last value, the
 /// expressions computed inside the loop and the locals assigned there.
@@ -84,7 +109,159 @@ impl Lowerer<'_, '_> {
             });
             proven.push((memory, index));
         }
-        Ok(test.map(|t| (t, proven)))
+        Ok(test.map(|test| LoopProof {
+            test,
+            accesses: proven,
+            facts: Rc::new(ProvenLoop {
+                counter: facts.counter,
+                inside: facts.inside,
+            }),
+        }))
+    }
+
+    /// For an access that the copy of a split loop being lowered leaves unchecked, when its
+    /// index is the counter times constants plus other terms: the index as a 64-bit value plus
+    /// a constant. The loop's test showed that no sum or product of the index passes
+    /// `u32::MAX` on any trip, so the index computed in 64 bits is the same, and the constant
+    /// parts (literals, and the trip's steps from the first trip of an unrolled pass) gather
+    /// into one number: the copies of a pass share one index value and their addresses differ
+    /// only in the displacement. `None` for other accesses, for an index that does not step
+    /// with the counter (nothing to share), and for a quad's index that is not contiguous.
+    pub(super) fn proven_index(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: Option<&QuadState>,
+        memory: Memory,
+        index: Handle,
+    ) -> R<Option<(Value, i64)>> {
+        let Some(facts) = fx.proven_loop.clone() else {
+            return Ok(None);
+        };
+        if !fx.loop_proven.contains(&(memory, index)) {
+            return Ok(None);
+        }
+        Ok(match self.wide_terms(fx, qs, &facts, index)? {
+            Some(WideIndex {
+                value: Some(v),
+                step,
+                counted: true,
+            }) => Some((v, step)),
+            _ => None,
+        })
+    }
+
+    /// [`Self::proven_index`] of `h`.
+    fn wide_terms(
+        &mut self,
+        fx: &mut FnCtx,
+        qs: Option<&QuadState>,
+        facts: &ProvenLoop,
+        h: Handle,
+    ) -> R<Option<WideIndex>> {
+        let e = fx.body.exprs[h.index()].clone();
+        let inside = facts.inside[h.index()];
+        match e {
+            Expr::Literal(ScalarValue::U32(c)) => {
+                return Ok(Some(WideIndex {
+                    value: None,
+                    step: c as i64,
+                    counted: false,
+                }))
+            }
+            Expr::LocalGet(l) if inside && l == facts.counter => {
+                let v = self.get(fx, h)?[0];
+                let (root, step) = self.counter_steps(v);
+                return Ok(Some(WideIndex {
+                    value: Some(self.index64(root)),
+                    step,
+                    counted: true,
+                }));
+            }
+            Expr::Binary { op, lhs, rhs } if inside => {
+                let scale = match (op, &fx.body.exprs[rhs.index()]) {
+                    (BinaryOp::Shl, Expr::Literal(ScalarValue::U32(s))) if *s < 32 => {
+                        Some(1i64 << s)
+                    }
+                    (BinaryOp::Mul, Expr::Literal(ScalarValue::U32(m))) => Some(*m as i64),
+                    _ => None,
+                };
+                if let Some(m) = scale {
+                    return Ok(self.wide_terms(fx, qs, facts, lhs)?.map(|w| WideIndex {
+                        value: w.value.map(|v| self.b.ins().imul_imm_u(v, m)),
+                        step: w.step * m,
+                        counted: w.counted,
+                    }));
+                }
+                if op == BinaryOp::Add {
+                    let a = self.wide_terms(fx, qs, facts, lhs)?;
+                    let b = self.wide_terms(fx, qs, facts, rhs)?;
+                    let (Some(a), Some(b)) = (a, b) else {
+                        return Ok(None);
+                    };
+                    let value = match (a.value, b.value) {
+                        (Some(x), Some(y)) => Some(self.b.ins().iadd(x, y)),
+                        (x, y) => x.or(y),
+                    };
+                    return Ok(Some(WideIndex {
+                        value,
+                        step: a.step + b.step,
+                        counted: a.counted || b.counted,
+                    }));
+                }
+            }
+            _ => {}
+        }
+        // Anything else is one term, its 32-bit value exact.
+        if fx.types[h.index()] != Type::Scalar(ScalarType::U32) {
+            return Ok(None);
+        }
+        let v = match qs.and_then(|q| q.lane_first(h)) {
+            Some(Some(first)) => first,
+            Some(None) => return Ok(None),
+            None => self.get(fx, h)?[0],
+        };
+        Ok(Some(WideIndex {
+            value: Some(self.index64(v)),
+            step: 0,
+            counted: false,
+        }))
+    }
+
+    /// A value of a split loop's counter as the value it stepped from at the start of the
+    /// unrolled pass (or at the loop's start) and the sum of the steps since: the counter
+    /// only grows up to its last value, so none of those steps wraps.
+    fn counter_steps(&self, v: Value) -> (Value, i64) {
+        let dfg = &self.b.func.dfg;
+        let constant = |v: Value| match dfg.value_def(dfg.resolve_aliases(v)) {
+            ValueDef::Result(inst, 0) => match dfg.insts[inst] {
+                InstructionData::UnaryImm {
+                    opcode: Opcode::Iconst,
+                    imm,
+                } => Some(imm.bits() as u32 as i64),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (mut v, mut step) = (dfg.resolve_aliases(v), 0);
+        // An unrolled pass has at most four trips: three steps lead back to its first.
+        for _ in 0..3 {
+            let ValueDef::Result(inst, 0) = dfg.value_def(v) else {
+                break;
+            };
+            let InstructionData::Binary {
+                opcode: Opcode::Iadd,
+                args: [a, b],
+            } = dfg.insts[inst]
+            else {
+                break;
+            };
+            let Some(c) = constant(b) else {
+                break;
+            };
+            step += c;
+            v = dfg.resolve_aliases(a);
+        }
+        (v, step)
     }
 
     /// The largest value index `h` takes in the loop, as a 64-bit value, or `None` when it is
@@ -191,7 +368,12 @@ impl Lowerer<'_, '_> {
         proof: Option<LoopProof>,
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
-        let Some((test, proven)) = proof else {
+        let Some(LoopProof {
+            test,
+            accesses: proven,
+            facts,
+        }) = proof
+        else {
             return self.lower_loop(fx, parts, part);
         };
         let (fast, general, merge) = (
@@ -206,7 +388,9 @@ impl Lowerer<'_, '_> {
             .into_iter()
             .filter(|a| fx.loop_proven.insert(*a))
             .collect();
+        fx.proven_loop = Some(facts);
         let lowered = self.lower_loop(fx, parts, part);
+        fx.proven_loop = None;
         for a in &added {
             fx.loop_proven.remove(a);
         }

@@ -1240,19 +1240,9 @@ impl Lowerer<'_, '_> {
                         self.b.switch_to_block(merge);
                     } else {
                         let c = self.get(fx, *cond)?[0];
-                        let (t, e, merge) = (
-                            self.b.create_block(),
-                            self.b.create_block(),
-                            self.b.create_block(),
-                        );
-                        self.b.ins().brif(c, t, &[], e, &[]);
-                        self.b.switch_to_block(t);
-                        self.quad_block(fx, qs, &accept.0)?;
-                        self.b.ins().jump(merge, &[]);
-                        self.b.switch_to_block(e);
-                        self.quad_block(fx, qs, &reject.0)?;
-                        self.b.ins().jump(merge, &[]);
-                        self.b.switch_to_block(merge);
+                        self.branch(fx, c, accept, reject, &mut |l, fx, arm| {
+                            l.quad_block(fx, qs, &arm.0)
+                        })?;
                     }
                 }
                 other => return Err(format!("statement {other:?} in a vectorized body")),
@@ -1439,7 +1429,8 @@ impl Lowerer<'_, '_> {
                 let proven = (fx.in_bounds.load(h) && qs.all_active())
                     || qs.prefix.as_ref().is_some_and(|p| p.gid[index.index()])
                     || fx.loop_proven.contains(&(memory, index));
-                self.quad_load(qs, memory, index, proven)?
+                let wide = self.proven_index(fx, Some(qs), memory, index)?;
+                self.quad_load(qs, memory, index, proven, wide)?
             }
             Expr::Binary { op, lhs, rhs } => {
                 let s = fx.types[lhs.index()]
@@ -1842,7 +1833,16 @@ impl Lowerer<'_, '_> {
         self.b.ins().bitselect(y_nan, x, r)
     }
 
-    fn quad_load(&mut self, qs: &QuadState, m: Memory, index: Handle, proven: bool) -> R<Lanes> {
+    /// A load of `m[index]` for each lane; `proven` when every lane's index is in bounds, and
+    /// `wide` the contiguous index as [`Self::proven_index`] gives it.
+    fn quad_load(
+        &mut self,
+        qs: &QuadState,
+        m: Memory,
+        index: Handle,
+        proven: bool,
+        wide: Option<(Value, i64)>,
+    ) -> R<Lanes> {
         let idx = qs.lanes[index.index()].ok_or("varying load with a uniform index")?;
         let (base, len, elem) = self.memory(m)?;
         let elem = elem
@@ -1870,9 +1870,14 @@ impl Lowerer<'_, '_> {
         let Some((first, guard)) = Self::contiguous(Some(idx)) else {
             return Ok(Lanes::varying(gather(self)?));
         };
+        if let Some((first, step)) = wide {
+            return Ok(Lanes::varying(
+                self.load_contiguous(elem, base, first, step),
+            ));
+        }
         let f64v = self.b.ins().uextend(types::I64, first);
         if proven && guard.is_none() {
-            return Ok(Lanes::varying(self.load_contiguous(elem, base, f64v)));
+            return Ok(Lanes::varying(self.load_contiguous(elem, base, f64v, 0)));
         }
         let last = self.b.ins().iadd_imm_s(f64v, 3);
         let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
@@ -1890,7 +1895,7 @@ impl Lowerer<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let v = self.load_contiguous(elem, base, f64v);
+        let v = self.load_contiguous(elem, base, f64v, 0);
         self.b.ins().jump(done, &[BlockArg::Value(v)]);
         self.b.switch_to_block(slow);
         let v = gather(self)?;
@@ -1903,11 +1908,10 @@ impl Lowerer<'_, '_> {
         })
     }
 
-    /// The four elements of type `elem` from index `first` (64-bit) of the memory at `base`
-    /// on, as one vector; 8- and 16-bit integers widened to 32-bit lanes.
-    fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value) -> Value {
-        let off = self.b.ins().imul_imm_u(first, elem.size() as i64);
-        let addr = self.b.ins().iadd(base, off);
+    /// The four elements of type `elem` from index `first + step` (`first` 64-bit) of the
+    /// memory at `base` on, as one vector; 8- and 16-bit integers widened to 32-bit lanes.
+    fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value, step: i64) -> Value {
+        let addr = self.element_addr(base, first, step, elem.size());
         if narrow(&Type::Scalar(elem)) {
             self.load_widened(elem, addr)
         } else {
@@ -1915,11 +1919,10 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    /// Stores the four 32-bit lanes of `v` at index `first` (64-bit) of the memory at `base`
-    /// on.
-    fn store_contiguous(&mut self, base: Value, first: Value, v: Value) {
-        let off = self.b.ins().imul_imm_u(first, 4);
-        let addr = self.b.ins().iadd(base, off);
+    /// Stores the four 32-bit lanes of `v` at index `first + step` (`first` 64-bit) of the
+    /// memory at `base` on.
+    fn store_contiguous(&mut self, base: Value, first: Value, step: i64, v: Value) {
+        let addr = self.element_addr(base, first, step, 4);
         self.b.ins().store(vec_flags(), v, addr, 0);
     }
 
@@ -1962,8 +1965,11 @@ impl Lowerer<'_, '_> {
             && qs.all_active();
         if let (true, Some((first, None))) = (proven, Self::contiguous(qs.lanes[index.index()])) {
             let (base, _, _) = self.memory(m)?;
-            let f64v = self.b.ins().uextend(types::I64, first);
-            self.store_contiguous(base, f64v, v);
+            let (first, step) = match self.proven_index(fx, Some(qs), m, index)? {
+                Some(wide) => wide,
+                None => (self.b.ins().uextend(types::I64, first), 0),
+            };
+            self.store_contiguous(base, first, step, v);
             return Ok(());
         }
         let live = self.live(qs);
@@ -1992,7 +1998,7 @@ impl Lowerer<'_, '_> {
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.store_contiguous(base, f64v, v);
+                self.store_contiguous(base, f64v, 0, v);
                 self.b.ins().jump(done, &[]);
             }
             None => {
