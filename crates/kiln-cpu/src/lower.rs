@@ -725,8 +725,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.switch_to_block(header);
         fx.loops.push((cont, exit));
         part(self, fx, body)?;
-        self.b.ins().jump(cont, &[]);
-        self.switch_to_continuing(cont);
+        if has_continue(&body.0) {
+            self.b.ins().jump(cont, &[]);
+            self.switch_to_continuing(cont);
+        }
         part(self, fx, continuing)?;
         fx.loops.pop();
         self.loop_copies(fx, body, continuing, copies - 1, exit, part)?;
@@ -932,12 +934,15 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
         let copy = without_exit_test(body);
+        let straight = !has_continue(&copy.0);
         for _ in 0..n {
             let cont = self.b.create_block();
             fx.loops.push((cont, exit));
             part(self, fx, &copy)?;
-            self.b.ins().jump(cont, &[]);
-            self.switch_to_continuing(cont);
+            if !straight {
+                self.b.ins().jump(cont, &[]);
+                self.switch_to_continuing(cont);
+            }
             part(self, fx, continuing)?;
             fx.loops.pop();
         }
@@ -2234,4 +2239,13 @@ fn escapes_loop(s: &Stmt) -> bool {
         }
         _ => false,
     }
+}
+
+/// True when `stmts` hold a `continue` of their own loop (not one of a loop inside them).
+fn has_continue(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Continue => true,
+        Stmt::If { accept, reject, .. } => has_continue(&accept.0) || has_continue(&reject.0),
+        _ => false,
+    })
 }
