@@ -233,7 +233,7 @@ fn scan_kernel(
         };
         // The running value before this work item's range: its group's carry, then (in
         // groups of several work items) the totals of the work items before it in the group.
-        let acc = column_vars("acc", &identity());
+        let acc = identity_vars("acc", spec.identity);
         if spec.g > 1 {
             let tiles: Vec<Memory> = types
                 .iter()

@@ -641,16 +641,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             return None;
         }
         let start = self.b.use_var(vars[0]);
-        let start = match self.b.func.dfg.value_def(start) {
-            ir::ValueDef::Result(inst, 0) => match self.b.func.dfg.insts[inst] {
-                ir::InstructionData::UnaryImm {
-                    opcode: ir::Opcode::Iconst,
-                    imm,
-                } => imm.bits() as u32,
-                _ => return None,
-            },
-            _ => return None,
-        };
+        let start = self.constant_u32(start)?;
         let (end, step) = (end.to_bits() as u32, step.to_bits() as u32);
         let done = |v: u32| match (op, signed) {
             (BinaryOp::Ge, true) => v as i32 >= end as i32,
@@ -725,10 +716,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.switch_to_block(header);
         fx.loops.push((cont, exit));
         part(self, fx, body)?;
-        if has_continue(&body.0) {
-            self.b.ins().jump(cont, &[]);
-            self.switch_to_continuing(cont);
-        }
+        self.enter_continuing(body, cont);
         part(self, fx, continuing)?;
         fx.loops.pop();
         self.loop_copies(fx, body, continuing, copies - 1, exit, part)?;
@@ -848,12 +836,33 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok(())
     }
 
-    /// Goes on in `cont`, the `continue` target of a pass of a loop whose body is lowered,
-    /// and seals it: no `continuing` jumps (an IR rule), so it has all its predecessors, and
-    /// the counter's steps read the values they step from, as [`Self::proven_index`] needs.
-    fn switch_to_continuing(&mut self, cont: ir::Block) {
-        self.b.switch_to_block(cont);
-        self.b.seal_block(cont);
+    /// After a pass's `body` is lowered: goes on in `cont`, its `continue` target, when the
+    /// body can `continue`, sealing it (no `continuing` jumps, an IR rule, so it has all its
+    /// predecessors, and the counter's steps read the values they step from, as
+    /// [`Self::proven_index`] needs). Otherwise `continuing` stays in the body's block, so
+    /// that the copies of an unrolled pass share one block and Cranelift folds their loads
+    /// into the instructions that use them.
+    fn enter_continuing(&mut self, body: &Block, cont: ir::Block) {
+        if has_continue(&body.0) {
+            self.b.ins().jump(cont, &[]);
+            self.b.switch_to_block(cont);
+            self.b.seal_block(cont);
+        }
+    }
+
+    /// The value of `v` when an `iconst` defines it, as a `u32`.
+    fn constant_u32(&self, v: Value) -> Option<u32> {
+        let dfg = &self.b.func.dfg;
+        match dfg.value_def(dfg.resolve_aliases(v)) {
+            ir::ValueDef::Result(inst, 0) => match dfg.insts[inst] {
+                ir::InstructionData::UnaryImm {
+                    opcode: ir::Opcode::Iconst,
+                    imm,
+                } => Some(imm.bits() as u32),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// New blocks for a loop's top, its `continue` target and its exit.
@@ -934,15 +943,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         part: &mut dyn FnMut(&mut Self, &mut FnCtx, &Block) -> R<()>,
     ) -> R<()> {
         let copy = without_exit_test(body);
-        let straight = !has_continue(&copy.0);
         for _ in 0..n {
             let cont = self.b.create_block();
             fx.loops.push((cont, exit));
             part(self, fx, &copy)?;
-            if !straight {
-                self.b.ins().jump(cont, &[]);
-                self.switch_to_continuing(cont);
-            }
+            self.enter_continuing(&copy, cont);
             part(self, fx, continuing)?;
             fx.loops.pop();
         }
@@ -1344,9 +1349,6 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         })
     }
 
-    /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
-    /// type. Out of bounds, the address is the zero page (`write` false) or the sink, tested
-    /// as `check` says.
     /// The address `base + (index + step) * size` of an element, `index` 64-bit: the step
     /// becomes the access's displacement.
     fn element_addr(&mut self, base: Value, index: Value, step: i64, size: u32) -> Value {
@@ -1367,6 +1369,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         Ok((addr, elem))
     }
 
+    /// The address of element `i` of memory `m`, whether `i` is in bounds, and the element
+    /// type. Out of bounds, the address is the zero page (`write` false) or the sink, tested
+    /// as `check` says.
     fn mem_elem(
         &mut self,
         m: Memory,
@@ -1376,8 +1381,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     ) -> R<(Value, Value, Type)> {
         let (base, len, elem) = self.memory(m)?;
         let i64v = self.index64(i);
-        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
-        let addr = self.b.ins().iadd(base, off);
+        let addr = self.element_addr(base, i64v, 0, elem.size());
         if check == BoundsCheck::Proven {
             let yes = self.b.ins().iconst(types::I8, 1);
             return Ok((addr, yes, elem));
@@ -1408,8 +1412,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             LocalStore::Vars(_) | LocalStore::Group(_) => return Err("not an array local".into()),
         };
         let i64v = self.index64(i);
-        let off = self.b.ins().imul_imm_u(i64v, elem.size() as i64);
-        let addr = self.b.ins().iadd(base, off);
+        let addr = self.element_addr(base, i64v, 0, elem.size());
         if check == BoundsCheck::Proven {
             return Ok((addr, elem));
         }

@@ -232,16 +232,6 @@ impl Lowerer<'_, '_> {
     /// only grows up to its last value, so none of those steps wraps.
     fn counter_steps(&self, v: Value) -> (Value, i64) {
         let dfg = &self.b.func.dfg;
-        let constant = |v: Value| match dfg.value_def(dfg.resolve_aliases(v)) {
-            ValueDef::Result(inst, 0) => match dfg.insts[inst] {
-                InstructionData::UnaryImm {
-                    opcode: Opcode::Iconst,
-                    imm,
-                } => Some(imm.bits() as u32 as i64),
-                _ => None,
-            },
-            _ => None,
-        };
         let (mut v, mut step) = (dfg.resolve_aliases(v), 0);
         // An unrolled pass has at most four trips: three steps lead back to its first.
         for _ in 0..3 {
@@ -255,10 +245,10 @@ impl Lowerer<'_, '_> {
             else {
                 break;
             };
-            let Some(c) = constant(b) else {
+            let Some(c) = self.constant_u32(b) else {
                 break;
             };
-            step += c;
+            step += c as i64;
             v = dfg.resolve_aliases(a);
         }
         (v, step)
