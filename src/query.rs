@@ -44,7 +44,7 @@ const LANES: u32 = 4;
 /// on every element without branches ([`Query::predicated`]).
 const PREDICATED_EXPRS: usize = 96;
 /// Work items per group in the chunked plan's reductions whose `op` is commutative and whose
-/// values are at most 4 bytes: they take neighbouring elements, so the four of them load one
+/// values are at most 4 bytes or f64: they take neighbouring elements, so the four of them load one
 /// 16-byte vector (the CPU backend runs them as vector lanes; PoCL and lavapipe vectorize
 /// across them too).
 const QUAD: u32 = 4;
@@ -516,15 +516,16 @@ impl<'a, T> Query<'a, T> {
 
     /// The order the chunked plan folds in for a fold asking for `order` with accumulators
     /// `identity`: the [`QUAD`] layout ([`Order::Any`]) needs every input column and
-    /// accumulator to be at most 4 bytes; wider values keep one work item per chunk, whose
-    /// contiguous reads suit a scalar loop.
+    /// accumulator to be at most 4 bytes or f64 (the types the CPU backend keeps in vector
+    /// lanes); 64-bit integers keep one work item per chunk, whose contiguous reads suit a
+    /// scalar loop.
     fn chunked_order(&self, identity: &[ScalarValue], order: Order) -> Order {
-        let narrow = identity
+        let in_lanes = identity
             .iter()
             .map(|v| v.ty())
             .chain(self.columns.iter().map(|(_, t)| *t))
-            .all(|t| t.size() <= 4);
-        if narrow {
+            .all(|t| t.size() <= 4 || t == ScalarType::F64);
+        if in_lanes {
             order
         } else {
             Order::Kept

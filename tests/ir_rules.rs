@@ -717,6 +717,73 @@ fn counted_loops_keep_the_bounds_rules_on_every_trip() {
             assert_eq!(out, want, "off {off}, a {la}, {groups} x {size}");
         }
 
+        // Loops whose end is a value known only when the kernel runs: the test uses it, less
+        // one, as the counter's last value (no trip when it is 0), and an index whose product
+        // wraps on later trips (j * 2^29 at j = 8) keeps the checked loop.
+        let k = Kernel::build("counted_runtime", |k| {
+            let a = k.buffer::<i32>("a", Access::Read);
+            let out = k.buffer::<i32>("out", Access::Write);
+            let spread = k.buffer::<i32>("spread", Access::ReadWrite);
+            let m = k.value::<u32>("m");
+            let i = global_id(Axis::X);
+            let acc = Var::new("acc", 0i32);
+            for_range(0u32, m, |j| {
+                acc.set(acc.get() + a.load(i * 5u32 + j) * (j.cast::<i32>() + 1i32))
+            });
+            for_range(0u32, m + 1u32, |j| {
+                acc.set(acc.get() ^ a.load(j * 0x2000_0000u32 + i))
+            });
+            for_range(0u32, m, |j| {
+                spread.store(i * m + j, acc.get() + j.cast::<i32>())
+            });
+            out.store(i, acc.get());
+        })
+        .unwrap();
+        // Each of the first loop's quads of 64 items and items of groups of 1, and the third
+        // loop's item 44 (the fifth of its group of 5), has its last trip's index at exactly
+        // its memory's length: the checked loop must run, though every trip before is inside.
+        for (m, la, ls, groups, size) in [
+            (0u32, 50usize, 100usize, 3u32, 32u32),
+            (3, 97, 200, 2, 64),
+            (7, 2000, 1000, 4, 32),
+            (9, 43, 30, 5, 1),
+            (12, 2000, 1000, 8, 8),
+            (2, 300, 89, 9, 5),
+        ] {
+            let a = &big[..la];
+            let (mut out, mut spread) = (vec![-7i32; 1000], vec![-7i32; 1000]);
+            ctx()
+                .launch_ir(
+                    &k,
+                    &Grid::linear(groups, size),
+                    &mut [
+                        LaunchArg::read(a),
+                        LaunchArg::read_write(&mut out[..]),
+                        LaunchArg::read_write(&mut spread[..ls]),
+                        LaunchArg::value(m),
+                    ],
+                )
+                .unwrap();
+            let at = |j: u32| a.get(j as usize).copied().unwrap_or(0);
+            let (mut want, mut want_spread) = (vec![-7i32; 1000], vec![-7i32; 1000]);
+            for i in 0..groups * size {
+                let mut acc =
+                    (0..m).fold(0i32, |s, j| s.wrapping_add(at(i * 5 + j) * (j as i32 + 1)));
+                for j in 0..=m {
+                    acc ^= at(j.wrapping_mul(0x2000_0000).wrapping_add(i));
+                }
+                for j in 0..m {
+                    if ((i * m + j) as usize) < ls {
+                        want_spread[(i * m + j) as usize] = acc + j as i32;
+                    }
+                }
+                want[i as usize] = acc;
+            }
+            let case = format!("m {m}, a {la}, spread {ls}, {groups} x {size}");
+            assert_eq!(out, want, "out: {case}");
+            assert_eq!(spread, want_spread, "spread: {case}");
+        }
+
         // The same in shared memory, between barriers: the later work items of a group of 32
         // read past the 32-element tile on their last trip and write past it on both.
         let k = Kernel::build("counted_shared", |k| {

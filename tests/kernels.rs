@@ -5,7 +5,7 @@ mod common;
 #[allow(dead_code)]
 #[path = "../examples/gallery/mod.rs"]
 mod gallery;
-use common::{ctx, every_backend};
+use common::{ctx, every_backend, has_f64};
 use gallery::*;
 use kiln::lang::*;
 use kiln::BackendKind;
@@ -450,6 +450,119 @@ fn the_rust_subset_matches_plain_rust() {
                 "floats at {j}: {} vs {f}",
                 out_f[j]
             );
+        }
+    });
+}
+
+/// f64 arithmetic under control flow that differs per work item, with gathered loads and
+/// scattered stores: on the CPU backend, four work items at a time in two f64x2 halves.
+#[kiln::kernel]
+fn doubles(
+    i: Index1D,
+    x: View<f64>,
+    k: View<i32>,
+    f: View<f32>,
+    out: ViewMut<f64>,
+    spread: ViewMut<f64>,
+    ints: ViewMut<i32>,
+) {
+    let n = x.len();
+    let v = x[i];
+    let mut acc = 0.0f64;
+    if v > 0.5 {
+        acc = v.sqrt();
+    } else {
+        acc = -v * 0.25;
+    }
+    let mut j = 0u32;
+    while j < (k[i] as u32) % 6 {
+        acc = acc * 0.5 + j as f64;
+        if acc > 3.0 {
+            break;
+        }
+        j += 1;
+    }
+    let g = x[(i * 7) % n];
+    let m = g.max(f[i] as f64).min(1.0e6);
+    let c = if m.is_nan() {
+        -1.0f64
+    } else {
+        m.floor() + k[i] as f64
+    };
+    out[i] = acc + c + v % 3.5 + i as f64;
+    spread[(i * 3) % n] = (v as f32) as f64 - v.abs();
+    ints[i] = (v * 1.0e3) as i32 + (acc as u32) as i32 + if v < g { 1 } else { 0 };
+}
+
+/// `doubles` in plain Rust: `out`, `spread` and `ints` for element `i` of `n`.
+fn doubles_ref(i: usize, x: &[f64], k: &[i32], f: &[f32]) -> (f64, f64, i32) {
+    let (n, v) = (x.len(), x[i]);
+    let mut acc = if v > 0.5 { v.sqrt() } else { -v * 0.25 };
+    for j in 0..(k[i] as u32) % 6 {
+        acc = acc * 0.5 + j as f64;
+        if acc > 3.0 {
+            break;
+        }
+    }
+    let g = x[(i * 7) % n];
+    let m = g.max(f[i] as f64).min(1.0e6);
+    let c = if m.is_nan() {
+        -1.0
+    } else {
+        m.floor() + k[i] as f64
+    };
+    let out = acc + c + v % 3.5 + i as f64;
+    let spread = (v as f32) as f64 - v.abs();
+    let int = ((v * 1.0e3) as i32)
+        .wrapping_add((acc as u32) as i32)
+        .wrapping_add((v < g) as i32);
+    (out, spread, int)
+}
+
+#[test]
+fn f64_kernels_with_divergent_control_flow_match_plain_rust() {
+    every_backend(|| {
+        // Not a multiple of 4 (the CPU backend's last partial quad), nor of 3 or 7.
+        let n = 1001usize;
+        let x: Vec<f64> = (0..n)
+            .map(|i| match i % 50 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -1.0e300,
+                3 => 3.0e9,
+                _ => ((i * 37) % 211) as f64 * 0.037 - 2.5 + (i as f64) * 1e-9,
+            })
+            .collect();
+        let k: Vec<i32> = (0..n).map(|i| (i as i32 * 13) % 29 - 9).collect();
+        let f: Vec<f32> = (0..n)
+            .map(|i| match i % 61 {
+                5 => f32::NAN,
+                _ => (i % 17) as f32 * 0.75 - 4.0,
+            })
+            .collect();
+        let (mut out, mut spread, mut ints) = (vec![0.0; n], vec![0.0; n], vec![0; n]);
+        let launched = ctx().launch(doubles, n, (&x, &k, &f, &mut out, &mut spread, &mut ints));
+        if !has_f64() {
+            let e = launched.expect_err("f64 without the feature is an error");
+            assert!(e.to_string().contains("f64"), "the error names f64: {e}");
+            return;
+        }
+        launched.unwrap();
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        for i in 0..n {
+            let (o, s, int) = doubles_ref(i, &x, &k, &f);
+            assert!(
+                same(out[i], o),
+                "out[{i}] = {} vs {o} (x = {})",
+                out[i],
+                x[i]
+            );
+            assert!(
+                same(spread[(i * 3) % n], s),
+                "spread of {i}: {}",
+                spread[(i * 3) % n]
+            );
+            assert_eq!(ints[i], int, "ints[{i}] (x = {})", x[i]);
         }
     });
 }

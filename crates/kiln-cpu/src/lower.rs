@@ -91,7 +91,7 @@ struct LoopParts<'b> {
     continuing: &'b Block,
     /// A flag the loop runs at all only when true.
     enter: Option<Value>,
-    /// Its number of trips when [`Lowerer::constant_trips`] knows it.
+    /// Its number of trips when [`Lowerer::counted_loop`] knows it.
     trips: Option<u32>,
     /// Whether it may be lowered with its exit test at the bottom
     /// ([`Lowerer::lower_rotated_loop`]); only where `part` lowers statements one work item
@@ -99,14 +99,25 @@ struct LoopParts<'b> {
     rotate: bool,
 }
 
-/// A counted loop that [`Lowerer::constant_trips`] recognised.
+/// A counted loop that [`Lowerer::counted_loop`] recognised.
 #[derive(Clone, Copy)]
 struct Counted {
     counter: LocalId,
-    trips: u32,
+    /// Its number of trips, when its bounds are constants.
+    trips: Option<u32>,
     /// The counter's value on the last trip when it is unsigned and only grows from trip to
     /// trip: then no trip sees a larger one.
-    last: Option<u32>,
+    last: Option<LastTrip>,
+}
+
+/// The counter's value on the last trip of a counted loop.
+#[derive(Clone, Copy)]
+enum LastTrip {
+    Constant(u32),
+    /// One less than this `u32` value, computed before the loop: its end, which a counter
+    /// stepping by one from a constant start reaches (no trip runs when the end is not above
+    /// the start).
+    BeforeEnd(Handle),
 }
 
 enum LocalStore {
@@ -580,12 +591,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.fresh_block();
     }
 
-    /// For a counted loop (`for i in START..END` with constant bounds and step, as the IR
+    /// For a counted loop (`for i in START..END` with a constant start and step, as the IR
     /// builder writes it: `i = START; loop { if i >= END { break } .. } continuing { i = i +
-    /// STEP }`) that runs at most `MAX_COUNTED_TRIPS` times and is small enough to copy four
-    /// times: the counter and the number of trips. The counter's value on entry must be a
-    /// constant in the current block.
-    fn constant_trips(&mut self, fx: &FnCtx, body: &Block, continuing: &Block) -> Option<Counted> {
+    /// STEP }`): the counter, and the number of trips when END is a constant too and the loop
+    /// runs at most `MAX_COUNTED_TRIPS` times and is small enough to copy four times. With an
+    /// END computed before the loop, only an unsigned counter stepping by one counts (its last
+    /// value is END - 1). The counter's value on entry must be a constant in the current
+    /// block.
+    fn counted_loop(&mut self, fx: &FnCtx, body: &Block, continuing: &Block) -> Option<Counted> {
         let ex = |h: &Handle| &fx.body.exprs[h.index()];
         let (
             [Stmt::Eval(get), Stmt::Eval(test), Stmt::If {
@@ -617,7 +630,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         else {
             return None;
         };
-        let (Expr::Literal(end), Expr::Literal(step)) = (ex(rhs), ex(step)) else {
+        let Expr::Literal(step) = ex(step) else {
             return None;
         };
         let counted = l == l2
@@ -629,7 +642,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             && matches!(&accept.0[..], [Stmt::Break])
             && reject.0.is_empty()
             && !assigns(rest, *l);
-        let signed = match end.ty() {
+        let signed = match step.ty() {
             ScalarType::I32 => true,
             ScalarType::U32 => false,
             _ => return None,
@@ -637,12 +650,21 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let LocalStore::Vars(vars) = &fx.locals[l.0 as usize] else {
             return None;
         };
-        if !counted || vars.len() != 1 || step.ty() != end.ty() {
+        if !counted || vars.len() != 1 || fx.types[rhs.index()] != Type::Scalar(step.ty()) {
             return None;
         }
         let start = self.b.use_var(vars[0]);
         let start = self.constant_u32(start)?;
-        let (end, step) = (end.to_bits() as u32, step.to_bits() as u32);
+        let step = step.to_bits() as u32;
+        let Expr::Literal(end) = ex(rhs) else {
+            let stepped = !signed && step == 1 && *op == BinaryOp::Ge;
+            return stepped.then_some(Counted {
+                counter: *l,
+                trips: None,
+                last: Some(LastTrip::BeforeEnd(*rhs)),
+            });
+        };
+        let end = end.to_bits() as u32;
         let done = |v: u32| match (op, signed) {
             (BinaryOp::Ge, true) => v as i32 >= end as i32,
             (BinaryOp::Gt, true) => v as i32 > end as i32,
@@ -663,14 +685,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         let last = (!signed && step > 0 && last <= u32::MAX as u64).then_some(last as u32);
         (size * trips.min(4) as usize <= MAX_UNROLLED_STMTS).then_some(Counted {
             counter: *l,
-            trips,
-            last,
+            trips: Some(trips),
+            last: last.map(LastTrip::Constant),
         })
     }
 
     /// `loop { body } continuing { continuing }`, each part lowered by `part` with the loop's
     /// `continue` and `break` targets on `fx.loops`; with `enter`, the loop runs at all only
-    /// when that flag is true. With `trips` (from [`Self::constant_trips`]) the loop is
+    /// when that flag is true. With `trips` (from [`Self::counted_loop`]) the loop is
     /// unrolled: up to 4 trips become straight-line copies of the body (less its exit test,
     /// which none of them takes) and of `continuing`; more trips, when 4 or 2 divides their
     /// number, become a loop whose every pass runs 4 or 2 copies and tests for the exit only
@@ -931,7 +953,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     /// `n` passes of a counted loop in straight line: the body without its exit test (the
-    /// statement [`Self::constant_trips`] matched third), then `continuing`, each pass with
+    /// statement [`Self::counted_loop`] matched third), then `continuing`, each pass with
     /// its own `continue` target and `exit` as its `break` target.
     fn loop_copies(
         &mut self,
@@ -1254,13 +1276,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 self.branch(fx, c, accept, reject, &mut |l, fx, arm| l.block(fx, &arm.0))?;
             }
             Stmt::Loop { body, continuing } => {
-                let counted = self.constant_trips(fx, body, continuing);
+                let counted = self.counted_loop(fx, body, continuing);
                 let proof = self.loop_bounds(fx, None, body, continuing, counted.as_ref())?;
                 let parts = LoopParts {
                     body,
                     continuing,
                     enter: None,
-                    trips: counted.map(|c| c.trips),
+                    trips: counted.and_then(|c| c.trips),
                     rotate: true,
                 };
                 self.lower_loop_versions(fx, &parts, proof, &mut |l, fx, part| {
@@ -2179,7 +2201,7 @@ fn local_axes_read(k: &Kernel) -> usize {
 }
 
 /// A counted loop's body without its exit test (its third statement, `if %b { break }`, as
-/// [`loop_head`] and [`Lowerer::constant_trips`] match it).
+/// [`loop_head`] and [`Lowerer::counted_loop`] match it).
 fn without_exit_test(body: &Block) -> Block {
     let mut rest = body.clone();
     rest.0.remove(2);

@@ -1,6 +1,7 @@
 //! Counted loops whose accesses stay in bounds on every trip.
 //!
-//! A loop `for i in START..END` with constant bounds (see `Lowerer::constant_trips`) whose
+//! A loop `for i in START..END` with constant bounds, or a constant START and an END computed
+//! before the loop (see `Lowerer::counted_loop`), whose
 //! loads and stores index memory by sums, products and constant shifts of its counter,
 //! literals, parameters, built-ins and values computed before the loop (`tile[row * 16 + i]`,
 //! `b[i * 16 + x]`) is lowered twice. Before the loop runs, one test evaluates each such index
@@ -15,7 +16,7 @@
 //! (`tile[row * 16 + i + 1]` is the address of `tile[row * 16 + i]` plus 4 bytes).
 
 use super::simd::{each_stmt, QuadState};
-use super::{Counted, FnCtx, LocalStore, LoopParts, Lowerer, R};
+use super::{Counted, FnCtx, LastTrip, LocalStore, LoopParts, Lowerer, R};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, InstructionData, Opcode, Value, ValueDef};
 use kiln_ir::*;
@@ -48,11 +49,11 @@ pub(super) struct ProvenLoop {
     inside: Vec<bool>,
 }
 
-/// What the test of one loop knows: its counter and the counter's last value, the
+/// What the test of one loop knows: its counter and the counter's last value (64-bit), the
 /// expressions computed inside the loop and the locals assigned there.
 struct LoopFacts {
     counter: LocalId,
-    last: u32,
+    last: Value,
     inside: Vec<bool>,
     assigned: Vec<bool>,
 }
@@ -77,6 +78,20 @@ impl Lowerer<'_, '_> {
         if fx.in_loop_version {
             return Ok(None);
         }
+        let last = match last {
+            LastTrip::Constant(c) => self.b.ins().iconst(types::I64, c as i64),
+            // An end that varies per lane makes a masked loop, never a counted one.
+            LastTrip::BeforeEnd(end) if qs.is_some_and(|q| q.lane_first(end).is_some()) => {
+                return Ok(None)
+            }
+            // With the end at 0 this is u64::MAX, and the index sums may wrap to anything:
+            // but then the loop runs no trip.
+            LastTrip::BeforeEnd(end) => {
+                let end = self.get(fx, end)?[0];
+                let end = self.b.ins().uextend(types::I64, end);
+                self.b.ins().iadd_imm_s(end, -1)
+            }
+        };
         let mut facts = LoopFacts {
             counter,
             last,
@@ -287,9 +302,7 @@ impl Lowerer<'_, '_> {
             });
         }
         Ok(match e {
-            Expr::LocalGet(l) if l == facts.counter => {
-                Some(self.b.ins().iconst(types::I64, facts.last as i64))
-            }
+            Expr::LocalGet(l) if l == facts.counter => Some(facts.last),
             Expr::LocalGet(l)
                 if !facts.assigned[l.0 as usize] && !qs.is_some_and(|q| q.local_varies(l)) =>
             {

@@ -35,10 +35,15 @@ use cranelift_frontend::Variable;
 use kiln_ir::*;
 use std::rc::Rc;
 
+mod double;
+
 /// A varying value: the vector, and for contiguous integer indices the scalar first lane.
 #[derive(Clone, Copy)]
 struct Lanes {
+    /// All four lanes; for an f64 value lanes 0 and 1 (see `double`).
     v: Value,
+    /// For an f64 value, lanes 2 and 3.
+    hi: Option<Value>,
     first: Option<Value>,
     /// For an index that is contiguous when a condition holds in all four lanes (a 2D view's
     /// `select(in_bounds, row * stride + col, u32::MAX)`): that condition as a scalar, and the
@@ -50,10 +55,27 @@ impl Lanes {
     fn varying(v: Value) -> Lanes {
         Lanes {
             v,
+            hi: None,
             first: None,
             first_if: None,
         }
     }
+
+    /// An f64 value from its two f64x2 halves.
+    fn halves(lo: Value, hi: Value) -> Lanes {
+        Lanes {
+            hi: Some(hi),
+            ..Lanes::varying(lo)
+        }
+    }
+}
+
+/// The vector variables of a local that varies per work item: one, or two for an f64 local
+/// (lanes 0 and 1, lanes 2 and 3).
+#[derive(Clone, Copy)]
+struct LaneVars {
+    v: Variable,
+    hi: Option<Variable>,
 }
 
 pub(super) struct QuadState {
@@ -61,8 +83,8 @@ pub(super) struct QuadState {
     /// For a varying `bool` computed by comparing a contiguous index with a uniform bound: a
     /// scalar that is true when all four lanes are true.
     all_true: Vec<Option<Value>>,
-    /// The vector variable of each local that varies per work item.
-    locals: Vec<Option<Variable>>,
+    /// The vector variables of each local that varies per work item.
+    locals: Vec<Option<LaneVars>>,
     active: Value,
     /// True where every lane is known to be active (outside varying `if`s).
     full: bool,
@@ -219,18 +241,25 @@ impl PrefixFacts {
     }
 }
 
+/// The vector type that holds a quad's lanes of a value of type `s`: for f64, one half.
 fn vty(s: ScalarType) -> types::Type {
-    if s == ScalarType::F32 {
-        types::F32X4
-    } else {
-        types::I32X4
+    match s {
+        ScalarType::F32 => types::F32X4,
+        ScalarType::F64 => types::F64X2,
+        _ => types::I32X4,
     }
 }
 
 fn allowed(t: &Type) -> bool {
     matches!(
         t,
-        Type::Scalar(ScalarType::F32 | ScalarType::I32 | ScalarType::U32 | ScalarType::Bool)
+        Type::Scalar(
+            ScalarType::F32
+                | ScalarType::F64
+                | ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::Bool
+        )
     )
 }
 
@@ -718,7 +747,7 @@ impl Lowerer<'_, '_> {
                     let s = ty.as_scalar().ok_or("non-scalar private local in a quad")?;
                     let addr = self.private_addr(off, 4);
                     let v = self.b.ins().load(vty(s), vec_flags(), addr, 0);
-                    self.b.def_var(var, v);
+                    self.b.def_var(var.v, v);
                 }
                 None => {
                     let addr = self.private_addr(off, ty.size());
@@ -763,7 +792,7 @@ impl Lowerer<'_, '_> {
         for (i, off) in promoted {
             match qs.locals[i] {
                 Some(var) => {
-                    let v = self.b.use_var(var);
+                    let v = self.b.use_var(var.v);
                     let addr = self.private_addr(off, 4);
                     self.b.ins().store(vec_flags(), v, addr, 0);
                 }
@@ -888,7 +917,7 @@ impl Lowerer<'_, '_> {
             .collect();
         let lanes = self.b.func.dfg.constants.insert(lanes.into());
         let iota = self.b.ins().vconst(types::I32X4, lanes);
-        let locals: Vec<Option<Variable>> = plan
+        let locals: Vec<Option<LaneVars>> = plan
             .varying_locals
             .iter()
             .zip(&fx.body.locals)
@@ -897,7 +926,10 @@ impl Lowerer<'_, '_> {
                 let s = decl.ty.as_scalar()?;
                 // A group local is one value for the whole group, whatever the plan says.
                 let varies = *v && !matches!(store, LocalStore::Group(_));
-                varies.then(|| self.b.declare_var(vty(s)))
+                varies.then(|| LaneVars {
+                    v: self.b.declare_var(vty(s)),
+                    hi: (s == ScalarType::F64).then(|| self.b.declare_var(vty(s))),
+                })
             })
             .collect();
         let q_var = self.b.declare_var(types::I32);
@@ -1070,13 +1102,15 @@ impl Lowerer<'_, '_> {
 
     /// Starts a quad's locals from zero: the scalar ones (see `zero_locals`) and the vector
     /// ones of `locals`.
-    fn zero_quad_locals(&mut self, fx: &FnCtx, locals: &[Option<Variable>]) {
+    fn zero_quad_locals(&mut self, fx: &FnCtx, locals: &[Option<LaneVars>]) {
         self.zero_locals(fx);
         for (var, decl) in locals.iter().zip(&fx.body.locals) {
             if let (Some(var), Some(s)) = (var, decl.ty.as_scalar()) {
                 let z = self.zero(s);
                 let z = self.b.ins().splat(vty(s), z);
-                self.b.def_var(*var, z);
+                for v in [Some(var.v), var.hi].into_iter().flatten() {
+                    self.b.def_var(v, z);
+                }
             }
         }
     }
@@ -1112,7 +1146,6 @@ impl Lowerer<'_, '_> {
                 }
                 Stmt::LocalSet { local, value } => match qs.locals[local.0 as usize] {
                     Some(var) => {
-                        let mut v = self.lanes_of(fx, qs, *value)?;
                         // Lanes that left a loop they are still inside keep their locals;
                         // lanes that returned no longer need theirs.
                         let keep = if qs.in_masked_loop() {
@@ -1120,12 +1153,30 @@ impl Lowerer<'_, '_> {
                         } else {
                             (!qs.full).then_some(qs.active)
                         };
-                        if let Some(keep) = keep {
-                            let old = self.b.use_var(var);
-                            let mask = self.mask_for(keep, self.b.func.dfg.value_type(v));
-                            v = self.b.ins().bitselect(mask, v, old);
+                        match var.hi {
+                            Some(var_hi) => {
+                                let (mut lo, mut hi) = self.halves_of(fx, qs, *value)?;
+                                if let Some(keep) = keep {
+                                    let (keep_lo, keep_hi) = self.wide_masks(keep);
+                                    let (old_lo, old_hi) =
+                                        (self.b.use_var(var.v), self.b.use_var(var_hi));
+                                    lo = self.b.ins().bitselect(keep_lo, lo, old_lo);
+                                    hi = self.b.ins().bitselect(keep_hi, hi, old_hi);
+                                }
+                                self.b.def_var(var.v, lo);
+                                self.b.def_var(var_hi, hi);
+                            }
+                            None => {
+                                let mut v = self.lanes_of(fx, qs, *value)?;
+                                if let Some(keep) = keep {
+                                    let old = self.b.use_var(var.v);
+                                    let ty = self.b.func.dfg.value_type(v);
+                                    let mask = self.mask_for(keep, ty);
+                                    v = self.b.ins().bitselect(mask, v, old);
+                                }
+                                self.b.def_var(var.v, v);
+                            }
                         }
-                        self.b.def_var(var, v);
                     }
                     None => self.stmt(fx, s)?,
                 },
@@ -1149,7 +1200,7 @@ impl Lowerer<'_, '_> {
                     };
                     // A counter that varies per lane has no one trip count.
                     let counted = self
-                        .constant_trips(fx, body, continuing)
+                        .counted_loop(fx, body, continuing)
                         .filter(|c| qs.locals[c.counter.0 as usize].is_none());
                     let proof =
                         self.loop_bounds(fx, Some(qs), body, continuing, counted.as_ref())?;
@@ -1157,7 +1208,7 @@ impl Lowerer<'_, '_> {
                         body,
                         continuing,
                         enter,
-                        trips: counted.map(|c| c.trips),
+                        trips: counted.and_then(|c| c.trips),
                         rotate: false,
                     };
                     qs.loops.push(None);
@@ -1327,7 +1378,10 @@ impl Lowerer<'_, '_> {
     /// The vector form of an operand (uniform values are splatted; `bool` becomes a mask).
     fn lanes_of(&mut self, fx: &mut FnCtx, qs: &QuadState, h: Handle) -> R<Value> {
         if let Some(l) = qs.lanes[h.index()] {
-            return Ok(l.v);
+            return match l.hi {
+                Some(_) => Err(format!("f64 lanes of %{} read as one vector", h.0)),
+                None => Ok(l.v),
+            };
         }
         let s = fx.types[h.index()]
             .as_scalar()
@@ -1343,23 +1397,33 @@ impl Lowerer<'_, '_> {
         })
     }
 
-    /// Applies a scalar lowering to each lane.
+    /// Applies a scalar lowering to each lane of `args` (varying values of the given types);
+    /// returns the lanes of its results, of type `out`.
     fn per_lane(
         &mut self,
-        args: &[(Value, ScalarType)],
+        args: &[(Lanes, ScalarType)],
         out: ScalarType,
         mut f: impl FnMut(&mut Self, &[Value]) -> R<Value>,
-    ) -> R<Value> {
+    ) -> R<Lanes> {
         let zero = self.iconst32(0);
-        let mut acc = self.b.ins().splat(types::I32X4, zero);
-        if out == ScalarType::F32 {
-            acc = self.b.ins().bitcast(types::F32X4, mem_flags_little(), acc);
-        }
+        let mut accs = if out == ScalarType::F64 {
+            let z = self.zero(out);
+            let half = self.b.ins().splat(types::F64X2, z);
+            vec![half, half]
+        } else {
+            let acc = self.b.ins().splat(types::I32X4, zero);
+            match out {
+                ScalarType::F32 => {
+                    vec![self.b.ins().bitcast(types::F32X4, mem_flags_little(), acc)]
+                }
+                _ => vec![acc],
+            }
+        };
         for k in 0..4u8 {
             let xs: Vec<Value> = args
                 .iter()
-                .map(|(v, s)| {
-                    let x = self.b.ins().extractlane(*v, k);
+                .map(|(l, s)| {
+                    let x = self.lane(*l, k);
                     if *s == ScalarType::Bool {
                         self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0)
                     } else {
@@ -1372,9 +1436,25 @@ impl Lowerer<'_, '_> {
                 let ones = self.b.ins().iconst(types::I32, -1);
                 r = self.b.ins().select(r, ones, zero);
             }
-            acc = self.b.ins().insertlane(acc, r, k);
+            // Two lanes per f64x2 half.
+            let (acc, at) = match accs.len() {
+                2 => (&mut accs[k as usize / 2], k % 2),
+                _ => (&mut accs[0], k),
+            };
+            *acc = self.b.ins().insertlane(*acc, r, at);
         }
-        Ok(acc)
+        Ok(match accs[..] {
+            [lo, hi] => Lanes::halves(lo, hi),
+            _ => Lanes::varying(accs[0]),
+        })
+    }
+
+    /// Lane `k` (0 to 3) of a varying value.
+    fn lane(&mut self, l: Lanes, k: u8) -> Value {
+        match l.hi {
+            Some(hi) if k >= 2 => self.b.ins().extractlane(hi, k - 2),
+            _ => self.b.ins().extractlane(l.v, k),
+        }
     }
 
     /// For a built-in that varies per lane: the first lane's value (the lanes are that plus
@@ -1392,6 +1472,7 @@ impl Lowerer<'_, '_> {
         };
         let splat = self.b.ins().splat(types::I32X4, first);
         Some(Lanes {
+            hi: None,
             v: self.b.ins().iadd(splat, qs.iota),
             first: Some(first),
             first_if: None,
@@ -1402,8 +1483,11 @@ impl Lowerer<'_, '_> {
         let e = fx.body.exprs[h.index()].clone();
         if let Expr::LocalGet(l) = e {
             if let Some(var) = qs.locals[l.0 as usize] {
-                let v = self.b.use_var(var);
-                qs.lanes[h.index()] = Some(Lanes::varying(v));
+                let v = self.b.use_var(var.v);
+                qs.lanes[h.index()] = Some(match var.hi {
+                    Some(hi) => Lanes::halves(v, self.b.use_var(hi)),
+                    None => Lanes::varying(v),
+                });
                 return Ok(());
             }
         }
@@ -1432,6 +1516,7 @@ impl Lowerer<'_, '_> {
                 let wide = self.proven_index(fx, Some(qs), memory, index)?;
                 self.quad_load(qs, memory, index, proven, wide)?
             }
+            _ if Self::involves_f64(fx, &e, ty) => self.quad_eval_f64(fx, qs, &e, ty)?,
             Expr::Binary { op, lhs, rhs } => {
                 let s = fx.types[lhs.index()]
                     .as_scalar()
@@ -1480,6 +1565,7 @@ impl Lowerer<'_, '_> {
                     }
                 };
                 Lanes {
+                    hi: None,
                     v,
                     first: if s.is_int() { first } else { None },
                     first_if: None,
@@ -1527,6 +1613,7 @@ impl Lowerer<'_, '_> {
                     _ => None,
                 };
                 Lanes {
+                    hi: None,
                     v,
                     first: None,
                     first_if,
@@ -1540,6 +1627,7 @@ impl Lowerer<'_, '_> {
                     (ScalarType::I32, ScalarType::U32) | (ScalarType::U32, ScalarType::I32)
                 );
                 Lanes {
+                    hi: None,
                     v: self.vcast(a, from, to)?,
                     first: qs.lanes[arg.index()].and_then(|l| l.first.filter(|_| same_bits)),
                     first_if: None,
@@ -1562,6 +1650,7 @@ impl Lowerer<'_, '_> {
                     .map(|a| Ok((self.lanes_of(fx, qs, *a)?, s)))
                     .collect::<R<_>>()?;
                 Lanes {
+                    hi: None,
                     v: self.vmath(fun, s, ty, &vs)?,
                     first: None,
                     first_if: None,
@@ -1666,25 +1755,13 @@ impl Lowerer<'_, '_> {
 
     fn vbinary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> R<Value> {
         if s == ScalarType::F32 {
-            let fcc = match op {
-                BinaryOp::Eq => Some(FloatCC::Equal),
-                BinaryOp::Ne => Some(FloatCC::NotEqual),
-                BinaryOp::Lt => Some(FloatCC::LessThan),
-                BinaryOp::Le => Some(FloatCC::LessThanOrEqual),
-                BinaryOp::Gt => Some(FloatCC::GreaterThan),
-                BinaryOp::Ge => Some(FloatCC::GreaterThanOrEqual),
-                _ => None,
-            };
-            if let Some(c) = fcc {
-                return Ok(self.b.ins().fcmp(c, a, b));
+            if let Some(v) = self.float_binary(op, a, b) {
+                return Ok(v);
             }
-            return match op {
-                BinaryOp::Add => Ok(self.b.ins().fadd(a, b)),
-                BinaryOp::Sub => Ok(self.b.ins().fsub(a, b)),
-                BinaryOp::Mul => Ok(self.b.ins().fmul(a, b)),
-                BinaryOp::Div => Ok(self.b.ins().fdiv(a, b)),
-                _ => self.per_lane(&[(a, s), (b, s)], s, |l, x| l.binary(op, s, x[0], x[1])),
-            };
+            let args = [(Lanes::varying(a), s), (Lanes::varying(b), s)];
+            return Ok(self
+                .per_lane(&args, s, |l, x| l.binary(op, s, x[0], x[1]))?
+                .v);
         }
         let signed = s.is_signed();
         let cc = |sc: IntCC, uc: IntCC| if signed { sc } else { uc };
@@ -1722,9 +1799,31 @@ impl Lowerer<'_, '_> {
             ),
             _ => {
                 let out = if op.is_compare() { ScalarType::Bool } else { s };
-                self.per_lane(&[(a, s), (b, s)], out, |l, x| l.binary(op, s, x[0], x[1]))?
+                let args = [(Lanes::varying(a), s), (Lanes::varying(b), s)];
+                self.per_lane(&args, out, |l, x| l.binary(op, s, x[0], x[1]))?
+                    .v
             }
         })
+    }
+
+    /// `op` on float vectors (f32x4, f64x2) where it has a vector instruction: arithmetic
+    /// gives the operands' type, a comparison a lane mask of the same lane width. `None` for
+    /// the other operations.
+    fn float_binary(&mut self, op: BinaryOp, a: Value, b: Value) -> Option<Value> {
+        let cc = match op {
+            BinaryOp::Eq => FloatCC::Equal,
+            BinaryOp::Ne => FloatCC::NotEqual,
+            BinaryOp::Lt => FloatCC::LessThan,
+            BinaryOp::Le => FloatCC::LessThanOrEqual,
+            BinaryOp::Gt => FloatCC::GreaterThan,
+            BinaryOp::Ge => FloatCC::GreaterThanOrEqual,
+            BinaryOp::Add => return Some(self.b.ins().fadd(a, b)),
+            BinaryOp::Sub => return Some(self.b.ins().fsub(a, b)),
+            BinaryOp::Mul => return Some(self.b.ins().fmul(a, b)),
+            BinaryOp::Div => return Some(self.b.ins().fdiv(a, b)),
+            _ => return None,
+        };
+        Some(self.b.ins().fcmp(cc, a, b))
     }
 
     fn vcast(&mut self, a: Value, from: ScalarType, to: ScalarType) -> R<Value> {
@@ -1747,7 +1846,12 @@ impl Lowerer<'_, '_> {
                 let z = self.b.ins().splat(types::I32X4, zero);
                 self.b.ins().icmp(IntCC::NotEqual, a, z)
             }
-            _ => self.per_lane(&[(a, from)], to, |l, x| Ok(l.cast(x[0], from, to)))?,
+            _ => {
+                self.per_lane(&[(Lanes::varying(a), from)], to, |l, x| {
+                    Ok(l.cast(x[0], from, to))
+                })?
+                .v
+            }
         })
     }
 
@@ -1759,23 +1863,12 @@ impl Lowerer<'_, '_> {
         args: &[(Value, ScalarType)],
     ) -> R<Value> {
         if s == ScalarType::F32 {
-            let x = args[0].0;
-            match fun {
-                MathFn::Sqrt => return Ok(self.b.ins().sqrt(x)),
-                MathFn::Abs => return Ok(self.b.ins().fabs(x)),
-                MathFn::Floor => return Ok(self.b.ins().floor(x)),
-                MathFn::Ceil => return Ok(self.b.ins().ceil(x)),
-                MathFn::Trunc => return Ok(self.b.ins().trunc(x)),
-                MathFn::Min | MathFn::Max => {
-                    return Ok(self.min_max(fun == MathFn::Max, x, args[1].0))
-                }
-                // `min(max(x, lo), hi)`, as the IR defines it.
-                MathFn::Clamp => {
-                    let low = self.min_max(true, x, args[1].0);
-                    return Ok(self.min_max(false, low, args[2].0));
-                }
-                MathFn::IsNan => return Ok(self.b.ins().fcmp(FloatCC::Unordered, x, x)),
-                _ => {}
+            let xs: Vec<Value> = args.iter().map(|a| a.0).collect();
+            if let Some(v) = self.float_math(fun, &xs) {
+                return Ok(v);
+            }
+            if fun == MathFn::IsNan {
+                return Ok(self.b.ins().fcmp(FloatCC::Unordered, xs[0], xs[0]));
             }
         }
         if matches!(s, ScalarType::I32 | ScalarType::U32) {
@@ -1801,17 +1894,37 @@ impl Lowerer<'_, '_> {
                 _ => {}
             }
         }
-        self.per_lane(args, out, |l, x| l.math(fun, s, x))
+        let lanes: Vec<(Lanes, ScalarType)> =
+            args.iter().map(|(v, s)| (Lanes::varying(*v), *s)).collect();
+        Ok(self.per_lane(&lanes, out, |l, x| l.math(fun, s, x))?.v)
     }
 
-    /// The f32 maximum (`max`) or minimum of `x` and `y` per lane with the IR's NaN rule: when
-    /// one is NaN, the other.
+    /// The math functions that have vector instructions for float vectors (f32x4, f64x2) and
+    /// give a vector of the same type: `None` for the others.
+    fn float_math(&mut self, fun: MathFn, xs: &[Value]) -> Option<Value> {
+        let x = xs[0];
+        Some(match fun {
+            MathFn::Sqrt => self.b.ins().sqrt(x),
+            MathFn::Abs => self.b.ins().fabs(x),
+            MathFn::Floor => self.b.ins().floor(x),
+            MathFn::Ceil => self.b.ins().ceil(x),
+            MathFn::Trunc => self.b.ins().trunc(x),
+            MathFn::Min | MathFn::Max => self.min_max(fun == MathFn::Max, x, xs[1]),
+            // `min(max(x, lo), hi)`, as the IR defines it.
+            MathFn::Clamp => {
+                let low = self.min_max(true, x, xs[1]);
+                self.min_max(false, low, xs[2])
+            }
+            _ => return None,
+        })
+    }
+
+    /// The maximum (`max`) or minimum of float vectors `x` and `y` per lane with the IR's NaN
+    /// rule: when one is NaN, the other.
     fn min_max(&mut self, max: bool, x: Value, y: Value) -> Value {
+        let fty = self.b.func.dfg.value_type(x);
         if let Some((pick_x, x, c)) = self.literal_pick(max, x, y) {
-            let pick_x = self
-                .b
-                .ins()
-                .bitcast(types::F32X4, mem_flags_little(), pick_x);
+            let pick_x = self.b.ins().bitcast(fty, mem_flags_little(), pick_x);
             return self.b.ins().bitselect(pick_x, x, c);
         }
         let r = if max {
@@ -1820,15 +1933,9 @@ impl Lowerer<'_, '_> {
             self.b.ins().fmin(x, y)
         };
         let x_nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-        let x_nan = self
-            .b
-            .ins()
-            .bitcast(types::F32X4, mem_flags_little(), x_nan);
+        let x_nan = self.b.ins().bitcast(fty, mem_flags_little(), x_nan);
         let y_nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        let y_nan = self
-            .b
-            .ins()
-            .bitcast(types::F32X4, mem_flags_little(), y_nan);
+        let y_nan = self.b.ins().bitcast(fty, mem_flags_little(), y_nan);
         let r = self.b.ins().bitselect(x_nan, y, r);
         self.b.ins().bitselect(y_nan, x, r)
     }
@@ -1852,7 +1959,7 @@ impl Lowerer<'_, '_> {
         let widen = narrow(&Type::Scalar(elem));
         let lane_ty = if widen { ScalarType::U32 } else { elem };
         let gather = |l: &mut Self| {
-            l.per_lane(&[(idx.v, ScalarType::U32)], lane_ty, |l, x| {
+            l.per_lane(&[(idx, ScalarType::U32)], lane_ty, |l, x| {
                 let check = if proven {
                     BoundsCheck::Proven
                 } else {
@@ -1868,16 +1975,14 @@ impl Lowerer<'_, '_> {
             })
         };
         let Some((first, guard)) = Self::contiguous(Some(idx)) else {
-            return Ok(Lanes::varying(gather(self)?));
+            return gather(self);
         };
         if let Some((first, step)) = wide {
-            return Ok(Lanes::varying(
-                self.load_contiguous(elem, base, first, step),
-            ));
+            return Ok(self.load_contiguous(elem, base, first, step));
         }
         let f64v = self.b.ins().uextend(types::I64, first);
         if proven && guard.is_none() {
-            return Ok(Lanes::varying(self.load_contiguous(elem, base, f64v, 0)));
+            return Ok(self.load_contiguous(elem, base, f64v, 0));
         }
         let last = self.b.ins().iadd_imm_s(f64v, 3);
         let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
@@ -1890,40 +1995,51 @@ impl Lowerer<'_, '_> {
             self.b.create_block(),
         );
         let out = self.b.append_block_param(done, vty(elem));
+        let out_hi = (elem == ScalarType::F64).then(|| self.b.append_block_param(done, vty(elem)));
         // Only quads that straddle the end of the memory (or whose guard fails) gather: the
         // gather goes out of the way of the fast path's straight line.
         self.b.set_cold_block(slow);
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
         let v = self.load_contiguous(elem, base, f64v, 0);
-        self.b.ins().jump(done, &[BlockArg::Value(v)]);
+        self.b.ins().jump(done, &block_args(v));
         self.b.switch_to_block(slow);
         let v = gather(self)?;
-        self.b.ins().jump(done, &[BlockArg::Value(v)]);
+        self.b.ins().jump(done, &block_args(v));
         self.b.switch_to_block(done);
         Ok(Lanes {
-            v: out,
-            first: None,
-            first_if: None,
+            hi: out_hi,
+            ..Lanes::varying(out)
         })
     }
 
     /// The four elements of type `elem` from index `first + step` (`first` 64-bit) of the
-    /// memory at `base` on, as one vector; 8- and 16-bit integers widened to 32-bit lanes.
-    fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value, step: i64) -> Value {
+    /// memory at `base` on: one vector (8- and 16-bit integers widened to 32-bit lanes), or
+    /// two f64x2 halves.
+    fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value, step: i64) -> Lanes {
         let addr = self.element_addr(base, first, step, elem.size());
         if narrow(&Type::Scalar(elem)) {
-            self.load_widened(elem, addr)
-        } else {
-            self.b.ins().load(vty(elem), vec_flags(), addr, 0)
+            return Lanes::varying(self.load_widened(elem, addr));
+        }
+        let v = self.b.ins().load(vty(elem), vec_flags(), addr, 0);
+        match elem {
+            ScalarType::F64 => {
+                let hi = self.b.ins().load(vty(elem), vec_flags(), addr, 16);
+                Lanes::halves(v, hi)
+            }
+            _ => Lanes::varying(v),
         }
     }
 
-    /// Stores the four 32-bit lanes of `v` at index `first + step` (`first` 64-bit) of the
-    /// memory at `base` on.
-    fn store_contiguous(&mut self, base: Value, first: Value, step: i64, v: Value) {
-        let addr = self.element_addr(base, first, step, 4);
-        self.b.ins().store(vec_flags(), v, addr, 0);
+    /// Stores the four lanes of `v` (32-bit, or f64 in two halves) at index `first + step`
+    /// (`first` 64-bit) of the memory at `base` on.
+    fn store_contiguous(&mut self, base: Value, first: Value, step: i64, v: Lanes) {
+        let size = if v.hi.is_some() { 8 } else { 4 };
+        let addr = self.element_addr(base, first, step, size);
+        self.b.ins().store(vec_flags(), v.v, addr, 0);
+        if let Some(hi) = v.hi {
+            self.b.ins().store(vec_flags(), hi, addr, 16);
+        }
     }
 
     /// Four adjacent 8- or 16-bit integers at `addr`, extended to an i32x4.
@@ -1954,7 +2070,7 @@ impl Lowerer<'_, '_> {
         index: Handle,
         value: Handle,
     ) -> R<()> {
-        let v = self.lanes_of(fx, qs, value)?;
+        let v = self.quad_value(fx, qs, value)?;
         let idx = self.lanes_of(fx, qs, index)?;
         // A guard (or, in the prefix, an index `global_id(x)`) proves the index of every lane;
         // the store needs no lane mask only when every lane is active.
@@ -2012,7 +2128,7 @@ impl Lowerer<'_, '_> {
             let on = self.b.ins().extractlane(live, k);
             let on = self.b.ins().icmp_imm_s(IntCC::NotEqual, on, 0);
             let i = self.b.ins().extractlane(idx, k);
-            let x = self.b.ins().extractlane(v, k);
+            let x = self.lane(v, k);
             let (addr, _, _) = self.mem_elem(m, i, true, BoundsCheck::Select)?;
             let addr = self.b.ins().select(on, addr, self.sink);
             self.b.ins().store(mem_flags(), x, addr, 0);
@@ -2021,6 +2137,15 @@ impl Lowerer<'_, '_> {
         self.b.switch_to_block(done);
         Ok(())
     }
+}
+
+/// The block arguments that pass the vectors of `l`.
+fn block_args(l: Lanes) -> Vec<BlockArg> {
+    [Some(l.v), l.hi]
+        .into_iter()
+        .flatten()
+        .map(BlockArg::Value)
+        .collect()
 }
 
 /// Flags of the 16-byte loads and stores of a quad: they cannot trap, but need not be aligned
