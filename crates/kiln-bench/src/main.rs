@@ -127,6 +127,15 @@ fn main() -> Result<(), Error> {
     let rayon_max = best(reps, || {
         xs.par_iter().copied().reduce(|| f32::NAN, f32::max)
     });
+    // The same values in f64, centred on zero.
+    let xd: Vec<f64> = xs.iter().map(|&x| x as f64 - 500.0).collect();
+    let rayon_map_f64 = best(reps, || {
+        xd.par_iter().map(|x| x * 2.0 + 1.0).collect::<Vec<f64>>()
+    });
+    let rayon_squares_f64 = best(reps, || xd.par_iter().map(|x| x * x).sum::<f64>());
+    let rayon_max_f64 = best(reps, || {
+        xd.par_iter().copied().reduce(|| f64::NAN, f64::max)
+    });
     let rayon_filter_of = |xs: &[f32]| {
         best(reps, || {
             xs.par_iter()
@@ -331,6 +340,23 @@ fn main() -> Result<(), Error> {
         rows.push(row("sum", sum, "rayon", rayon_sum));
         let max = best(reps, || ctx.from(&xs).max().unwrap());
         rows.push(row("max", max, "rayon", rayon_max));
+        if ctx.device().features.f64 && 2 * bytes <= ctx.device().max_buffer_bytes {
+            let map = best(reps, || {
+                ctx.from(&xd).map(|x| x * 2.0 + 1.0).to_vec().unwrap()
+            });
+            rows.push(row("map to_vec (f64)", map, "rayon", rayon_map_f64));
+            let squares = best(reps, || ctx.from(&xd).map(|x| x * x).sum().unwrap());
+            rows.push(row(
+                "sum of squares (f64)",
+                squares,
+                "rayon",
+                rayon_squares_f64,
+            ));
+            let max = best(reps, || ctx.from(&xd).max().unwrap());
+            rows.push(row("max (f64)", max, "rayon", rayon_max_f64));
+        } else {
+            println!("skipping the f64 rows on {backend}: no f64, or buffers too large");
+        }
         let filter_of = |xs: &[f32]| {
             best(reps, || {
                 ctx.from(xs).filter(|x| x.lt(500.0)).to_vec().unwrap()

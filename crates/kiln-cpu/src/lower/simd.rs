@@ -1927,17 +1927,30 @@ impl Lowerer<'_, '_> {
             let pick_x = self.b.ins().bitcast(fty, mem_flags_little(), pick_x);
             return self.b.ins().bitselect(pick_x, x, c);
         }
-        let r = if max {
-            self.b.ins().fmax(x, y)
-        } else {
-            self.b.ins().fmin(x, y)
+        // A NaN operand takes the other's value (both NaN: y's), so that what follows sees
+        // NaN only where both are.
+        let lane_mask = |l: &mut Self, cc: FloatCC, a: Value, b: Value| {
+            let m = l.b.ins().fcmp(cc, a, b);
+            l.b.ins().bitcast(fty, mem_flags_little(), m)
         };
-        let x_nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
-        let x_nan = self.b.ins().bitcast(fty, mem_flags_little(), x_nan);
-        let y_nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        let y_nan = self.b.ins().bitcast(fty, mem_flags_little(), y_nan);
-        let r = self.b.ins().bitselect(x_nan, y, r);
-        self.b.ins().bitselect(y_nan, x, r)
+        let x_nan = lane_mask(self, FloatCC::Unordered, x, x);
+        let x = self.b.ins().bitselect(x_nan, y, x);
+        let y_nan = lane_mask(self, FloatCC::Unordered, y, y);
+        let y = self.b.ins().bitselect(y_nan, x, y);
+        // `a < b ? b : a` both ways round (one maxps/maxpd or minps/minpd each, which give
+        // their second operand for equal ones): the two differ only for zeros of opposite
+        // signs, where the `and` of the maxima is +0.0 and the `or` of the minima -0.0.
+        let pick = |l: &mut Self, a: Value, b: Value| {
+            let (lo, hi) = if max { (a, b) } else { (b, a) };
+            let take_b = lane_mask(l, FloatCC::LessThan, lo, hi);
+            l.b.ins().bitselect(take_b, b, a)
+        };
+        let (r1, r2) = (pick(self, x, y), pick(self, y, x));
+        if max {
+            self.b.ins().band(r1, r2)
+        } else {
+            self.b.ins().bor(r1, r2)
+        }
     }
 
     /// A load of `m[index]` for each lane; `proven` when every lane's index is in bounds, and
