@@ -1,7 +1,7 @@
-//! Four work items at a time: f32x4/i32x4 lowering of kernel bodies and of the runs between
-//! group barriers.
+//! Four work items at a time: f32x4/i32x4 (and for f64, two f64x2: see `double`) lowering of
+//! kernel bodies and of the runs between group barriers.
 //!
-//! Statements over 32-bit values and `bool`s (and loads of 8- and 16-bit integers that are
+//! Statements over 32-bit values, f64 and `bool`s (and loads of 8- and 16-bit integers that are
 //! only cast to 32 bits, which widen as they load), with any structured control flow (no
 //! atomics or array locals, and no calls: the backend inlines device functions first, see
 //! `kiln_ir::inline_calls`; subgroups have one lane on the CPU), run their work items in

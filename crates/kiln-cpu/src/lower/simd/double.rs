@@ -4,7 +4,10 @@
 //! narrows their two i64x2 masks into one, and a select or a masked assignment widens a mask
 //! into two. Conversions from and to 32-bit lanes take each half's two lanes from, or put
 //! them into, the low or high 64 bits of the 32-bit vector. Operations without a vector
-//! instruction run lane by lane with the scalar lowering, as for 32-bit lanes.
+//! instruction run lane by lane with the scalar lowering, as for 32-bit lanes. In a kernel
+//! with group barriers, an f64 that varies per work item and lives from one run to the next
+//! keeps that run one work item at a time (private memory holds a quad's copies as 4-byte
+//! lanes).
 
 use super::{mem_flags_little, vty, Lanes, QuadState};
 use crate::lower::{FnCtx, Lowerer, R};
