@@ -1146,6 +1146,7 @@ impl Lowerer<'_, '_> {
                 }
                 Stmt::LocalSet { local, value } => match qs.locals[local.0 as usize] {
                     Some(var) => {
+                        let mut v = self.quad_value(fx, qs, *value)?;
                         // Lanes that left a loop they are still inside keep their locals;
                         // lanes that returned no longer need theirs.
                         let keep = if qs.in_masked_loop() {
@@ -1153,29 +1154,13 @@ impl Lowerer<'_, '_> {
                         } else {
                             (!qs.full).then_some(qs.active)
                         };
-                        match var.hi {
-                            Some(var_hi) => {
-                                let (mut lo, mut hi) = self.halves_of(fx, qs, *value)?;
-                                if let Some(keep) = keep {
-                                    let (keep_lo, keep_hi) = self.wide_masks(keep);
-                                    let (old_lo, old_hi) =
-                                        (self.b.use_var(var.v), self.b.use_var(var_hi));
-                                    lo = self.b.ins().bitselect(keep_lo, lo, old_lo);
-                                    hi = self.b.ins().bitselect(keep_hi, hi, old_hi);
-                                }
-                                self.b.def_var(var.v, lo);
-                                self.b.def_var(var_hi, hi);
-                            }
-                            None => {
-                                let mut v = self.lanes_of(fx, qs, *value)?;
-                                if let Some(keep) = keep {
-                                    let old = self.b.use_var(var.v);
-                                    let ty = self.b.func.dfg.value_type(v);
-                                    let mask = self.mask_for(keep, ty);
-                                    v = self.b.ins().bitselect(mask, v, old);
-                                }
-                                self.b.def_var(var.v, v);
-                            }
+                        if let Some(keep) = keep {
+                            let old = self.read_vars(var);
+                            v = self.blend(keep, v, old);
+                        }
+                        self.b.def_var(var.v, v.v);
+                        if let (Some(var_hi), Some(hi)) = (var.hi, v.hi) {
+                            self.b.def_var(var_hi, hi);
                         }
                     }
                     None => self.stmt(fx, s)?,
@@ -1483,11 +1468,7 @@ impl Lowerer<'_, '_> {
         let e = fx.body.exprs[h.index()].clone();
         if let Expr::LocalGet(l) = e {
             if let Some(var) = qs.locals[l.0 as usize] {
-                let v = self.b.use_var(var.v);
-                qs.lanes[h.index()] = Some(match var.hi {
-                    Some(hi) => Lanes::halves(v, self.b.use_var(hi)),
-                    None => Lanes::varying(v),
-                });
+                qs.lanes[h.index()] = Some(self.read_vars(var));
                 return Ok(());
             }
         }
@@ -1750,6 +1731,31 @@ impl Lowerer<'_, '_> {
             self.b.ins().bitcast(types::F32X4, mem_flags_little(), m)
         } else {
             m
+        }
+    }
+
+    /// Per lane, `a` where lane mask `m` (i32x4) is set and `b` elsewhere (`a` and `b` of one
+    /// type).
+    fn blend(&mut self, m: Value, a: Lanes, b: Lanes) -> Lanes {
+        match (a.hi, b.hi) {
+            (Some(a_hi), Some(b_hi)) => {
+                let (m_lo, m_hi) = self.wide_masks(m);
+                let lo = self.b.ins().bitselect(m_lo, a.v, b.v);
+                Lanes::halves(lo, self.b.ins().bitselect(m_hi, a_hi, b_hi))
+            }
+            _ => {
+                let mask = self.mask_for(m, self.b.func.dfg.value_type(a.v));
+                Lanes::varying(self.b.ins().bitselect(mask, a.v, b.v))
+            }
+        }
+    }
+
+    /// The lanes a varying local's variables hold.
+    fn read_vars(&mut self, var: LaneVars) -> Lanes {
+        let v = self.b.use_var(var.v);
+        match var.hi {
+            Some(hi) => Lanes::halves(v, self.b.use_var(hi)),
+            None => Lanes::varying(v),
         }
     }
 

@@ -64,10 +64,6 @@ impl Lowerer<'_, '_> {
         ty: ScalarType,
     ) -> R<Lanes> {
         use ScalarType::*;
-        let on_halves = |l: &mut Self, a: (Value, Value), f: fn(&mut Self, Value) -> Value| {
-            let lo = f(l, a.0);
-            Lanes::halves(lo, f(l, a.1))
-        };
         Ok(match *e {
             Expr::Binary { op, lhs, rhs } => {
                 let (a, b) = (self.halves_of(fx, qs, lhs)?, self.halves_of(fx, qs, rhs)?);
@@ -95,8 +91,9 @@ impl Lowerer<'_, '_> {
                 op: UnaryOp::Neg,
                 arg,
             } => {
-                let a = self.halves_of(fx, qs, arg)?;
-                on_halves(self, a, |l, x| l.b.ins().fneg(x))
+                let (lo, hi) = self.halves_of(fx, qs, arg)?;
+                let lo = self.b.ins().fneg(lo);
+                Lanes::halves(lo, self.b.ins().fneg(hi))
             }
             Expr::Select {
                 cond,
@@ -107,23 +104,14 @@ impl Lowerer<'_, '_> {
                     self.halves_of(fx, qs, accept)?,
                     self.halves_of(fx, qs, reject)?,
                 );
-                let (lo, hi) = match qs.lanes[cond.index()] {
-                    Some(m) => {
-                        let (m_lo, m_hi) = self.wide_masks(m.v);
-                        (
-                            self.b.ins().bitselect(m_lo, a.0, b.0),
-                            self.b.ins().bitselect(m_hi, a.1, b.1),
-                        )
-                    }
+                match qs.lanes[cond.index()] {
+                    Some(m) => self.blend(m.v, Lanes::halves(a.0, a.1), Lanes::halves(b.0, b.1)),
                     None => {
                         let c = self.get(fx, cond)?[0];
-                        (
-                            self.b.ins().select(c, a.0, b.0),
-                            self.b.ins().select(c, a.1, b.1),
-                        )
+                        let lo = self.b.ins().select(c, a.0, b.0);
+                        Lanes::halves(lo, self.b.ins().select(c, a.1, b.1))
                     }
-                };
-                Lanes::halves(lo, hi)
+                }
             }
             Expr::Cast { arg, to } => {
                 let from = fx.types[arg.index()].as_scalar().ok_or("non-scalar cast")?;
