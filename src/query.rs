@@ -514,24 +514,6 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The order the chunked plan folds in for a fold asking for `order` with accumulators
-    /// `identity`: the [`QUAD`] layout ([`Order::Any`]) needs every input column and
-    /// accumulator to be at most 4 bytes or f64 (the types the CPU backend keeps in vector
-    /// lanes); 64-bit integers keep one work item per chunk, whose contiguous reads suit a
-    /// scalar loop.
-    fn chunked_order(&self, identity: &[ScalarValue], order: Order) -> Order {
-        let in_lanes = identity
-            .iter()
-            .map(|v| v.ty())
-            .chain(self.columns.iter().map(|(_, t)| *t))
-            .all(|t| t.size() <= 4 || t == ScalarType::F64);
-        if in_lanes {
-            order
-        } else {
-            Order::Kept
-        }
-    }
-
     /// The chunked plan's partials kernel: each work item folds `project` of the rows it
     /// takes into one partial per accumulator, stored at its global id. With [`Order::Kept`]
     /// each group has one work item folding its chunk; with [`Order::Any`] each group has
@@ -695,8 +677,8 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
-    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]
-    /// and [`Self::chunked_order`]), then one work item folds them. Returns the device memory
+    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]),
+    /// then one work item folds them. Returns the device memory
     /// holding the result (one value per column).
     fn chunked_reduce(
         &self,
@@ -705,7 +687,6 @@ impl<'a, T> Query<'a, T> {
         project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
     ) -> Result<Columns> {
-        let order = self.chunked_order(identity, order);
         let [chunked, finish] = self.reduce_kernels(identity, op, project, order)?;
         let groups = groups_for(&self.ctx, self.len);
         let per_group = items_per_chunk(order);
@@ -960,15 +941,15 @@ impl<'a, T: Row> Query<'a, T> {
         Ok([self.chunked_count_kernel()?, self.chunked_scatter_kernel()?])
     }
 
-    /// The chunked plan's count of kept elements: see [`Self::chunked_fold_kernel`] and
-    /// [`Self::count_order`].
+    /// The chunked plan's count of kept elements, in the [`QUAD`] layout (counting is
+    /// commutative): see [`Self::chunked_fold_kernel`].
     fn chunked_count_kernel(&self) -> Result<Kernel> {
         self.chunked_fold_kernel(
             "query_filter_count",
             &[ScalarValue::U32(0)],
             &add_u32,
             &one_u32,
-            self.count_order(),
+            Order::Any,
         )
     }
 
@@ -1140,7 +1121,7 @@ impl<'a, T: Row> Query<'a, T> {
                 )
             }
             None => {
-                let per_group = items_per_chunk(self.count_order());
+                let per_group = items_per_chunk(Order::Any);
                 (
                     self.chunked_count_kernel()?,
                     groups_for(&self.ctx, n),
@@ -1176,11 +1157,6 @@ impl<'a, T: Row> Query<'a, T> {
             offsets: Some(offsets),
             group,
         })
-    }
-
-    /// The order of the chunked plan's count of kept elements (counting is commutative).
-    fn count_order(&self) -> Order {
-        self.chunked_order(&[ScalarValue::U32(0)], Order::Any)
     }
 
     /// The grouped plan's ordered scatter: each work item counts what it keeps of its range,

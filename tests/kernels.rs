@@ -5,7 +5,7 @@ mod common;
 #[allow(dead_code)]
 #[path = "../examples/gallery/mod.rs"]
 mod gallery;
-use common::{ctx, every_backend, has_f64};
+use common::{ctx, every_backend, has_f64, has_i64};
 use gallery::*;
 use kiln::lang::*;
 use kiln::BackendKind;
@@ -491,7 +491,8 @@ fn doubles(
     };
     out[i] = acc + c + v % 3.5 + i as f64;
     spread[(i * 3) % n] = (v as f32) as f64 - v.abs();
-    ints[i] = (v * 1.0e3) as i32 + (acc as u32) as i32 + if v < g { 1 } else { 0 };
+    let bits = v.bitcast::<u64>() >> 52;
+    ints[i] = (v * 1.0e3) as i32 + (acc as u32) as i32 + if v < g { 1 } else { 0 } + bits as i32;
 }
 
 /// `doubles` in plain Rust: `out`, `spread` and `ints` for element `i` of `n`.
@@ -515,7 +516,8 @@ fn doubles_ref(i: usize, x: &[f64], k: &[i32], f: &[f32]) -> (f64, f64, i32) {
     let spread = (v as f32) as f64 - v.abs();
     let int = ((v * 1.0e3) as i32)
         .wrapping_add((acc as u32) as i32)
-        .wrapping_add((v < g) as i32);
+        .wrapping_add((v < g) as i32)
+        .wrapping_add((v.to_bits() >> 52) as i32);
     (out, spread, int)
 }
 
@@ -562,6 +564,139 @@ fn f64_kernels_with_divergent_control_flow_match_plain_rust() {
                 "spread of {i}: {}",
                 spread[(i * 3) % n]
             );
+            assert_eq!(ints[i], int, "ints[{i}] (x = {})", x[i]);
+        }
+    });
+}
+
+/// i64 and u64 arithmetic under control flow that differs per work item, with gathered loads
+/// and scattered stores: on the CPU backend, four work items at a time in two i64x2 halves.
+#[kiln::kernel]
+fn longs(
+    i: Index1D,
+    x: View<i64>,
+    u: View<u64>,
+    k: View<i32>,
+    w: View<u32>,
+    out: ViewMut<i64>,
+    spread: ViewMut<u64>,
+    ints: ViewMut<u32>,
+) {
+    let n = x.len();
+    let v = x[i];
+    let mut acc = 0i64;
+    if v > 1000 {
+        acc = v >> 3;
+    } else {
+        acc = -v * 3 + k[i] as i64;
+    }
+    let mut j = 0u32;
+    while j < w[i] % 7 {
+        acc = acc * 5 - j as i64;
+        if acc > 1i64 << 40 {
+            break;
+        }
+        j += 1;
+    }
+    let g = u[(i * 7) % n];
+    let m = g.max(u[i]).min(1u64 << 62);
+    let q = v / k[i] as i64 + v % (w[i] as i64 - 3);
+    out[i] = acc.abs()
+        + q
+        + (m as i64 ^ v << 5)
+        + v.clamp(-100, 100)
+        + (v >> w[i] as i64)
+        + (v >> 7)
+        + (g as u32) as i64;
+    spread[(i * 3) % n] =
+        g * 3 + (g >> 61) + (v as u64 >> 60) + (v > 0) as u64 + !g + (g > u[i]) as u64;
+    ints[i] = v as u32 + (g as u32 >> 1) + if v < g as i64 { 1 } else { 0 } + (v != 0) as u32;
+}
+
+/// `longs` in plain Rust: `out`, `spread` and `ints` for element `i` of `n`, with the IR's
+/// rules (wrapping arithmetic, `x / 0 = x`, `x % 0 = 0`, shifts modulo 64).
+fn longs_ref(i: usize, x: &[i64], u: &[u64], k: &[i32], w: &[u32]) -> (i64, u64, u32) {
+    let (n, v) = (x.len(), x[i]);
+    let mut acc = if v > 1000 {
+        v >> 3
+    } else {
+        v.wrapping_neg().wrapping_mul(3).wrapping_add(k[i] as i64)
+    };
+    for j in 0..w[i] % 7 {
+        acc = acc.wrapping_mul(5).wrapping_sub(j as i64);
+        if acc > 1i64 << 40 {
+            break;
+        }
+    }
+    let g = u[(i * 7) % n];
+    let m = g.max(u[i]).min(1u64 << 62);
+    let div = |a: i64, b: i64| if b == 0 { a } else { a.wrapping_div(b) };
+    let rem = |a: i64, b: i64| if b == 0 { 0 } else { a.wrapping_rem(b) };
+    let q = div(v, k[i] as i64).wrapping_add(rem(v, w[i] as i64 - 3));
+    let out = acc
+        .wrapping_abs()
+        .wrapping_add(q)
+        .wrapping_add(m as i64 ^ v.wrapping_shl(5))
+        .wrapping_add(v.clamp(-100, 100))
+        .wrapping_add(v.wrapping_shr(w[i]))
+        .wrapping_add(v >> 7)
+        .wrapping_add((g as u32) as i64);
+    let spread = g
+        .wrapping_mul(3)
+        .wrapping_add(g >> 61)
+        .wrapping_add(v as u64 >> 60)
+        .wrapping_add((v > 0) as u64)
+        .wrapping_add(!g)
+        .wrapping_add((g > u[i]) as u64);
+    let int = (v as u32)
+        .wrapping_add(g as u32 >> 1)
+        .wrapping_add((v < g as i64) as u32)
+        .wrapping_add((v != 0) as u32);
+    (out, spread, int)
+}
+
+#[test]
+fn i64_and_u64_kernels_with_divergent_control_flow_match_plain_rust() {
+    every_backend(|| {
+        // Not a multiple of 4 (the CPU backend's last partial quad), nor of 3 or 7.
+        let n = 1001usize;
+        let x: Vec<i64> = (0..n)
+            .map(|i| match i % 40 {
+                0 => i64::MIN,
+                1 => i64::MAX,
+                2 => -1,
+                3 => 0,
+                4 => 3 << 40,
+                _ => ((i as i64 * 7919) % 20011 - 10000) * (1 + (i as i64 % 3) * 100_000),
+            })
+            .collect();
+        let u: Vec<u64> = (0..n)
+            .map(|i| match i % 23 {
+                0 => u64::MAX,
+                1 => 1 << 63,
+                _ => (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            })
+            .collect();
+        // -1 with i64::MIN (MIN / -1), and 0 (division by zero).
+        let k: Vec<i32> = (0..n).map(|i| (i as i32 * 13) % 29 - 9).collect();
+        // 3 gives % 0; shifts up to 70 wrap modulo 64.
+        let w: Vec<u32> = (0..n).map(|i| (i as u32 * 11) % 71).collect();
+        let (mut out, mut spread, mut ints) = (vec![0; n], vec![0; n], vec![0; n]);
+        let launched = ctx().launch(longs, n, (&x, &u, &k, &w, &mut out, &mut spread, &mut ints));
+        if !has_i64() {
+            let e = launched.expect_err("64-bit integers without the feature are an error");
+            assert!(e.to_string().contains("64"), "the error names i64: {e}");
+            return;
+        }
+        launched.unwrap();
+        for i in 0..n {
+            let (o, s, int) = longs_ref(i, &x, &u, &k, &w);
+            assert_eq!(
+                out[i], o,
+                "out[{i}] (x = {}, k = {}, w = {})",
+                x[i], k[i], w[i]
+            );
+            assert_eq!(spread[(i * 3) % n], s, "spread of {i} (x = {})", x[i]);
             assert_eq!(ints[i], int, "ints[{i}] (x = {})", x[i]);
         }
     });

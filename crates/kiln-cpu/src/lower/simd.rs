@@ -1,7 +1,7 @@
-//! Four work items at a time: f32x4/i32x4 (and for f64, two f64x2: see `double`) lowering of
-//! kernel bodies and of the runs between group barriers.
+//! Four work items at a time: f32x4/i32x4 (and for 64-bit types, two f64x2 or i64x2: see
+//! `wide`) lowering of kernel bodies and of the runs between group barriers.
 //!
-//! Statements over 32-bit values, f64 and `bool`s (and loads of 8- and 16-bit integers that are
+//! Statements over 32- and 64-bit values and `bool`s (and loads of 8- and 16-bit integers that are
 //! only cast to 32 bits, which widen as they load), with any structured control flow (no
 //! atomics or array locals, and no calls: the backend inlines device functions first, see
 //! `kiln_ir::inline_calls`; subgroups have one lane on the CPU), run their work items in
@@ -35,14 +35,14 @@ use cranelift_frontend::Variable;
 use kiln_ir::*;
 use std::rc::Rc;
 
-mod double;
+mod wide;
 
 /// A varying value: the vector, and for contiguous integer indices the scalar first lane.
 #[derive(Clone, Copy)]
 struct Lanes {
-    /// All four lanes; for an f64 value lanes 0 and 1 (see `double`).
+    /// All four lanes; for a 64-bit value lanes 0 and 1 (see `wide`).
     v: Value,
-    /// For an f64 value, lanes 2 and 3.
+    /// For a 64-bit value, lanes 2 and 3.
     hi: Option<Value>,
     first: Option<Value>,
     /// For an index that is contiguous when a condition holds in all four lanes (a 2D view's
@@ -61,7 +61,7 @@ impl Lanes {
         }
     }
 
-    /// An f64 value from its two f64x2 halves.
+    /// A 64-bit value from its two halves.
     fn halves(lo: Value, hi: Value) -> Lanes {
         Lanes {
             hi: Some(hi),
@@ -70,7 +70,7 @@ impl Lanes {
     }
 }
 
-/// The vector variables of a local that varies per work item: one, or two for an f64 local
+/// The vector variables of a local that varies per work item: one, or two for a 64-bit local
 /// (lanes 0 and 1, lanes 2 and 3).
 #[derive(Clone, Copy)]
 struct LaneVars {
@@ -241,13 +241,20 @@ impl PrefixFacts {
     }
 }
 
-/// The vector type that holds a quad's lanes of a value of type `s`: for f64, one half.
+/// The vector type that holds a quad's lanes of a value of type `s`: for the 64-bit types,
+/// one half.
 fn vty(s: ScalarType) -> types::Type {
     match s {
         ScalarType::F32 => types::F32X4,
         ScalarType::F64 => types::F64X2,
+        ScalarType::I64 | ScalarType::U64 => types::I64X2,
         _ => types::I32X4,
     }
+}
+
+/// True for the 64-bit types, whose four lanes a quad keeps in two vectors (see `wide`).
+fn in_halves(s: ScalarType) -> bool {
+    matches!(s, ScalarType::F64 | ScalarType::I64 | ScalarType::U64)
 }
 
 fn allowed(t: &Type) -> bool {
@@ -258,6 +265,8 @@ fn allowed(t: &Type) -> bool {
                 | ScalarType::F64
                 | ScalarType::I32
                 | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::U64
                 | ScalarType::Bool
         )
     )
@@ -928,7 +937,7 @@ impl Lowerer<'_, '_> {
                 let varies = *v && !matches!(store, LocalStore::Group(_));
                 varies.then(|| LaneVars {
                     v: self.b.declare_var(vty(s)),
-                    hi: (s == ScalarType::F64).then(|| self.b.declare_var(vty(s))),
+                    hi: in_halves(s).then(|| self.b.declare_var(vty(s))),
                 })
             })
             .collect();
@@ -1364,7 +1373,7 @@ impl Lowerer<'_, '_> {
     fn lanes_of(&mut self, fx: &mut FnCtx, qs: &QuadState, h: Handle) -> R<Value> {
         if let Some(l) = qs.lanes[h.index()] {
             return match l.hi {
-                Some(_) => Err(format!("f64 lanes of %{} read as one vector", h.0)),
+                Some(_) => Err(format!("64-bit lanes of %{} read as one vector", h.0)),
                 None => Ok(l.v),
             };
         }
@@ -1391,9 +1400,9 @@ impl Lowerer<'_, '_> {
         mut f: impl FnMut(&mut Self, &[Value]) -> R<Value>,
     ) -> R<Lanes> {
         let zero = self.iconst32(0);
-        let mut accs = if out == ScalarType::F64 {
+        let mut accs = if in_halves(out) {
             let z = self.zero(out);
-            let half = self.b.ins().splat(types::F64X2, z);
+            let half = self.b.ins().splat(vty(out), z);
             vec![half, half]
         } else {
             let acc = self.b.ins().splat(types::I32X4, zero);
@@ -1421,7 +1430,7 @@ impl Lowerer<'_, '_> {
                 let ones = self.b.ins().iconst(types::I32, -1);
                 r = self.b.ins().select(r, ones, zero);
             }
-            // Two lanes per f64x2 half.
+            // Two lanes per half of a 64-bit value.
             let (acc, at) = match accs.len() {
                 2 => (&mut accs[k as usize / 2], k % 2),
                 _ => (&mut accs[0], k),
@@ -1497,7 +1506,7 @@ impl Lowerer<'_, '_> {
                 let wide = self.proven_index(fx, Some(qs), memory, index)?;
                 self.quad_load(qs, memory, index, proven, wide)?
             }
-            _ if Self::involves_f64(fx, &e, ty) => self.quad_eval_f64(fx, qs, &e, ty)?,
+            _ if Self::involves_wide(fx, &e, ty) => self.quad_eval_wide(fx, qs, &e, ty)?,
             Expr::Binary { op, lhs, rhs } => {
                 let s = fx.types[lhs.index()]
                     .as_scalar()
@@ -1529,16 +1538,10 @@ impl Lowerer<'_, '_> {
                     self.all_below(fx, qs, op, s, lhs, rhs)?
                 };
                 let v = match (op, s, qs.lanes[rhs.index()]) {
-                    // A shift of 32-bit lanes by one amount is one vector shift (which takes
-                    // the amount modulo 32, as the IR does).
                     (BinaryOp::Shl | BinaryOp::Shr, ScalarType::I32 | ScalarType::U32, None) => {
                         let a = self.lanes_of(fx, qs, lhs)?;
                         let amount = self.get(fx, rhs)?[0];
-                        match op {
-                            BinaryOp::Shl => self.b.ins().ishl(a, amount),
-                            _ if s == ScalarType::I32 => self.b.ins().sshr(a, amount),
-                            _ => self.b.ins().ushr(a, amount),
-                        }
+                        self.shift(op, s, a, amount)
                     }
                     _ => {
                         let (a, b) = (self.lanes_of(fx, qs, lhs)?, self.lanes_of(fx, qs, rhs)?);
@@ -1739,7 +1742,7 @@ impl Lowerer<'_, '_> {
     fn blend(&mut self, m: Value, a: Lanes, b: Lanes) -> Lanes {
         match (a.hi, b.hi) {
             (Some(a_hi), Some(b_hi)) => {
-                let (m_lo, m_hi) = self.wide_masks(m);
+                let (m_lo, m_hi) = self.wide_masks(m, self.b.func.dfg.value_type(a.v));
                 let lo = self.b.ins().bitselect(m_lo, a.v, b.v);
                 Lanes::halves(lo, self.b.ins().bitselect(m_hi, a_hi, b_hi))
             }
@@ -1769,9 +1772,33 @@ impl Lowerer<'_, '_> {
                 .per_lane(&args, s, |l, x| l.binary(op, s, x[0], x[1]))?
                 .v);
         }
+        if let Some(v) = self.int_binary(op, s, a, b) {
+            return Ok(v);
+        }
+        let out = if op.is_compare() { ScalarType::Bool } else { s };
+        let args = [(Lanes::varying(a), s), (Lanes::varying(b), s)];
+        Ok(self
+            .per_lane(&args, out, |l, x| l.binary(op, s, x[0], x[1]))?
+            .v)
+    }
+
+    /// A shift of integer vector `a` (of type `s`) by the one amount `amount`: one vector
+    /// shift, which takes the amount modulo the lane width, as the IR does.
+    fn shift(&mut self, op: BinaryOp, s: ScalarType, a: Value, amount: Value) -> Value {
+        match op {
+            BinaryOp::Shl => self.b.ins().ishl(a, amount),
+            _ if s.is_signed() => self.b.ins().sshr(a, amount),
+            _ => self.b.ins().ushr(a, amount),
+        }
+    }
+
+    /// `op` on integer or lane-mask vectors of type `s` (i32x4, i64x2) where it has a vector
+    /// instruction: arithmetic gives the operands' type, a comparison a lane mask of the same
+    /// lane width. `None` for the other operations.
+    fn int_binary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> Option<Value> {
         let signed = s.is_signed();
         let cc = |sc: IntCC, uc: IntCC| if signed { sc } else { uc };
-        Ok(match op {
+        Some(match op {
             BinaryOp::Add => self.b.ins().iadd(a, b),
             BinaryOp::Sub => self.b.ins().isub(a, b),
             BinaryOp::Mul => self.b.ins().imul(a, b),
@@ -1803,12 +1830,7 @@ impl Lowerer<'_, '_> {
                 a,
                 b,
             ),
-            _ => {
-                let out = if op.is_compare() { ScalarType::Bool } else { s };
-                let args = [(Lanes::varying(a), s), (Lanes::varying(b), s)];
-                self.per_lane(&args, out, |l, x| l.binary(op, s, x[0], x[1]))?
-                    .v
-            }
+            _ => return None,
         })
     }
 
@@ -1878,31 +1900,37 @@ impl Lowerer<'_, '_> {
             }
         }
         if matches!(s, ScalarType::I32 | ScalarType::U32) {
-            let x = args[0].0;
-            let signed = s == ScalarType::I32;
-            let min_max = |l: &mut Self, max: bool, x: Value, y: Value| match (max, signed) {
-                (true, true) => l.b.ins().smax(x, y),
-                (true, false) => l.b.ins().umax(x, y),
-                (false, true) => l.b.ins().smin(x, y),
-                (false, false) => l.b.ins().umin(x, y),
-            };
-            match fun {
-                MathFn::Min | MathFn::Max => {
-                    return Ok(min_max(self, fun == MathFn::Max, x, args[1].0))
-                }
-                MathFn::Clamp => {
-                    let low = min_max(self, true, x, args[1].0);
-                    return Ok(min_max(self, false, low, args[2].0));
-                }
-                // Wraps: `abs(MIN) = MIN`, as the IR says.
-                MathFn::Abs if signed => return Ok(self.b.ins().iabs(x)),
-                MathFn::Abs => return Ok(x),
-                _ => {}
+            let xs: Vec<Value> = args.iter().map(|a| a.0).collect();
+            if let Some(v) = self.int_math(fun, s, &xs) {
+                return Ok(v);
             }
         }
         let lanes: Vec<(Lanes, ScalarType)> =
             args.iter().map(|(v, s)| (Lanes::varying(*v), *s)).collect();
         Ok(self.per_lane(&lanes, out, |l, x| l.math(fun, s, x))?.v)
+    }
+
+    /// The math functions that have vector instructions for integer vectors of type `s`
+    /// (i32x4, i64x2) and give a vector of the same type: `None` for the others.
+    fn int_math(&mut self, fun: MathFn, s: ScalarType, xs: &[Value]) -> Option<Value> {
+        let signed = s.is_signed();
+        let mut min_max = |max: bool, x: Value, y: Value| match (max, signed) {
+            (true, true) => self.b.ins().smax(x, y),
+            (true, false) => self.b.ins().umax(x, y),
+            (false, true) => self.b.ins().smin(x, y),
+            (false, false) => self.b.ins().umin(x, y),
+        };
+        Some(match fun {
+            MathFn::Min | MathFn::Max => min_max(fun == MathFn::Max, xs[0], xs[1]),
+            MathFn::Clamp => {
+                let low = min_max(true, xs[0], xs[1]);
+                min_max(false, low, xs[2])
+            }
+            // Wraps: `abs(MIN) = MIN`, as the IR says.
+            MathFn::Abs if signed => self.b.ins().iabs(xs[0]),
+            MathFn::Abs => xs[0],
+            _ => return None,
+        })
     }
 
     /// The math functions that have vector instructions for float vectors (f32x4, f64x2) and
@@ -2014,7 +2042,7 @@ impl Lowerer<'_, '_> {
             self.b.create_block(),
         );
         let out = self.b.append_block_param(done, vty(elem));
-        let out_hi = (elem == ScalarType::F64).then(|| self.b.append_block_param(done, vty(elem)));
+        let out_hi = in_halves(elem).then(|| self.b.append_block_param(done, vty(elem)));
         // Only quads that straddle the end of the memory (or whose guard fails) gather: the
         // gather goes out of the way of the fast path's straight line.
         self.b.set_cold_block(slow);
@@ -2034,23 +2062,23 @@ impl Lowerer<'_, '_> {
 
     /// The four elements of type `elem` from index `first + step` (`first` 64-bit) of the
     /// memory at `base` on: one vector (8- and 16-bit integers widened to 32-bit lanes), or
-    /// two f64x2 halves.
+    /// two halves of a 64-bit type.
     fn load_contiguous(&mut self, elem: ScalarType, base: Value, first: Value, step: i64) -> Lanes {
         let addr = self.element_addr(base, first, step, elem.size());
         if narrow(&Type::Scalar(elem)) {
             return Lanes::varying(self.load_widened(elem, addr));
         }
         let v = self.b.ins().load(vty(elem), vec_flags(), addr, 0);
-        match elem {
-            ScalarType::F64 => {
+        match in_halves(elem) {
+            true => {
                 let hi = self.b.ins().load(vty(elem), vec_flags(), addr, 16);
                 Lanes::halves(v, hi)
             }
-            _ => Lanes::varying(v),
+            false => Lanes::varying(v),
         }
     }
 
-    /// Stores the four lanes of `v` (32-bit, or f64 in two halves) at index `first + step`
+    /// Stores the four lanes of `v` (32-bit, or 64-bit in two halves) at index `first + step`
     /// (`first` 64-bit) of the memory at `base` on.
     fn store_contiguous(&mut self, base: Value, first: Value, step: i64, v: Lanes) {
         let size = if v.hi.is_some() { 8 } else { 4 };

@@ -1,32 +1,33 @@
-//! f64 values in quads. A 128-bit vector holds two f64 lanes, so a quad keeps a varying f64
-//! value in two f64x2 halves: lanes 0 and 1 in [`Lanes::v`], lanes 2 and 3 in [`Lanes::hi`].
-//! Lane masks stay one i32x4 whatever the type (see `super`): a comparison of f64 halves
-//! narrows their two i64x2 masks into one, and a select or a masked assignment widens a mask
-//! into two. Conversions from and to 32-bit lanes take each half's two lanes from, or put
-//! them into, the low or high 64 bits of the 32-bit vector. Operations without a vector
-//! instruction run lane by lane with the scalar lowering, as for 32-bit lanes. In a kernel
-//! with group barriers, an f64 that varies per work item and lives from one run to the next
+//! 64-bit values (f64, i64, u64) in quads. A 128-bit vector holds two 64-bit lanes, so a quad
+//! keeps a varying 64-bit value in two halves (f64x2 or i64x2): lanes 0 and 1 in
+//! [`Lanes::v`], lanes 2 and 3 in [`Lanes::hi`]. Lane masks stay one i32x4 whatever the type
+//! (see `super`): a comparison of halves narrows their two i64x2 masks into one, and a select
+//! or a masked assignment widens a mask into two. Conversions from and to 32-bit lanes take
+//! each half's two lanes from, or put them into, the low or high 64 bits of the 32-bit
+//! vector. Operations without a vector instruction (division, f64 <-> integer casts, ...) run
+//! lane by lane with the scalar lowering, as for 32-bit lanes. In a kernel with group
+//! barriers, a 64-bit value that varies per work item and lives from one run to the next
 //! keeps that run one work item at a time (private memory holds a quad's copies as 4-byte
 //! lanes).
 
-use super::{mem_flags_little, vty, Lanes, QuadState};
+use super::{in_halves, mem_flags_little, vty, Lanes, QuadState};
 use crate::lower::{FnCtx, Lowerer, R};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
 use kiln_ir::*;
 
 impl Lowerer<'_, '_> {
-    /// True when expression `e` of type `ty` computes f64 lanes or reads them: its quad form
-    /// is [`Self::quad_eval_f64`]'s.
-    pub(super) fn involves_f64(fx: &FnCtx, e: &Expr, ty: ScalarType) -> bool {
-        ty == ScalarType::F64
+    /// True when expression `e` of type `ty` computes 64-bit lanes or reads them: its quad
+    /// form is [`Self::quad_eval_wide`]'s.
+    pub(super) fn involves_wide(fx: &FnCtx, e: &Expr, ty: ScalarType) -> bool {
+        in_halves(ty)
             || operands(e)
                 .iter()
-                .any(|o| fx.types[o.index()] == Type::Scalar(ScalarType::F64))
+                .any(|o| fx.types[o.index()].as_scalar().is_some_and(in_halves))
     }
 
-    /// The two f64x2 halves of f64 operand `h`; a value the same in all four lanes is
-    /// splatted into both.
+    /// The two halves of 64-bit operand `h`; a value the same in all four lanes is splatted
+    /// into both.
     pub(super) fn halves_of(
         &mut self,
         fx: &mut FnCtx,
@@ -37,17 +38,20 @@ impl Lowerer<'_, '_> {
             return l
                 .hi
                 .map(|hi| (l.v, hi))
-                .ok_or_else(|| format!("%{} has no f64 lanes", h.0));
+                .ok_or_else(|| format!("%{} has no 64-bit lanes", h.0));
         }
+        let s = fx.types[h.index()]
+            .as_scalar()
+            .ok_or("non-scalar operand")?;
         let v = self.get(fx, h)?[0];
-        let both = self.b.ins().splat(types::F64X2, v);
+        let both = self.b.ins().splat(vty(s), v);
         Ok((both, both))
     }
 
-    /// The lanes of operand `h` of any type: f64 in two halves, others in one vector (see
-    /// `lanes_of`).
+    /// The lanes of operand `h` of any type: 64-bit types in two halves, others in one vector
+    /// (see `lanes_of`).
     pub(super) fn quad_value(&mut self, fx: &mut FnCtx, qs: &QuadState, h: Handle) -> R<Lanes> {
-        if fx.types[h.index()] == Type::Scalar(ScalarType::F64) {
+        if fx.types[h.index()].as_scalar().is_some_and(in_halves) {
             let (lo, hi) = self.halves_of(fx, qs, h)?;
             return Ok(Lanes::halves(lo, hi));
         }
@@ -55,8 +59,8 @@ impl Lowerer<'_, '_> {
     }
 
     /// The quad form of expression `e` (not a load), of type `ty`, where it or an operand is
-    /// f64.
-    pub(super) fn quad_eval_f64(
+    /// 64-bit.
+    pub(super) fn quad_eval_wide(
         &mut self,
         fx: &mut FnCtx,
         qs: &QuadState,
@@ -66,34 +70,54 @@ impl Lowerer<'_, '_> {
         use ScalarType::*;
         Ok(match *e {
             Expr::Binary { op, lhs, rhs } => {
-                let (a, b) = (self.halves_of(fx, qs, lhs)?, self.halves_of(fx, qs, rhs)?);
-                match self.float_binary(op, a.0, b.0) {
+                let s = fx.types[lhs.index()]
+                    .as_scalar()
+                    .ok_or("non-scalar operand")?;
+                let a = self.halves_of(fx, qs, lhs)?;
+                if matches!(op, BinaryOp::Shl | BinaryOp::Shr) && qs.lanes[rhs.index()].is_none() {
+                    let amount = self.get(fx, rhs)?[0];
+                    let lo = self.shift(op, s, a.0, amount);
+                    return Ok(Lanes::halves(lo, self.shift(op, s, a.1, amount)));
+                }
+                let b = self.halves_of(fx, qs, rhs)?;
+                let vector = |l: &mut Self, x: Value, y: Value| match s {
+                    F64 => l.float_binary(op, x, y),
+                    _ => l.int_binary(op, s, x, y),
+                };
+                match vector(self, a.0, b.0) {
                     Some(lo) => {
-                        let hi = self
-                            .float_binary(op, a.1, b.1)
-                            .ok_or("f64 halves differ in their operation")?;
+                        let hi =
+                            vector(self, a.1, b.1).ok_or("halves differ in their operation")?;
                         match op.is_compare() {
-                            true => Lanes::varying(self.join_masks(lo, hi)),
+                            true => Lanes::varying(self.low_dwords(lo, hi)),
                             false => Lanes::halves(lo, hi),
                         }
                     }
                     None => {
-                        let out = if op.is_compare() { Bool } else { F64 };
-                        let args = [
-                            (Lanes::halves(a.0, a.1), F64),
-                            (Lanes::halves(b.0, b.1), F64),
-                        ];
-                        self.per_lane(&args, out, |l, x| l.binary(op, F64, x[0], x[1]))?
+                        let out = if op.is_compare() { Bool } else { s };
+                        let args = [(Lanes::halves(a.0, a.1), s), (Lanes::halves(b.0, b.1), s)];
+                        self.per_lane(&args, out, |l, x| l.binary(op, s, x[0], x[1]))?
                     }
                 }
             }
-            Expr::Unary {
-                op: UnaryOp::Neg,
-                arg,
-            } => {
+            Expr::Unary { op, arg } => {
                 let (lo, hi) = self.halves_of(fx, qs, arg)?;
-                let lo = self.b.ins().fneg(lo);
-                Lanes::halves(lo, self.b.ins().fneg(hi))
+                let unary = |l: &mut Self, v: Value| match op {
+                    UnaryOp::Neg if ty == F64 => l.b.ins().fneg(v),
+                    UnaryOp::Neg => l.b.ins().ineg(v),
+                    UnaryOp::Not => l.b.ins().bnot(v),
+                };
+                let lo = unary(self, lo);
+                Lanes::halves(lo, unary(self, hi))
+            }
+            Expr::Bitcast { arg, .. } => {
+                let (lo, hi) = self.halves_of(fx, qs, arg)?;
+                let bitcast = |l: &mut Self, v: Value| match l.b.func.dfg.value_type(v) {
+                    t if t == vty(ty) => v,
+                    _ => l.b.ins().bitcast(vty(ty), mem_flags_little(), v),
+                };
+                let lo = bitcast(self, lo);
+                Lanes::halves(lo, bitcast(self, hi))
             }
             Expr::Select {
                 cond,
@@ -115,7 +139,7 @@ impl Lowerer<'_, '_> {
             }
             Expr::Cast { arg, to } => {
                 let from = fx.types[arg.index()].as_scalar().ok_or("non-scalar cast")?;
-                self.cast_f64(fx, qs, arg, from, to)?
+                self.cast_wide(fx, qs, arg, from, to)?
             }
             Expr::Math { fun, ref args } => {
                 let s = fx.types[args[0].index()]
@@ -130,15 +154,16 @@ impl Lowerer<'_, '_> {
                 if s == F64 && fun == MathFn::IsNan {
                     let m_lo = self.b.ins().fcmp(FloatCC::Unordered, lo[0], lo[0]);
                     let m_hi = self.b.ins().fcmp(FloatCC::Unordered, hi[0], hi[0]);
-                    return Ok(Lanes::varying(self.join_masks(m_lo, m_hi)));
+                    return Ok(Lanes::varying(self.low_dwords(m_lo, m_hi)));
                 }
-                let vector = match s {
-                    F64 => self.float_math(fun, &lo),
+                let vector = |l: &mut Self, xs: &[Value]| match s {
+                    F64 => l.float_math(fun, xs),
+                    I64 | U64 => l.int_math(fun, s, xs),
                     _ => None,
                 };
-                match vector {
+                match vector(self, &lo) {
                     Some(lo) => {
-                        let hi = self.float_math(fun, &hi).ok_or("f64 math without halves")?;
+                        let hi = vector(self, &hi).ok_or("64-bit math without halves")?;
                         Lanes::halves(lo, hi)
                     }
                     None => {
@@ -160,12 +185,12 @@ impl Lowerer<'_, '_> {
                     _ => a,
                 }
             }
-            ref other => return Err(format!("expression {other:?} in a vectorized f64 body")),
+            ref other => return Err(format!("expression {other:?} in a vectorized 64-bit body")),
         })
     }
 
-    /// A cast of `arg` from `from` to `to`, one of them f64.
-    fn cast_f64(
+    /// A cast of `arg` from `from` to `to`, one of them 64-bit.
+    fn cast_wide(
         &mut self,
         fx: &mut FnCtx,
         qs: &QuadState,
@@ -186,24 +211,42 @@ impl Lowerer<'_, '_> {
                 l.b.ins().fcvt_from_uint(types::F64X2, wide)
             }
         };
+        let hi = |a: Lanes| a.hi.ok_or("64-bit cast without halves");
         Ok(match (from, to) {
-            (F64, F64) => a,
+            _ if from == to => a,
+            (I64, U64) | (U64, I64) => a,
             (F32 | I32 | U32, F64) => {
                 let lo = convert(self, a.v);
                 let high = self.high_half(a.v);
                 Lanes::halves(lo, convert(self, high))
             }
+            (I32, I64 | U64) => {
+                let lo = self.b.ins().swiden_low(a.v);
+                Lanes::halves(lo, self.b.ins().swiden_high(a.v))
+            }
+            (U32, I64 | U64) => {
+                let lo = self.b.ins().uwiden_low(a.v);
+                Lanes::halves(lo, self.b.ins().uwiden_high(a.v))
+            }
+            (I64 | U64, I32 | U32) => Lanes::varying(self.low_dwords(a.v, hi(a)?)),
+            (Bool, I64 | U64) => {
+                let (lo, hi) = self.wide_masks(a.v, types::I64X2);
+                let one = self.b.ins().iconst(types::I64, 1);
+                let one = self.b.ins().splat(types::I64X2, one);
+                let lo = self.b.ins().band(lo, one);
+                Lanes::halves(lo, self.b.ins().band(hi, one))
+            }
             (F64, F32) => {
-                let hi = a.hi.ok_or("f64 cast without f64 lanes")?;
-                let (lo, hi) = (self.b.ins().fvdemote(a.v), self.b.ins().fvdemote(hi));
+                let (lo, hi) = (self.b.ins().fvdemote(a.v), self.b.ins().fvdemote(hi(a)?));
                 Lanes::varying(self.low_halves(lo, hi))
             }
             _ => self.per_lane(&[(a, from)], to, |l, x| Ok(l.cast(x[0], from, to)))?,
         })
     }
 
-    /// The i32x4 lane mask of two i64x2 masks (lanes 0 and 1, lanes 2 and 3).
-    fn join_masks(&mut self, lo: Value, hi: Value) -> Value {
+    /// The i32x4 of the low 32 bits of each 64-bit lane of `lo` then `hi` (lanes 0 and 1,
+    /// lanes 2 and 3): the lane mask of two i64x2 masks, or 64-bit integers truncated.
+    fn low_dwords(&mut self, lo: Value, hi: Value) -> Value {
         // The low 32 bits of each 64-bit lane: dwords 0 and 2 of each.
         let dwords: [u8; 4] = [0, 2, 4, 6];
         let picked = dwords.iter().flat_map(|d| (d * 4)..(d * 4 + 4));
@@ -211,14 +254,18 @@ impl Lowerer<'_, '_> {
         self.b.ins().bitcast(types::I32X4, mem_flags_little(), v)
     }
 
-    /// Lane mask `m` (i32x4) as two f64x2 masks for `bitselect` on f64 halves.
-    pub(super) fn wide_masks(&mut self, m: Value) -> (Value, Value) {
+    /// Lane mask `m` (i32x4) as two masks of vector type `ty` (f64x2 or i64x2), for
+    /// `bitselect` on the halves of a 64-bit value.
+    pub(super) fn wide_masks(&mut self, m: Value, ty: types::Type) -> (Value, Value) {
         let lo = self.b.ins().swiden_low(m);
         let hi = self.b.ins().swiden_high(m);
-        (
-            self.b.ins().bitcast(types::F64X2, mem_flags_little(), lo),
-            self.b.ins().bitcast(types::F64X2, mem_flags_little(), hi),
-        )
+        match ty {
+            types::I64X2 => (lo, hi),
+            _ => (
+                self.b.ins().bitcast(ty, mem_flags_little(), lo),
+                self.b.ins().bitcast(ty, mem_flags_little(), hi),
+            ),
+        }
     }
 
     /// The high 64 bits of `v` moved to the low ones (in `v`'s type), for the conversions
