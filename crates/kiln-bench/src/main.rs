@@ -136,6 +136,16 @@ fn main() -> Result<(), Error> {
     let rayon_max_f64 = best(reps, || {
         xd.par_iter().copied().reduce(|| f64::NAN, f64::max)
     });
+    // The same values as i64, scaled past 32 bits and centred on zero.
+    let xl: Vec<i64> = xs
+        .iter()
+        .map(|&x| (x as i64 - 500) * 1_000_000_007)
+        .collect();
+    let rayon_map_i64 = best(reps, || {
+        xl.par_iter().map(|x| x * 3 + 1).collect::<Vec<i64>>()
+    });
+    let rayon_sum_i64 = best(reps, || xl.par_iter().sum::<i64>());
+    let rayon_max_i64 = best(reps, || xl.par_iter().copied().max());
     let rayon_filter_of = |xs: &[f32]| {
         best(reps, || {
             xs.par_iter()
@@ -356,6 +366,16 @@ fn main() -> Result<(), Error> {
             rows.push(row("max (f64)", max, "rayon", rayon_max_f64));
         } else {
             println!("skipping the f64 rows on {backend}: no f64, or buffers too large");
+        }
+        if ctx.device().features.int64 && 2 * bytes <= ctx.device().max_buffer_bytes {
+            let map = best(reps, || ctx.from(&xl).map(|x| x * 3 + 1).to_vec().unwrap());
+            rows.push(row("map to_vec (i64)", map, "rayon", rayon_map_i64));
+            let sum = best(reps, || ctx.from(&xl).sum().unwrap());
+            rows.push(row("sum (i64)", sum, "rayon", rayon_sum_i64));
+            let max = best(reps, || ctx.from(&xl).max().unwrap());
+            rows.push(row("max (i64)", max, "rayon", rayon_max_i64));
+        } else {
+            println!("skipping the i64 rows on {backend}: no i64, or buffers too large");
         }
         let filter_of = |xs: &[f32]| {
             best(reps, || {
