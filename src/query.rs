@@ -43,10 +43,9 @@ const LANES: u32 = 4;
 /// Expressions of a filtering query's element function up to which the chunked plan runs it
 /// on every element without branches ([`Query::predicated`]).
 const PREDICATED_EXPRS: usize = 96;
-/// Work items per group in the chunked plan's reductions whose `op` is commutative and whose
-/// values are at most 4 bytes or f64: they take neighbouring elements, so the four of them load one
-/// 16-byte vector (the CPU backend runs them as vector lanes; PoCL and lavapipe vectorize
-/// across them too).
+/// Work items per group in the chunked plan's reductions whose `op` is commutative: they take
+/// neighbouring elements, so the four of them load one or two 16-byte vectors (the CPU backend
+/// runs them as vector lanes; PoCL and lavapipe vectorize across them too).
 const QUAD: u32 = 4;
 /// Largest input a query accepts.
 pub const MAX_LEN: usize = i32::MAX as usize;
