@@ -2027,11 +2027,11 @@ impl Lowerer<'_, '_> {
         if let Some((first, step)) = wide {
             return Ok(self.load_contiguous(elem, base, first, step));
         }
-        let f64v = self.b.ins().uextend(types::I64, first);
+        let first64 = self.b.ins().uextend(types::I64, first);
         if proven && guard.is_none() {
-            return Ok(self.load_contiguous(elem, base, f64v, 0));
+            return Ok(self.load_contiguous(elem, base, first64, 0));
         }
-        let last = self.b.ins().iadd_imm_s(f64v, 3);
+        let last = self.b.ins().iadd_imm_s(first64, 3);
         let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
         if let Some(c) = guard {
             inb = self.b.ins().band(inb, c);
@@ -2048,7 +2048,7 @@ impl Lowerer<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(inb, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let v = self.load_contiguous(elem, base, f64v, 0);
+        let v = self.load_contiguous(elem, base, first64, 0);
         self.b.ins().jump(done, &block_args(v));
         self.b.switch_to_block(slow);
         let v = gather(self)?;
@@ -2144,8 +2144,8 @@ impl Lowerer<'_, '_> {
         match Self::contiguous(qs.lanes[index.index()]) {
             Some((first, guard)) => {
                 let (base, len, _) = self.memory(m)?;
-                let f64v = self.b.ins().uextend(types::I64, first);
-                let last = self.b.ins().iadd_imm_s(f64v, 3);
+                let first64 = self.b.ins().uextend(types::I64, first);
+                let last = self.b.ins().iadd_imm_s(first64, 3);
                 let mut inb = self.b.ins().icmp(IntCC::UnsignedLessThan, last, len);
                 if let Some(c) = guard {
                     inb = self.b.ins().band(inb, c);
@@ -2161,7 +2161,7 @@ impl Lowerer<'_, '_> {
                 };
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
-                self.store_contiguous(base, f64v, 0, v);
+                self.store_contiguous(base, first64, 0, v);
                 self.b.ins().jump(done, &[]);
             }
             None => {
