@@ -2,6 +2,7 @@
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
+use crate::plan_cache::{Plan, PlanCache, PlannedKernel};
 use crate::query::PlanShape;
 use kiln_backend::{
     Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
@@ -85,11 +86,15 @@ pub struct Stats {
     pub compile_nanos: u64,
     /// Kernels loaded from the disk cache instead of compiled.
     pub disk_hits: u64,
+    /// Query plans (the kernels of one terminal) taken from the plan cache: the query ran
+    /// again with the same closures, types and plan, so no kernel IR was built or hashed.
+    pub plan_hits: u64,
 }
 
 struct Inner {
     backend: Arc<dyn Backend>,
     cache: KernelCache,
+    plans: PlanCache,
     compilations: AtomicU64,
     launches: AtomicU64,
     compile_nanos: AtomicU64,
@@ -225,6 +230,7 @@ impl Context {
             inner: Arc::new(Inner {
                 backend,
                 cache: KernelCache::default(),
+                plans: PlanCache::default(),
                 compilations: AtomicU64::new(0),
                 launches: AtomicU64::new(0),
                 compile_nanos: AtomicU64::new(0),
@@ -282,6 +288,7 @@ impl Context {
             launches: self.inner.launches.load(Ordering::Relaxed),
             compile_nanos: self.inner.compile_nanos.load(Ordering::Relaxed),
             disk_hits: self.inner.disk_hits.load(Ordering::Relaxed),
+            plan_hits: self.inner.plans.hits(),
         }
     }
 
@@ -375,7 +382,41 @@ impl Context {
         args: &mut [LaunchArg<'_>],
     ) -> Result<()> {
         let compiled = self.compile(kernel)?;
-        let _span = tracing::debug_span!("launch", kernel = %kernel.name, groups = ?grid.groups, group_size = ?grid.group_size).entered();
+        self.launch_compiled(&kernel.name, &*compiled, grid, args)
+    }
+
+    /// The compiled kernels of a query plan: from the plan cache when it holds `fingerprint`
+    /// (see the `plan_cache` module), otherwise the kernels of `build`, compiled as
+    /// [`Context::compile`] does (and cached when there is a fingerprint). Returns the first
+    /// build, validation or compile error.
+    pub(crate) fn plan(
+        &self,
+        fingerprint: Option<Kernel>,
+        build: impl FnOnce() -> Result<Vec<Kernel>>,
+    ) -> Result<Plan> {
+        self.inner
+            .plans
+            .get_or_build(fingerprint, build, |k| self.compile(k))
+    }
+
+    /// Runs one kernel of a plan, as [`Context::launch_ir`] runs an IR kernel.
+    pub(crate) fn launch_planned(
+        &self,
+        kernel: &PlannedKernel,
+        grid: &Grid,
+        args: &mut [LaunchArg<'_>],
+    ) -> Result<()> {
+        self.launch_compiled(&kernel.name, &*kernel.compiled, grid, args)
+    }
+
+    fn launch_compiled(
+        &self,
+        name: &str,
+        compiled: &dyn CompiledKernel,
+        grid: &Grid,
+        args: &mut [LaunchArg<'_>],
+    ) -> Result<()> {
+        let _span = tracing::debug_span!("launch", kernel = %name, groups = ?grid.groups, group_size = ?grid.group_size).entered();
         self.inner.launches.fetch_add(1, Ordering::Relaxed);
         compiled.launch(grid, args)?;
         Ok(())

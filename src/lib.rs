@@ -35,6 +35,7 @@ mod disk_cache;
 mod emit;
 mod error;
 pub mod lang;
+mod plan_cache;
 mod query;
 mod row;
 

@@ -20,6 +20,7 @@
 use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::plan_cache::{Plan, PlannedKernel};
 use crate::row::{IntoRow, Row};
 use kiln_backend::{DeviceMemory, Grid, LaunchArg};
 use kiln_ir::*;
@@ -53,12 +54,17 @@ pub const MAX_LEN: usize = i32::MAX as usize;
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
+/// Turns each kept row into the values a reduction folds.
+type ProjectFn<'b> = &'b dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>;
+/// What a reduction folds: the identity, the combining function and the projection.
+type FoldFns<'b> = (&'b [ScalarValue], CombineFn<'b>, ProjectFn<'b>);
 /// A user's combining function, owned (a fold's or a scan's `op` on the row's columns).
 type OwnedCombineFn<'a> = Box<dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 /// One device allocation per column of a reduction's values.
 type Columns = Vec<Arc<dyn DeviceMemory>>;
 /// Whether a reduction must combine its elements in input order.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
 enum Order {
     /// `op` may not be commutative (a user's `fold`): every partial covers a contiguous run.
     Kept,
@@ -389,6 +395,54 @@ impl<'a, T> Query<'a, T> {
         }
     }
 
+    /// The fingerprint of plan `plan` over this query (see the `plan_cache` module): a kernel
+    /// named `plan` that declares the input columns, holds `settings` as literals and runs the
+    /// element function on element `global_id`, each kept element's values (for a reduction,
+    /// `project` of them folded into the identity with `op`) stored to one output each, so it
+    /// records which values the stages hand on as well as the IR they emit. `None` when a
+    /// closure records a build error (the plan's own build then reports it).
+    fn fingerprint(
+        &self,
+        plan: &str,
+        settings: &[u32],
+        fold: Option<FoldFns<'_>>,
+    ) -> Option<Kernel> {
+        Kernel::build_unvalidated(plan, |k| {
+            let cols = self.declare_inputs(k);
+            for s in settings {
+                lit(*s);
+            }
+            self.element(&cols, global_id(Axis::X), &mut |vals| {
+                let vals = match fold {
+                    Some((identity, op, project)) => op(
+                        identity.iter().map(|v| lit_value(*v)).collect(),
+                        project(vals),
+                    ),
+                    None => vals,
+                };
+                for (j, v) in vals.iter().enumerate() {
+                    let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
+                    store_dyn(out, lit(0u32), v);
+                }
+            });
+        })
+        .ok()
+    }
+
+    /// The compiled kernels of `plan` (the kernels `build` returns): from the context's plan
+    /// cache under this query's fingerprint (see [`Self::fingerprint`]; `settings` and `fold`
+    /// must hold everything besides the query that `build` depends on). Returns the first
+    /// build, validation or compile error.
+    fn planned(
+        &self,
+        plan: &str,
+        settings: &[u32],
+        fold: Option<FoldFns<'_>>,
+        build: impl FnOnce() -> Result<Vec<Kernel>>,
+    ) -> Result<Plan> {
+        self.ctx.plan(self.fingerprint(plan, settings, fold), build)
+    }
+
     /// Emits the fused element function for source index `i` and hands each surviving
     /// element's column values to `sink`.
     fn element(&self, cols: &[Memory], i: Val<u32>, sink: &mut dyn FnMut(Vec<AnyVal>)) {
@@ -683,10 +737,15 @@ impl<'a, T> Query<'a, T> {
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
-        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        project: ProjectFn<'_>,
         order: Order,
     ) -> Result<Columns> {
-        let [chunked, finish] = self.reduce_kernels(identity, op, project, order)?;
+        let plan = self.planned(
+            "query_reduce",
+            &[order as u32],
+            Some((identity, op, project)),
+            || Ok(self.reduce_kernels(identity, op, project, order)?.to_vec()),
+        )?;
         let groups = groups_for(&self.ctx, self.len);
         let per_group = items_per_chunk(order);
         let partials = self.alloc_columns(identity, groups * per_group)?;
@@ -697,11 +756,11 @@ impl<'a, T> Query<'a, T> {
             value_bytes(chunk_len(&self.ctx)),
         ]);
         self.ctx
-            .launch_ir(&chunked, &Grid::linear(groups, per_group), &mut args)?;
+            .launch_planned(&plan[0], &Grid::linear(groups, per_group), &mut args)?;
         drop(args);
         self.fold_partials(
             identity,
-            &finish,
+            &plan[1],
             &partials,
             &[groups * per_group],
             Grid::linear(1, 1),
@@ -715,38 +774,52 @@ impl<'a, T> Query<'a, T> {
         &self,
         identity: &[ScalarValue],
         op: CombineFn<'_>,
-        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        project: ProjectFn<'_>,
         order: Order,
     ) -> Result<Columns> {
         let g = grouped_size(self.ctx.device().max_group_size);
-        let kernel =
-            self.grouped_reduce_kernel("query_reduce_grouped", identity, op, project, order, g)?;
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let plan = self.planned(
+            "query_reduce_grouped",
+            &[order as u32, g],
+            Some((identity, op, project)),
+            || {
+                let partials = self.grouped_reduce_kernel(
+                    "query_reduce_grouped",
+                    identity,
+                    op,
+                    project,
+                    order,
+                    g,
+                )?;
+                let combine = grouped_fold_kernel(
+                    "query_reduce_combine",
+                    identity,
+                    op,
+                    order,
+                    g,
+                    &|k| declare_columns(k, "folded", &types, Access::Read),
+                    &|cols, i, sink| sink(load_row(cols, &types, i)),
+                )?;
+                Ok(vec![partials, combine])
+            },
+        )?;
         let groups = grouped_groups(self.len, g);
         let partials = self.alloc_columns(identity, groups)?;
         let mut args = self.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
         self.ctx
-            .launch_ir(&kernel, &Grid::linear(groups, g), &mut args)?;
+            .launch_planned(&plan[0], &Grid::linear(groups, g), &mut args)?;
         drop(args);
         if groups == 1 {
             return Ok(partials);
         }
-        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let combine = grouped_fold_kernel(
-            "query_reduce_combine",
-            identity,
-            op,
-            order,
-            g,
-            &|k| declare_columns(k, "folded", &types, Access::Read),
-            &|cols, i, sink| sink(load_row(cols, &types, i)),
-        )?;
         // One group folds all the partials (a few per work item: there are n / 4096 of them
         // with g = 256), so the reduction is two launches whatever n is.
         self.fold_partials(
             identity,
-            &combine,
+            &plan[1],
             &partials,
             &[groups, groups.div_ceil(g)],
             Grid::linear(1, g),
@@ -759,7 +832,7 @@ impl<'a, T> Query<'a, T> {
     fn fold_partials(
         &self,
         identity: &[ScalarValue],
-        kernel: &Kernel,
+        kernel: &PlannedKernel,
         partials: &Columns,
         values: &[u32],
         grid: Grid,
@@ -771,7 +844,7 @@ impl<'a, T> Query<'a, T> {
             .map(|m| LaunchArg::Device(&**m))
             .collect();
         args.extend(values.iter().map(|v| value_bytes(*v)));
-        self.ctx.launch_ir(kernel, &grid, &mut args)?;
+        self.ctx.launch_planned(kernel, &grid, &mut args)?;
         drop(args);
         Ok(result)
     }
@@ -1097,14 +1170,15 @@ impl<'a, T: Row> Query<'a, T> {
                 selected: n,
                 offsets: None,
                 group: None,
+                plan: None,
             });
         }
         let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
             .then(|| grouped_size(self.ctx.device().max_group_size));
-        let (count, groups, grid, per_item, per_group) = match group {
-            Some(g) => {
-                let groups = grouped_groups(n, g);
-                (
+        // The count kernel, then the scatter kernel `write` runs.
+        let plan = self.planned("query_filter", &[group.unwrap_or(0)], None, || {
+            Ok(match group {
+                Some(g) => vec![
                     self.grouped_reduce_kernel(
                         "query_filter_count_grouped",
                         &[ScalarValue::U32(0)],
@@ -1113,16 +1187,19 @@ impl<'a, T: Row> Query<'a, T> {
                         Order::Any,
                         g,
                     )?,
-                    groups,
-                    Grid::linear(groups, g),
-                    ITEM_CHUNK,
-                    1,
-                )
+                    self.grouped_scatter_kernel(g)?,
+                ],
+                None => self.filter_kernels()?.to_vec(),
+            })
+        })?;
+        let (groups, grid, per_item, per_group) = match group {
+            Some(g) => {
+                let groups = grouped_groups(n, g);
+                (groups, Grid::linear(groups, g), ITEM_CHUNK, 1)
             }
             None => {
                 let per_group = items_per_chunk(Order::Any);
                 (
-                    self.chunked_count_kernel()?,
                     groups_for(&self.ctx, n),
                     Grid::linear(groups_for(&self.ctx, n), per_group),
                     chunk_len(&self.ctx),
@@ -1135,7 +1212,7 @@ impl<'a, T: Row> Query<'a, T> {
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.push(value_bytes(n as u32));
         args.push(value_bytes(per_item));
-        self.ctx.launch_ir(&count, &grid, &mut args)?;
+        self.ctx.launch_planned(&plan[0], &grid, &mut args)?;
         drop(args);
         // One count per group (or per work item, summed here per group), and the total sizes
         // the output on the host anyway: the exclusive scan is a host loop, not a kernel one
@@ -1155,6 +1232,7 @@ impl<'a, T: Row> Query<'a, T> {
             selected: total as usize,
             offsets: Some(offsets),
             group,
+            plan: Some(plan),
         })
     }
 
@@ -1208,23 +1286,11 @@ impl<'a, T: Row> Query<'a, T> {
         }
         let n = self.len;
         let mut args = self.input_args();
-        match &plan.offsets {
-            None => {
-                let kernel = self.map_kernel()?;
-                args.extend(outs);
-                args.push(value_bytes(n as u32));
-                self.ctx
-                    .launch_ir(&kernel, &per_element_grid(&self.ctx, n), &mut args)
-            }
-            Some(offsets) => {
-                let (scatter, grid, per_item) = match plan.group {
-                    Some(g) => (
-                        self.grouped_scatter_kernel(g)?,
-                        Grid::linear(grouped_groups(n, g), g),
-                        ITEM_CHUNK,
-                    ),
+        match (&plan.offsets, &plan.plan) {
+            (Some(offsets), Some(filter)) => {
+                let (grid, per_item) = match plan.group {
+                    Some(g) => (Grid::linear(grouped_groups(n, g), g), ITEM_CHUNK),
                     None => (
-                        self.chunked_scatter_kernel()?,
                         Grid::linear(groups_for(&self.ctx, n), 1),
                         chunk_len(&self.ctx),
                     ),
@@ -1233,7 +1299,14 @@ impl<'a, T: Row> Query<'a, T> {
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 args.push(value_bytes(per_item));
-                self.ctx.launch_ir(&scatter, &grid, &mut args)
+                self.ctx.launch_planned(&filter[1], &grid, &mut args)
+            }
+            _ => {
+                let map = self.planned("query_map", &[], None, || Ok(vec![self.map_kernel()?]))?;
+                args.extend(outs);
+                args.push(value_bytes(n as u32));
+                self.ctx
+                    .launch_planned(&map[0], &per_element_grid(&self.ctx, n), &mut args)
             }
         }
     }
@@ -1576,6 +1649,8 @@ struct Materialize {
     offsets: Option<Vec<u32>>,
     /// Work items per group when the grouped plan counted.
     group: Option<u32>,
+    /// The filter's plan: its count kernel, then its scatter kernel.
+    plan: Option<Plan>,
 }
 
 impl<'a, T: Scalar + Row> Query<'a, T> {

@@ -652,6 +652,79 @@ fn fusion_launches_one_kernel_per_phase_and_caches_compiles() {
     });
 }
 
+/// A query that runs again takes its kernels from the plan cache, and queries that differ in
+/// a captured constant, in which value a stage hands on, in the terminal or in the plan shape
+/// each get their own kernels: every answer is checked against a plain loop on one context
+/// that has run all of them, in both plan shapes.
+#[test]
+fn the_plan_cache_reuses_a_querys_kernels_and_tells_apart_queries_that_differ() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = floats(40_000);
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for k in [1.0f32, 2.0, -3.0] {
+                let want: f64 = xs.iter().map(|x| (x * k) as f64).sum();
+                let got = c.from(&xs).map(move |x| x * k).sum().unwrap() as f64;
+                assert!(
+                    close(got, want, want.abs()),
+                    "{shape:?}, k={k}: {got} vs {want}"
+                );
+                let got = c.from(&xs).map(move |x| x * k).to_vec().unwrap();
+                let want: Vec<f32> = xs.iter().map(|x| x * k).collect();
+                assert_eq!(got, want, "{shape:?}, k={k}");
+            }
+            // The same IR in the same order: the map hands on x + 1, the filter keeps x.
+            let shifted = c
+                .from(&xs)
+                .map(|x| x + 1.0)
+                .filter(|y| y.gt(0.0))
+                .to_vec()
+                .unwrap();
+            let kept = c.from(&xs).filter(|x| (x + 1.0).gt(0.0)).to_vec().unwrap();
+            let want_kept: Vec<f32> = xs.iter().copied().filter(|x| x + 1.0 > 0.0).collect();
+            let want_shifted: Vec<f32> = want_kept.iter().map(|x| x + 1.0).collect();
+            assert_eq!(shifted, want_shifted, "{shape:?}");
+            assert_eq!(kept, want_kept, "{shape:?}");
+            let ys = ints(40_000);
+            let small: Vec<i32> = ys.iter().map(|y| y % 3 + 2).collect();
+            let q = || c.from(&small).filter(|y| y.ne(3));
+            let kept: Vec<i32> = small.iter().copied().filter(|y| *y != 3).collect();
+            assert_eq!(q().sum().unwrap(), kept.iter().sum::<i32>(), "{shape:?}");
+            assert_eq!(
+                q().product().unwrap(),
+                kept.iter().fold(1i32, |a, b| a.wrapping_mul(*b)),
+                "{shape:?}"
+            );
+            assert_eq!(q().min().unwrap(), kept.iter().copied().min(), "{shape:?}");
+            assert_eq!(q().max().unwrap(), kept.iter().copied().max(), "{shape:?}");
+            assert_eq!(q().count().unwrap(), kept.len(), "{shape:?}");
+            assert_eq!(q().first().unwrap(), kept.first().copied(), "{shape:?}");
+            assert_eq!(q().last().unwrap(), kept.last().copied(), "{shape:?}");
+            assert!(q().any(|y| y.eq(4)).unwrap(), "{shape:?}");
+            assert!(!q().all(|y| y.eq(4)).unwrap(), "{shape:?}");
+        }
+        let run = || {
+            c.from(&xs)
+                .map(|x| x * 0.5)
+                .filter(|x| x.gt(10.0))
+                .sum()
+                .unwrap()
+        };
+        let first = run();
+        let before = c.stats();
+        assert_eq!(run().to_bits(), first.to_bits());
+        let after = c.stats();
+        assert_eq!(
+            after.plan_hits - before.plan_hits,
+            1,
+            "the rerun finds its plan"
+        );
+        assert_eq!(after.compilations, before.compilations);
+        assert_eq!(after.launches - before.launches, 2, "partials, then final");
+    });
+}
+
 #[test]
 fn reductions_are_deterministic() {
     every_backend(|| {
