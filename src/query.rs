@@ -233,10 +233,42 @@ fn loop_budget(ctx: &Context) -> Option<u64> {
         .map(|limit| limit as u64 / 2)
 }
 
-/// One work item per element of `n`, in groups of up to [`CHUNK`] work items.
+/// A fingerprint (see the `plan_cache` module): a kernel named `plan` holding `settings` as
+/// literals and the IR `emit` appends, which applies each closure the plan's kernels apply
+/// once and hands what each gives on to [`store_outputs`]. `None` when a closure records a
+/// build error (the plan's own build then reports it).
+fn fingerprint_of(plan: &str, settings: &[u32], emit: impl FnOnce(&KernelScope)) -> Option<Kernel> {
+    Kernel::build_unvalidated(plan, |k| {
+        for s in settings {
+            lit(*s);
+        }
+        emit(k);
+    })
+    .ok()
+}
+
+/// Stores each of `vals` to an output of its own, so a fingerprint records which values
+/// are handed on as well as the IR that computes them.
+fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
+    for (j, v) in vals.iter().enumerate() {
+        let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
+        store_dyn(out, lit(0u32), v);
+    }
+}
+
+/// One work item per element of `n`, in as few groups of up to [`CHUNK`] work items as
+/// cover them, all of one size: `n` spread evenly and rounded up to a multiple of 64. So the
+/// idle work items past `n` are fewer than 64 per group rather than up to a whole group (the
+/// CPU backend runs every work item of a grid: a full group of 16384 for 1000 elements took
+/// eight times as long as the elements' own work).
 fn per_element_grid(ctx: &Context, n: usize) -> Grid {
-    let group = CHUNK.min(ctx.device().max_group_size);
-    Grid::linear(chunks_of(n, group), group)
+    let largest = CHUNK.min(ctx.device().max_group_size).max(1);
+    let groups = chunks_of(n, largest);
+    let group = (n.div_ceil(groups as usize) as u32)
+        .next_multiple_of(64)
+        .min(largest)
+        .max(1);
+    Grid::linear(groups, group)
 }
 
 /// The first `n` values of type `ty` in `memory`, as the words [`read_value`] reads.
@@ -397,36 +429,27 @@ impl<'a, T> Query<'a, T> {
 
     /// The fingerprint of plan `plan` over this query (see the `plan_cache` module): a kernel
     /// named `plan` that declares the input columns, holds `settings` as literals and runs the
-    /// element function on element `global_id`, each kept element's values (for a reduction,
-    /// `project` of them folded into the identity with `op`) stored to one output each, so it
-    /// records which values the stages hand on as well as the IR they emit. `None` when a
-    /// closure records a build error (the plan's own build then reports it).
+    /// element function on element `global_id`, storing each kept element's values (and for
+    /// a reduction `project` of them folded into the identity with `op`) to one output each,
+    /// so it records which values the stages hand on as well as the IR they emit. `None` when
+    /// a closure records a build error (the plan's own build then reports it).
     fn fingerprint(
         &self,
         plan: &str,
         settings: &[u32],
         fold: Option<FoldFns<'_>>,
     ) -> Option<Kernel> {
-        Kernel::build_unvalidated(plan, |k| {
+        fingerprint_of(plan, settings, |k| {
             let cols = self.declare_inputs(k);
-            for s in settings {
-                lit(*s);
-            }
             self.element(&cols, global_id(Axis::X), &mut |vals| {
-                let vals = match fold {
-                    Some((identity, op, project)) => op(
-                        identity.iter().map(|v| lit_value(*v)).collect(),
-                        project(vals),
-                    ),
-                    None => vals,
-                };
-                for (j, v) in vals.iter().enumerate() {
-                    let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
-                    store_dyn(out, lit(0u32), v);
+                let mut outs = vals.clone();
+                if let Some((identity, op, project)) = fold {
+                    let start = identity.iter().map(|v| lit_value(*v)).collect();
+                    outs.extend(op(start, project(vals)));
                 }
+                store_outputs(k, &outs);
             });
         })
-        .ok()
     }
 
     /// The compiled kernels of `plan` (the kernels `build` returns): from the context's plan

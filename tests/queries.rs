@@ -725,6 +725,101 @@ fn the_plan_cache_reuses_a_querys_kernels_and_tells_apart_queries_that_differ() 
     });
 }
 
+/// The plan cache keeps apart scans, sorts, groupings and histograms of one query that differ
+/// only in the terminal's own settings or closures, on one context in both plan shapes;
+/// every answer is checked against plain Rust.
+#[test]
+fn the_plan_cache_tells_apart_scans_sorts_groupings_and_histograms() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % 1009).collect();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            let running: Vec<u32> = xs
+                .iter()
+                .scan(0u32, |a, x| {
+                    *a += x;
+                    Some(*a)
+                })
+                .collect();
+            let inclusive = c.from(&xs).scan(0, |a, b| a + b).to_vec().unwrap();
+            let exclusive = c
+                .from(&xs)
+                .scan_exclusive(0, |a, b| a + b)
+                .to_vec()
+                .unwrap();
+            let maxima = c.from(&xs).scan(0, |a, b| a.max(b)).to_vec().unwrap();
+            assert_eq!(inclusive, running, "{shape:?}");
+            let mut before = vec![0u32];
+            before.extend(&running[..xs.len() - 1]);
+            assert_eq!(exclusive, before, "{shape:?}");
+            let want: Vec<u32> = xs
+                .iter()
+                .scan(0u32, |a, x| {
+                    *a = (*a).max(*x);
+                    Some(*a)
+                })
+                .collect();
+            assert_eq!(maxima, want, "{shape:?}");
+
+            let mut up = xs.clone();
+            up.sort();
+            let mut down = up.clone();
+            down.reverse();
+            assert_eq!(c.from(&xs).sort().to_vec().unwrap(), up, "{shape:?}");
+            assert_eq!(c.from(&xs).sort_desc().to_vec().unwrap(), down, "{shape:?}");
+            let mut by_low = xs.clone();
+            by_low.sort_by_key(|x| x % 10);
+            let got = c.from(&xs).sort_by_key(|x| x % 10u32).to_vec().unwrap();
+            assert_eq!(got, by_low, "{shape:?}");
+
+            let groups = |key: u32, max: bool| {
+                let mut m = std::collections::BTreeMap::new();
+                for x in &xs {
+                    let e = m.entry(x % key).or_insert(0u32);
+                    *e = if max { (*e).max(*x) } else { *e + x };
+                }
+                m.into_iter().collect::<Vec<_>>()
+            };
+            let q = || c.from(&xs).group_by(|x| x % 7u32);
+            assert_eq!(q().sum(|x| x).unwrap(), groups(7, false), "{shape:?}");
+            assert_eq!(q().max(|x| x).unwrap(), groups(7, true), "{shape:?}");
+            let got = c.from(&xs).group_by(|x| x % 5u32).sum(|x| x).unwrap();
+            assert_eq!(got, groups(5, false), "{shape:?}");
+            // Keys over a range too wide for the dense plan: the sorting one.
+            let wide: Vec<u32> = xs.iter().map(|x| x * 100_000).collect();
+            let got = c
+                .from(&wide)
+                .group_by(|x| x)
+                .sum(|_| kiln::ir::lit(1u32))
+                .unwrap();
+            let mut want = std::collections::BTreeMap::new();
+            for x in &wide {
+                *want.entry(*x).or_insert(0u32) += 1;
+            }
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{shape:?}");
+
+            for bins in [8u32, 600] {
+                let mut want = vec![0u32; bins as usize];
+                for x in &xs {
+                    if let Some(b) = want.get_mut(*x as usize) {
+                        *b += 1;
+                    }
+                }
+                assert_eq!(c.from(&xs).histogram(bins).unwrap(), want, "{shape:?}");
+                let mut want = vec![0u32; bins as usize];
+                for x in &xs {
+                    if let Some(b) = want.get_mut(*x as usize / 2) {
+                        *b += 1;
+                    }
+                }
+                let got = c.from(&xs).map(|x| x / 2u32).histogram(bins).unwrap();
+                assert_eq!(got, want, "{shape:?}");
+            }
+        }
+    });
+}
+
 #[test]
 fn reductions_are_deterministic() {
     every_backend(|| {

@@ -91,7 +91,24 @@ fn mark_runs(
     ty: ScalarType,
     n: usize,
 ) -> Result<Arc<dyn DeviceMemory>> {
-    let kernel = Kernel::build_unvalidated("query_group_runs", |k| {
+    let fingerprint = fingerprint_of("query_group_runs", &[], |k| {
+        store_outputs(k, &[lit_value(ScalarValue::zero(ty))])
+    });
+    let kernel = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
+    let flags = ctx.backend().alloc(n * 4)?;
+    let mut args = vec![
+        LaunchArg::Device(keys),
+        LaunchArg::Device(&*flags),
+        value_bytes(n as u32),
+    ];
+    ctx.launch_planned(&kernel[0], &per_element_grid(ctx, n), &mut args)?;
+    drop(args);
+    Ok(flags)
+}
+
+/// The kernel of [`mark_runs`] for keys of type `ty`.
+fn runs_kernel(ty: ScalarType) -> Result<Kernel> {
+    Ok(Kernel::build_unvalidated("query_group_runs", |k| {
         let keys = declare_columns(k, "keys", &[ty], Access::Read)[0];
         let flags = k.buffer::<u32>("flags", Access::Write);
         let n = k.value::<u32>("n");
@@ -109,16 +126,7 @@ fn mark_runs(
                 select(start, RUN_START, 0u32) | select(end, RUN_END, 0u32),
             );
         });
-    })?;
-    let flags = ctx.backend().alloc(n * 4)?;
-    let mut args = vec![
-        LaunchArg::Device(keys),
-        LaunchArg::Device(&*flags),
-        value_bytes(n as u32),
-    ];
-    ctx.launch_ir(&kernel, &per_element_grid(ctx, n), &mut args)?;
-    drop(args);
-    Ok(flags)
+    })?)
 }
 
 /// A query over the `n` rows of `columns`, the flags of [`mark_runs`] and then the columns of
@@ -695,7 +703,14 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         ]);
         let grid = Grid::linear(chunks.div_ceil(g), g);
         let private = g == 1 && ctx.device().indexed_private_arrays;
-        ctx.launch_ir(&self.partials_kernel(private)?, &grid, &mut args)?;
+        let values = |row: Vec<AnyVal>| row[1..].to_vec();
+        let kernels = self.query.planned(
+            "query_group_dense",
+            &[private as u32],
+            Some((self.identity, self.op, &values)),
+            || Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?]),
+        )?;
+        ctx.launch_planned(&kernels[0], &grid, &mut args)?;
         drop(args);
 
         let outs = alloc_rows(ctx, &types, keys)?;
@@ -710,7 +725,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         args.extend([value_bytes(chunks), value_bytes(self.keys)]);
         let group = 64.min(ctx.device().max_group_size);
         let grid = Grid::linear(self.keys.div_ceil(group), group);
-        ctx.launch_ir(&self.combine_kernel()?, &grid, &mut args)?;
+        ctx.launch_planned(&kernels[1], &grid, &mut args)?;
         drop(args);
 
         let mut found = vec![0u32; keys];

@@ -60,7 +60,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
             let per_unit = (n as u64).div_ceil(2 * units).min(u32::MAX as u64) as u32;
             let chunk = CHUNK.max(16 * bins).max(per_unit);
             (
-                self.histogram_kernel(bins, Counts::Private)?,
+                self.histogram_plan(bins, Counts::Private)?,
                 Grid::linear(chunks_of(n, chunk), 1),
                 chunk,
             )
@@ -68,20 +68,34 @@ impl<'a, T: Int + Row> Query<'a, T> {
             // Private arrays indexed at run time are slow here, or the plan is grouped.
             let g = grouped_size(device.max_group_size);
             let groups = grouped_groups(n, g);
-            let kernel = self.histogram_kernel(bins, Counts::Shared { group: g })?;
+            let kernel = self.histogram_plan(bins, Counts::Shared { group: g })?;
             (kernel, Grid::linear(groups, g), ITEM_CHUNK)
         } else if let Some(chunk) = chunked.then(|| self.row_chunk(bins)).flatten() {
             return self.histogram_in_rows(bins, chunk, counts);
         } else {
-            let kernel = self.histogram_kernel(bins, Counts::Global)?;
+            let kernel = self.histogram_plan(bins, Counts::Global)?;
             (kernel, per_element_grid(&self.ctx, n), 1)
         };
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.extend([value_bytes(n as u32), value_bytes(chunk)]);
-        self.ctx.launch_ir(&kernel, &grid, &mut args)?;
+        self.ctx.launch_planned(&kernel[0], &grid, &mut args)?;
         drop(args);
         Ok(counts)
+    }
+
+    /// The compiled histogram kernel counting `bins` bins where `place` says, from the
+    /// context's plan cache (see [`Query::planned`]).
+    fn histogram_plan(&self, bins: u32, place: Counts) -> Result<Plan> {
+        let settings = match place {
+            Counts::Global => [bins, 0, 0],
+            Counts::Private => [bins, 1, 0],
+            Counts::Rows => [bins, 2, 0],
+            Counts::Shared { group } => [bins, 3, group],
+        };
+        self.planned("query_histogram", &settings, None, || {
+            Ok(vec![self.histogram_kernel(bins, place)?])
+        })
     }
 
     /// The chunk length for counting `bins` bins in rows of a device array, one row per
@@ -118,32 +132,23 @@ impl<'a, T: Int + Row> Query<'a, T> {
         let mut args = self.input_args();
         args.push(LaunchArg::Device(&*rows));
         args.extend([value_bytes(n as u32), value_bytes(chunk)]);
-        let kernel = self.histogram_kernel(bins, Counts::Rows)?;
+        let kernel = self.histogram_plan(bins, Counts::Rows)?;
         self.ctx
-            .launch_ir(&kernel, &Grid::linear(chunks, 1), &mut args)?;
+            .launch_planned(&kernel[0], &Grid::linear(chunks, 1), &mut args)?;
         drop(args);
 
-        let add_rows = Kernel::build_unvalidated("query_histogram_add_rows", |k| {
-            let rows = k.buffer::<u32>("rows", Access::Read);
-            let counts = k.buffer::<u32>("counts", Access::Write);
-            let chunks = k.value::<u32>("chunks");
-            let b = global_id(Axis::X);
-            if_then(b.lt(bins), || {
-                let total = Var::new("total", 0u32);
-                for_range(0u32, chunks, |c| {
-                    total.set(total.get() + rows.load(c * bins + b))
-                });
-                counts.store(b, total.get());
-            });
-        })?;
+        let fingerprint = fingerprint_of("query_histogram_add_rows", &[bins], |_| {});
+        let add_rows = self
+            .ctx
+            .plan(fingerprint, || Ok(vec![add_rows_kernel(bins)?]))?;
         let mut args = vec![
             LaunchArg::Device(&*rows),
             LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)),
             value_bytes(chunks),
         ];
         let group = 64.min(self.ctx.device().max_group_size);
-        self.ctx.launch_ir(
-            &add_rows,
+        self.ctx.launch_planned(
+            &add_rows[0],
             &Grid::linear(bins.div_ceil(group), group),
             &mut args,
         )?;
@@ -254,4 +259,25 @@ impl<'a, T: Int + Row> Query<'a, T> {
             }
         })?)
     }
+}
+
+/// The kernel adding up the rows of [`Query::histogram_in_rows`]: one work item per bin sums
+/// its column of the `chunks` rows of `bins` counts.
+fn add_rows_kernel(bins: u32) -> Result<Kernel> {
+    Ok(Kernel::build_unvalidated(
+        "query_histogram_add_rows",
+        |k| {
+            let rows = k.buffer::<u32>("rows", Access::Read);
+            let counts = k.buffer::<u32>("counts", Access::Write);
+            let chunks = k.value::<u32>("chunks");
+            let b = global_id(Axis::X);
+            if_then(b.lt(bins), || {
+                let total = Var::new("total", 0u32);
+                for_range(0u32, chunks, |c| {
+                    total.set(total.get() + rows.load(c * bins + b))
+                });
+                counts.store(b, total.get());
+            });
+        },
+    )?)
 }

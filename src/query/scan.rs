@@ -110,6 +110,8 @@ struct ScanPlan {
     /// filter): one device column per value.
     carries: Columns,
     shape: ScanShape,
+    /// The partials, carries and writing kernels.
+    kernels: Plan,
 }
 
 /// Replaces each of the `g` rows of `tiles` (shared arrays, one per column of `types`) with
@@ -391,40 +393,56 @@ impl<'a, T: Row> Scan<'a, T> {
         let op = |a, b| self.counted_op(a, b);
         let project = |v| self.counted_element(v);
         let shape = ScanShape::of(&q.ctx, q.len);
-        let partials_kernel = if shape.g == 1 {
-            q.chunked_fold_kernel("query_scan_partials", &identity, &op, &project, Order::Kept)?
-        } else {
-            q.grouped_reduce_kernel(
-                "query_scan_partials_grouped",
-                &identity,
-                &op,
-                &project,
-                Order::Kept,
-                shape.g,
-            )?
-        };
+        let settings = [shape.g, shape.chains, self.exclusive as u32];
+        // The partials, the carries and the writing kernel.
+        let kernels = q.planned(
+            "query_scan",
+            &settings,
+            Some((&identity, &op, &project)),
+            || {
+                let partials = if shape.g == 1 {
+                    q.chunked_fold_kernel(
+                        "query_scan_partials",
+                        &identity,
+                        &op,
+                        &project,
+                        Order::Kept,
+                    )?
+                } else {
+                    q.grouped_reduce_kernel(
+                        "query_scan_partials_grouped",
+                        &identity,
+                        &op,
+                        &project,
+                        Order::Kept,
+                        shape.g,
+                    )?
+                };
+                let carries = scan_kernel(
+                    &ScanKernel {
+                        name: "query_scan_carries",
+                        identity: &identity,
+                        op: &op,
+                        g: shape.g,
+                        exclusive: true,
+                        carry_in: false,
+                        place: Place::Index,
+                        chains: 1,
+                    },
+                    &|k| declare_columns(k, "partial", &types, Access::Read),
+                    &|cols, i, sink| sink(load_row(cols, &types, i)),
+                )?;
+                Ok(vec![partials, carries, self.write_kernel(&shape)?])
+            },
+        )?;
         let partials = q.alloc_columns(&identity, shape.groups)?;
         let mut args = q.input_args();
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(q.len as u32), value_bytes(shape.chunk)]);
         q.ctx
-            .launch_ir(&partials_kernel, &shape.grid(), &mut args)?;
+            .launch_planned(&kernels[0], &shape.grid(), &mut args)?;
         drop(args);
 
-        let carry_kernel = scan_kernel(
-            &ScanKernel {
-                name: "query_scan_carries",
-                identity: &identity,
-                op: &op,
-                g: shape.g,
-                exclusive: true,
-                carry_in: false,
-                place: Place::Index,
-                chains: 1,
-            },
-            &|k| declare_columns(k, "partial", &types, Access::Read),
-            &|cols, i, sink| sink(load_row(cols, &types, i)),
-        )?;
         let carries = q.alloc_columns(&identity, shape.groups)?;
         let mut args: Vec<LaunchArg> = partials
             .iter()
@@ -436,7 +454,7 @@ impl<'a, T: Row> Scan<'a, T> {
             value_bytes(shape.groups.div_ceil(shape.g)),
         ]);
         q.ctx
-            .launch_ir(&carry_kernel, &Grid::linear(1, shape.g), &mut args)?;
+            .launch_planned(&kernels[1], &Grid::linear(1, shape.g), &mut args)?;
         drop(args);
 
         let selected = if q.has_filter() {
@@ -452,12 +470,12 @@ impl<'a, T: Row> Scan<'a, T> {
             selected,
             carries,
             shape,
+            kernels,
         })
     }
 
-    /// Scans every group from its carry and writes the running values into `outs` (one
-    /// argument per column, room for `plan.selected` elements).
-    fn write(&self, plan: &ScanPlan, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+    /// The kernel that scans every group from its carry and writes the running values.
+    fn write_kernel(&self, shape: &ScanShape) -> Result<Kernel> {
         let q = &self.query;
         let identity = self.counted_identity();
         let op = |a, b| self.counted_op(a, b);
@@ -466,26 +484,32 @@ impl<'a, T: Row> Scan<'a, T> {
         } else {
             Place::Index
         };
-        let kernel = scan_kernel(
+        scan_kernel(
             &ScanKernel {
                 name: "query_scan",
                 identity: &identity,
                 op: &op,
-                g: plan.shape.g,
+                g: shape.g,
                 exclusive: self.exclusive,
                 carry_in: true,
                 place,
-                chains: plan.shape.chains,
+                chains: shape.chains,
             },
             &|k| q.declare_inputs(k),
             &|cols, i, sink| q.element(cols, i, &mut |vals| sink(self.counted_element(vals))),
-        )?;
+        )
+    }
+
+    /// Scans every group from its carry and writes the running values into `outs` (one
+    /// argument per column, room for `plan.selected` elements).
+    fn write(&self, plan: &ScanPlan, outs: Vec<LaunchArg<'_>>) -> Result<()> {
+        let q = &self.query;
         let mut args = q.input_args();
         args.extend(plan.carries.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend(outs);
         args.extend([value_bytes(q.len as u32), value_bytes(plan.shape.chunk)]);
         q.ctx
-            .launch_ir(&kernel, &plan.shape.write_grid(), &mut args)
+            .launch_planned(&plan.kernels[2], &plan.shape.write_grid(), &mut args)
     }
 }
 

@@ -317,13 +317,29 @@ impl<'a, T: Row> Sorted<'a, T> {
         })?)
     }
 
+    /// The fingerprint of the pass kernels (see the `plan_cache` module): the row types, the
+    /// order and the ordered key of one row.
+    fn fingerprint(&self) -> Option<Kernel> {
+        fingerprint_of("query_sort", &[self.desc as u32], |k| {
+            let types = Query::<T>::out_types();
+            let cols = declare_columns(k, "rows", &types, Access::Read);
+            let row = load_row(&cols, &types, global_id(Axis::X));
+            store_outputs(
+                k,
+                &[ordered_bits(&(self.key)(row), self.key_type, self.desc)],
+            );
+        })
+    }
+
     /// Sorts `rows` (`n` of them) pass by pass, through a second set of columns, and writes
     /// the last pass into `outs` (one argument per column).
     fn passes(&self, rows: &Columns, n: usize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
         let q = &self.query;
         let ctx = &q.ctx;
         let shape = SortShape::of(ctx, n);
-        let (count, scatter) = (self.count_kernel()?, self.scatter_kernel()?);
+        let kernels = ctx.plan(self.fingerprint(), || {
+            Ok(vec![self.count_kernel()?, self.scatter_kernel()?])
+        })?;
         let counts = ctx
             .backend()
             .alloc(shape.chunks as usize * RADIX as usize * 4)?;
@@ -343,7 +359,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
             values(&mut args);
             args.push(LaunchArg::Device(&*counts));
-            ctx.launch_ir(&count, &shape.grid(), &mut args)?;
+            ctx.launch_planned(&kernels[0], &shape.grid(), &mut args)?;
             drop(args);
             let offsets = Query::<u32>::over_device(ctx, &[&*counts], shape.chunks as usize * 256)
                 .scan_exclusive(0, |a, b| a + b)
@@ -356,7 +372,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             } else {
                 args.extend(to.iter().map(|m| LaunchArg::Device(&**m)));
             }
-            ctx.launch_ir(&scatter, &shape.grid(), &mut args)?;
+            ctx.launch_planned(&kernels[1], &shape.grid(), &mut args)?;
             drop(args);
             std::mem::swap(&mut from, &mut to);
         }
