@@ -256,18 +256,21 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
     }
 }
 
-/// One work item per element of `n`, in as few groups of up to [`CHUNK`] work items as
-/// cover them, all of one size: `n` spread evenly and rounded up to a multiple of 64. So the
-/// idle work items past `n` are fewer than 64 per group rather than up to a whole group (the
-/// CPU backend runs every work item of a grid: a full group of 16384 for 1000 elements took
-/// eight times as long as the elements' own work).
+/// One work item per element of `n`, in groups of up to [`CHUNK`] work items. On the CPU
+/// backend the groups are as few as cover `n` and all of one size, `n` spread evenly and
+/// rounded up to a multiple of 64: it runs every work item of a grid, and a whole group of
+/// 16384 for 1000 elements took eight times as long as the elements' own work. The other
+/// backends keep whole groups: idle work items on a GPU exit at once, and PoCL and wgpu
+/// compile a kernel again for each new group size.
 fn per_element_grid(ctx: &Context, n: usize) -> Grid {
     let largest = CHUNK.min(ctx.device().max_group_size).max(1);
     let groups = chunks_of(n, largest);
-    let group = (n.div_ceil(groups as usize) as u32)
+    if ctx.device().backend != kiln_backend::BackendKind::Cpu {
+        return Grid::linear(groups, largest);
+    }
+    let group = (n.div_ceil(groups as usize).max(1) as u32)
         .next_multiple_of(64)
-        .min(largest)
-        .max(1);
+        .min(largest);
     Grid::linear(groups, group)
 }
 
