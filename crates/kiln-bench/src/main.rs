@@ -711,6 +711,52 @@ fn main() -> Result<(), Error> {
         let per_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
         println!("{backend}: cold compile of the fused query ({} kernels): {compile_ms:.2} ms (first call {first_ms:.2} ms); cached call on 1000 elements: {per_call_us:.1} us", cold.stats().compilations);
         overheads.push((backend.clone(), compile_ms, per_call_us));
+
+        // What one cached call of each terminal costs when the work itself is small: the
+        // plan cache lookup, allocations, launches and copies.
+        let keys: Vec<u32> = (0..1000u32).map(|i| (i * 7919) % 16).collect();
+        let per_call = |f: &mut dyn FnMut()| {
+            f();
+            let t = Instant::now();
+            for _ in 0..calls {
+                f();
+            }
+            t.elapsed().as_secs_f64() * 1e6 / calls as f64
+        };
+        let terminals: [(&str, &mut dyn FnMut()); 7] = [
+            ("sum", &mut || {
+                std::hint::black_box(cold.from(&small).sum().unwrap());
+            }),
+            ("map to_vec", &mut || {
+                std::hint::black_box(cold.from(&small).map(|x| x * 2.0).to_vec().unwrap());
+            }),
+            ("filter to_vec", &mut || {
+                let q = cold.from(&small).filter(|x| x.gt(500.0));
+                std::hint::black_box(q.to_vec().unwrap());
+            }),
+            ("scan", &mut || {
+                let q = cold.from(&small).scan(0.0, |a, b| a + b);
+                std::hint::black_box(q.to_vec().unwrap());
+            }),
+            ("sort", &mut || {
+                std::hint::black_box(cold.from(&small).sort().to_vec().unwrap());
+            }),
+            ("histogram", &mut || {
+                std::hint::black_box(cold.from(&keys).histogram(16).unwrap());
+            }),
+            ("group_by sum", &mut || {
+                let q = cold.from(&keys).zip(&small).group_by(|(k, _)| k);
+                std::hint::black_box(q.sum(|(_, x)| x).unwrap());
+            }),
+        ];
+        let costs: Vec<String> = terminals
+            .into_iter()
+            .map(|(name, f)| format!("{name} {:.1}", per_call(f)))
+            .collect();
+        println!(
+            "{backend}: cached calls on 1000 elements, us: {}",
+            costs.join(", ")
+        );
     }
 
     println!("\n| case | backend | n | kiln ms | baseline | baseline ms | ratio (baseline/kiln) |");
