@@ -43,10 +43,10 @@ impl PlanCache {
         build: impl FnOnce() -> Result<Vec<Kernel>>,
         compile: impl Fn(&Kernel) -> Result<Arc<dyn CompiledKernel>>,
     ) -> Result<Plan> {
-        let hash = fingerprint.as_ref().map(kernel_hash);
-        if let (Some(fp), Some(hash)) = (&fingerprint, hash) {
+        let keyed = fingerprint.map(|fp| (kernel_hash(&fp), fp));
+        if let Some((hash, fp)) = &keyed {
             let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, plan)) = map.get(&hash).filter(|(k, _)| k == fp) {
+            if let Some((_, plan)) = map.get(hash).filter(|(k, _)| k == fp) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(plan.clone());
             }
@@ -61,7 +61,7 @@ impl PlanCache {
             })
             .collect::<Result<Vec<_>>>()?
             .into();
-        if let (Some(fp), Some(hash)) = (fingerprint, hash) {
+        if let Some((hash, fp)) = keyed {
             self.entries
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -1194,9 +1194,7 @@ impl<'a, T: Row> Query<'a, T> {
         if !self.has_filter() {
             return Ok(Materialize {
                 selected: n,
-                offsets: None,
-                group: None,
-                plan: None,
+                filter: None,
             });
         }
         let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
@@ -1256,9 +1254,11 @@ impl<'a, T: Row> Query<'a, T> {
         offsets.push(total);
         Ok(Materialize {
             selected: total as usize,
-            offsets: Some(offsets),
-            group,
-            plan: Some(plan),
+            filter: Some(FilterScatter {
+                offsets,
+                group,
+                kernels: plan,
+            }),
         })
     }
 
@@ -1312,22 +1312,23 @@ impl<'a, T: Row> Query<'a, T> {
         }
         let n = self.len;
         let mut args = self.input_args();
-        match (&plan.offsets, &plan.plan) {
-            (Some(offsets), Some(filter)) => {
-                let (grid, per_item) = match plan.group {
+        match &plan.filter {
+            Some(filter) => {
+                let (grid, per_item) = match filter.group {
                     Some(g) => (Grid::linear(grouped_groups(n, g), g), ITEM_CHUNK),
                     None => (
                         Grid::linear(groups_for(&self.ctx, n), 1),
                         chunk_len(&self.ctx),
                     ),
                 };
-                args.push(LaunchArg::Read(u32_bytes(offsets)));
+                args.push(LaunchArg::Read(u32_bytes(&filter.offsets)));
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 args.push(value_bytes(per_item));
-                self.ctx.launch_planned(&filter[1], &grid, &mut args)
+                self.ctx
+                    .launch_planned(&filter.kernels[1], &grid, &mut args)
             }
-            _ => {
+            None => {
                 let map = self.planned("query_map", &[], None, || Ok(vec![self.map_kernel()?]))?;
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
@@ -1668,15 +1669,22 @@ struct ScatterParams {
     end: Val<u32>,
 }
 
-/// What [`Query::prepare`] found: how many elements a materialization writes, and the
-/// per-group output offsets (then the total) when a filter decides that.
+/// What [`Query::prepare`] found: how many elements a materialization writes, and what the
+/// scatter needs when a filter decides that.
 struct Materialize {
     selected: usize,
-    offsets: Option<Vec<u32>>,
+    /// `None` without a filter: the map kernel writes every element.
+    filter: Option<FilterScatter>,
+}
+
+/// What a filter's ordered scatter needs from [`Query::prepare`].
+struct FilterScatter {
+    /// The per-group output offsets, then the total.
+    offsets: Vec<u32>,
     /// Work items per group when the grouped plan counted.
     group: Option<u32>,
     /// The filter's plan: its count kernel, then its scatter kernel.
-    plan: Option<Plan>,
+    kernels: Plan,
 }
 
 impl<'a, T: Scalar + Row> Query<'a, T> {
