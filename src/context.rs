@@ -2,7 +2,7 @@
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
-use crate::plan_cache::{Plan, PlanCache, PlannedKernel};
+use crate::plan_cache::{Fingerprint, Plan, PlanCache, PlanStep};
 use crate::query::PlanShape;
 use kiln_backend::{
     Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
@@ -391,7 +391,7 @@ impl Context {
     /// build, validation or compile error.
     pub(crate) fn plan(
         &self,
-        fingerprint: Option<Kernel>,
+        fingerprint: Option<Fingerprint>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
     ) -> Result<Plan> {
         self.inner
@@ -399,13 +399,19 @@ impl Context {
             .get_or_build(fingerprint, build, |k| self.compile(k))
     }
 
-    /// Runs one kernel of a plan, as [`Context::launch_ir`] runs an IR kernel.
+    /// Runs one kernel of a plan, as [`Context::launch_ir`] runs an IR kernel; `args` are
+    /// the arguments of its parameters other than the plan's constants.
     pub(crate) fn launch_planned(
         &self,
-        kernel: &PlannedKernel,
+        step: PlanStep<'_>,
         grid: &Grid,
         args: &mut [LaunchArg<'_>],
     ) -> Result<()> {
+        let kernel = step.kernel;
+        if step.has_parameters() {
+            let mut all = step.arguments(args);
+            return self.launch_compiled(&kernel.name, &*kernel.compiled, grid, &mut all);
+        }
         self.launch_compiled(&kernel.name, &*kernel.compiled, grid, args)
     }
 

@@ -6,13 +6,31 @@
 //! columns, the settings as literals, and one application of every closure in a row. It
 //! costs a tenth of building the plan's kernels, which a cache hit skips together with their
 //! structural hash and compare in the [`KernelCache`](crate::KernelCache).
+//!
+//! The closures' own constants (a captured `k` in `move |x| x * k`) are recorded apart from
+//! the fingerprint's shape (see [`kiln_ir::constants`]). A shape's first plan is compiled
+//! with every constant in place, as literals the compilers fold. When the same shape comes
+//! again with other values, the constants that differ become kernel parameters: that plan
+//! serves every later value of them, so a loop over `k` compiles twice, not once per `k`.
+//! Only 32- and 64-bit numbers become parameters; a `bool` or a byte that changes gets a plan
+//! per value.
 
 use crate::error::Result;
-use kiln_backend::CompiledKernel;
-use kiln_ir::{kernel_hash, Kernel, KernelHash};
+use kiln_backend::{CompiledKernel, LaunchArg};
+use kiln_ir::constants::{constant_param_name, hoist_constants, ConstantSlot, RecordedConstants};
+use kiln_ir::{kernel_hash, Kernel, KernelHash, ScalarType, ScalarValue};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// A query plan's fingerprint: its shape (a kernel whose user constants are parameters) and
+/// the values of those constants in this call.
+pub(crate) struct Fingerprint {
+    /// The kernel of the plan's settings and closures, constants as parameters.
+    pub shape: Kernel,
+    /// The constants user code emitted.
+    pub constants: RecordedConstants,
+}
 
 /// One compiled kernel of a plan, with the name its launch span gives.
 pub(crate) struct PlannedKernel {
@@ -20,59 +38,209 @@ pub(crate) struct PlannedKernel {
     pub name: String,
     /// The backend's compiled kernel.
     pub compiled: Arc<dyn CompiledKernel>,
+    /// The kernel's constant parameters: (parameter index, constant number), by index.
+    parameters: Vec<(usize, usize)>,
 }
 
-/// The compiled kernels of a plan, in the order its builder returned them.
-pub(crate) type Plan = Arc<[PlannedKernel]>;
+/// The compiled kernels of a plan, in the order its builder returned them, with the values
+/// of this call's constants.
+#[derive(Clone)]
+pub(crate) struct Plan {
+    kernels: Arc<[PlannedKernel]>,
+    constants: Arc<[ScalarValue]>,
+}
 
-/// Compiled plans by fingerprint (the fingerprint kernel is kept to rule out hash
-/// collisions).
+/// Kernel `index` of a plan, ready to launch with the call's constants.
+pub(crate) struct PlanStep<'p> {
+    /// The kernel.
+    pub kernel: &'p PlannedKernel,
+    constants: &'p [ScalarValue],
+}
+
+impl Plan {
+    /// Kernel `index` (in the order the plan's builder returned them).
+    pub(crate) fn kernel(&self, index: usize) -> PlanStep<'_> {
+        PlanStep {
+            kernel: &self.kernels[index],
+            constants: &self.constants,
+        }
+    }
+}
+
+impl PlanStep<'_> {
+    /// `args` (the arguments of the kernel's other parameters, in order) with the values of
+    /// its constant parameters put in their places.
+    pub(crate) fn arguments<'a>(&self, args: &mut [LaunchArg<'a>]) -> Vec<LaunchArg<'a>> {
+        let mut out = Vec::with_capacity(args.len() + self.kernel.parameters.len());
+        let mut given = args
+            .iter_mut()
+            .map(|a| std::mem::replace(a, LaunchArg::Value(Vec::new())));
+        let mut parameters = self.kernel.parameters.iter().peekable();
+        while let Some(a) = match parameters.next_if(|(p, _)| *p == out.len()) {
+            Some((_, j)) => Some(LaunchArg::Value(value_bytes(self.constants[*j]))),
+            None => given.next(),
+        } {
+            out.push(a);
+        }
+        out
+    }
+
+    /// True if the kernel reads constants from parameters.
+    pub(crate) fn has_parameters(&self) -> bool {
+        !self.kernel.parameters.is_empty()
+    }
+}
+
+/// The bytes of a value parameter holding `v`.
+fn value_bytes(v: ScalarValue) -> Vec<u8> {
+    let size = v.ty().size() as usize;
+    v.to_bits().to_le_bytes()[..size].to_vec()
+}
+
+/// True for the types whose constants may become parameters.
+fn hoistable(ty: ScalarType) -> bool {
+    matches!(
+        ty,
+        ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::F32
+            | ScalarType::I64
+            | ScalarType::U64
+            | ScalarType::F64
+    )
+}
+
+/// The plans of one shape.
+struct ShapeEntry {
+    shape: Kernel,
+    /// The constants of the shape's first call.
+    first: Vec<u64>,
+    /// Which constants are parameters in the shape's newest plan.
+    hoisted: Vec<bool>,
+    /// Plans by their constants' bits; `None` where the constant is a parameter.
+    plans: HashMap<Vec<Option<u64>>, Arc<[PlannedKernel]>>,
+}
+
+/// Compiled plans by fingerprint (the shape kernel is kept to rule out hash collisions).
 #[derive(Default)]
 pub(crate) struct PlanCache {
-    entries: Mutex<HashMap<KernelHash, (Kernel, Plan)>>,
+    shapes: Mutex<HashMap<KernelHash, ShapeEntry>>,
     hits: AtomicU64,
+}
+
+/// The key of the plan whose parameters are the `hoisted` constants.
+fn key(bits: &[u64], hoisted: &[bool]) -> Vec<Option<u64>> {
+    bits.iter()
+        .zip(hoisted)
+        .map(|(b, h)| (!h).then_some(*b))
+        .collect()
 }
 
 impl PlanCache {
     /// The plan cached for `fingerprint`, or else the kernels of `build`, each compiled with
-    /// `compile`, cached under `fingerprint` (not cached when there is none). Returns the
-    /// first error of `build` or `compile` (nothing is cached then).
+    /// `compile`, cached under `fingerprint` (not cached when there is none). When the
+    /// fingerprint's shape has a plan already but its constants differ, the differing ones
+    /// become parameters of the new plan (see the module). Returns the first error of `build`
+    /// or `compile` (nothing is cached then).
     pub(crate) fn get_or_build(
         &self,
-        fingerprint: Option<Kernel>,
+        fingerprint: Option<Fingerprint>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
         compile: impl Fn(&Kernel) -> Result<Arc<dyn CompiledKernel>>,
     ) -> Result<Plan> {
-        let keyed = fingerprint.map(|fp| (kernel_hash(&fp), fp));
-        if let Some((hash, fp)) = &keyed {
-            let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, plan)) = map.get(hash).filter(|(k, _)| k == fp) {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(plan.clone());
+        let Some(fp) = fingerprint else {
+            let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
+            return Ok(Plan {
+                kernels,
+                constants: Arc::new([]),
+            });
+        };
+        let hash = kernel_hash(&fp.shape);
+        let values = &fp.constants.values;
+        let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+        let constants: Arc<[ScalarValue]> = values.as_slice().into();
+        let hoisted = {
+            let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
+            match shapes.get_mut(&hash) {
+                Some(entry) if entry.shape == fp.shape => {
+                    let everything = vec![false; bits.len()];
+                    let found = entry
+                        .plans
+                        .get(&key(&bits, &everything))
+                        .or_else(|| entry.plans.get(&key(&bits, &entry.hoisted)));
+                    if let Some(kernels) = found {
+                        self.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(Plan {
+                            kernels: kernels.clone(),
+                            constants,
+                        });
+                    }
+                    for (j, v) in values.iter().enumerate() {
+                        entry.hoisted[j] |= bits[j] != entry.first[j] && hoistable(v.ty());
+                    }
+                    Some(entry.hoisted.clone())
+                }
+                Some(_) => None,
+                None => Some(vec![false; bits.len()]),
             }
-        }
-        let plan: Plan = build()?
+        };
+        let Some(hoisted) = hoisted else {
+            // Another shape holds this hash: build without caching.
+            let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
+            return Ok(Plan { kernels, constants });
+        };
+        let slots: Vec<(ConstantSlot, usize)> = fp
+            .constants
+            .slots
             .iter()
-            .map(|k| {
-                Ok(PlannedKernel {
-                    name: k.name.clone(),
-                    compiled: compile(k)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?
-            .into();
-        if let Some((hash, fp)) = keyed {
-            self.entries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(hash)
-                .or_insert((fp, plan.clone()));
-        }
-        Ok(plan)
+            .enumerate()
+            .filter(|(j, _)| hoisted[*j])
+            .map(|(j, s)| (*s, j))
+            .collect();
+        let names: HashMap<String, usize> = slots
+            .iter()
+            .map(|(_, j)| (constant_param_name(*j), *j))
+            .collect();
+        let kernels = compile_all(hoist_constants(&slots, build)?, &names, &compile)?;
+        let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = shapes.entry(hash).or_insert_with(|| ShapeEntry {
+            shape: fp.shape,
+            first: bits.clone(),
+            hoisted: vec![false; bits.len()],
+            plans: HashMap::new(),
+        });
+        entry
+            .plans
+            .entry(key(&bits, &hoisted))
+            .or_insert(kernels.clone());
+        Ok(Plan { kernels, constants })
     }
 
     /// How many plans were found in the cache so far.
     pub(crate) fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
+}
+
+/// Compiles each of `kernels`, noting the parameters among `constants` (by name) each reads.
+fn compile_all(
+    kernels: Vec<Kernel>,
+    constants: &HashMap<String, usize>,
+    compile: &impl Fn(&Kernel) -> Result<Arc<dyn CompiledKernel>>,
+) -> Result<Arc<[PlannedKernel]>> {
+    kernels
+        .iter()
+        .map(|k| {
+            Ok(PlannedKernel {
+                name: k.name.clone(),
+                compiled: compile(k)?,
+                parameters: k
+                    .params
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| constants.get(&p.name).map(|j| (i, *j)))
+                    .collect(),
+            })
+        })
+        .collect()
 }

@@ -20,7 +20,7 @@
 use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::plan_cache::{Plan, PlannedKernel};
+use crate::plan_cache::{Fingerprint, Plan, PlanStep};
 use crate::row::{IntoRow, Row};
 use kiln_backend::{DeviceMemory, Grid, LaunchArg};
 use kiln_ir::*;
@@ -48,6 +48,13 @@ const PREDICATED_EXPRS: usize = 96;
 /// neighbouring elements, so the four of them load one or two 16-byte vectors (the CPU backend
 /// runs them as vector lanes; PoCL and lavapipe vectorize across them too).
 const QUAD: u32 = 4;
+/// The number [`constants::user_code`] gives a user's combining function (a fold's or a
+/// scan's `op`); a stage's closure takes its position among the query's stages.
+const OP_CLOSURE: u32 = u32::MAX;
+/// The number of a user's key function (`group_by`, `sort_by_key`).
+const KEY_CLOSURE: u32 = u32::MAX - 1;
+/// The number of a user's value function (`group_by(..).sum(..)`, `fold`, ...).
+const VALUE_CLOSURE: u32 = u32::MAX - 2;
 /// Largest input a query accepts.
 pub const MAX_LEN: usize = i32::MAX as usize;
 
@@ -237,14 +244,23 @@ fn loop_budget(ctx: &Context) -> Option<u64> {
 /// literals and the IR `emit` appends, which applies each closure the plan's kernels apply
 /// once and hands what each gives on to [`store_outputs`]. `None` when a closure records a
 /// build error (the plan's own build then reports it).
-fn fingerprint_of(plan: &str, settings: &[u32], emit: impl FnOnce(&KernelScope)) -> Option<Kernel> {
-    Kernel::build_unvalidated(plan, |k| {
-        for s in settings {
-            lit(*s);
-        }
-        emit(k);
+fn fingerprint_of(
+    plan: &str,
+    settings: &[u32],
+    emit: impl FnOnce(&KernelScope),
+) -> Option<Fingerprint> {
+    let (shape, constants) = constants::record_constants(|| {
+        Kernel::build_unvalidated(plan, |k| {
+            for s in settings {
+                lit(*s);
+            }
+            emit(k);
+        })
+    });
+    Some(Fingerprint {
+        shape: shape.ok()?,
+        constants,
     })
-    .ok()
 }
 
 /// Stores each of `vals` to an output of its own, so a fingerprint records which values
@@ -441,7 +457,7 @@ impl<'a, T> Query<'a, T> {
         plan: &str,
         settings: &[u32],
         fold: Option<FoldFns<'_>>,
-    ) -> Option<Kernel> {
+    ) -> Option<Fingerprint> {
         fingerprint_of(plan, settings, |k| {
             let cols = self.declare_inputs(k);
             self.element(&cols, global_id(Axis::X), &mut |vals| {
@@ -782,11 +798,11 @@ impl<'a, T> Query<'a, T> {
             value_bytes(chunk_len(&self.ctx)),
         ]);
         self.ctx
-            .launch_planned(&plan[0], &Grid::linear(groups, per_group), &mut args)?;
+            .launch_planned(plan.kernel(0), &Grid::linear(groups, per_group), &mut args)?;
         drop(args);
         self.fold_partials(
             identity,
-            &plan[1],
+            plan.kernel(1),
             &partials,
             &[groups * per_group],
             Grid::linear(1, 1),
@@ -836,7 +852,7 @@ impl<'a, T> Query<'a, T> {
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
         self.ctx
-            .launch_planned(&plan[0], &Grid::linear(groups, g), &mut args)?;
+            .launch_planned(plan.kernel(0), &Grid::linear(groups, g), &mut args)?;
         drop(args);
         if groups == 1 {
             return Ok(partials);
@@ -845,7 +861,7 @@ impl<'a, T> Query<'a, T> {
         // with g = 256), so the reduction is two launches whatever n is.
         self.fold_partials(
             identity,
-            &plan[1],
+            plan.kernel(1),
             &partials,
             &[groups, groups.div_ceil(g)],
             Grid::linear(1, g),
@@ -858,7 +874,7 @@ impl<'a, T> Query<'a, T> {
     fn fold_partials(
         &self,
         identity: &[ScalarValue],
-        kernel: &PlannedKernel,
+        kernel: PlanStep<'_>,
         partials: &Columns,
         values: &[u32],
         grid: Grid,
@@ -889,7 +905,10 @@ impl<'a, T> Query<'a, T> {
     }
 
     fn map_erased<F: Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>(mut self, f: F) -> Query<'a, ErasedRow> {
-        self.stages.push(Stage::Map(Box::new(f)));
+        let id = self.stages.len() as u32;
+        self.stages.push(Stage::Map(Box::new(move |cols| {
+            constants::user_code(id, || f(cols))
+        })));
         self.retype()
     }
 }
@@ -915,10 +934,11 @@ impl<'a, T: Row> Query<'a, T> {
     /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a
     /// tuple for zipped/enumerated queries) and returns a `Val` or a tuple of them.
     pub fn map<O: IntoRow, F: Fn(T::Vals) -> O + 'a>(mut self, f: F) -> Query<'a, O::Row> {
+        let id = self.stages.len() as u32;
         self.stages.push(Stage::Map(Box::new(move |cols| {
             let v = T::vals(&mut cols.into_iter());
             let mut out = Vec::new();
-            f(v).into_handles(&mut out);
+            constants::user_code(id, || f(v)).into_handles(&mut out);
             out
         })));
         self.retype()
@@ -926,8 +946,10 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Keeps the elements for which `pred` is true, in their input order.
     pub fn filter<F: Fn(T::Vals) -> Val<bool> + 'a>(mut self, pred: F) -> Query<'a, T> {
+        let id = self.stages.len() as u32;
         self.stages.push(Stage::Filter(Box::new(move |cols| {
-            pred(T::vals(&mut cols.into_iter()))
+            let v = T::vals(&mut cols.into_iter());
+            constants::user_code(id, || pred(v))
         })));
         self
     }
@@ -977,10 +999,12 @@ impl<'a, T: Row> Query<'a, T> {
         f: F,
     ) -> Query<'a, O::Row> {
         let mut zipped = self.zip(other);
+        let id = zipped.stages.len() as u32;
         zipped.stages.push(Stage::Map(Box::new(move |mut cols| {
             let y = cols.split_off(cols.len() - 1)[0].typed::<U>();
+            let v = T::vals(&mut cols.into_iter());
             let mut out = Vec::new();
-            f(T::vals(&mut cols.into_iter()), y).into_handles(&mut out);
+            constants::user_code(id, || f(v, y)).into_handles(&mut out);
             out
         })));
         zipped.retype()
@@ -1236,7 +1260,7 @@ impl<'a, T: Row> Query<'a, T> {
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.push(value_bytes(n as u32));
         args.push(value_bytes(per_item));
-        self.ctx.launch_planned(&plan[0], &grid, &mut args)?;
+        self.ctx.launch_planned(plan.kernel(0), &grid, &mut args)?;
         drop(args);
         // One count per group (or per work item, summed here per group), and the total sizes
         // the output on the host anyway: the exclusive scan is a host loop, not a kernel one
@@ -1326,14 +1350,14 @@ impl<'a, T: Row> Query<'a, T> {
                 args.push(value_bytes(n as u32));
                 args.push(value_bytes(per_item));
                 self.ctx
-                    .launch_planned(&filter.kernels[1], &grid, &mut args)
+                    .launch_planned(filter.kernels.kernel(1), &grid, &mut args)
             }
             None => {
                 let map = self.planned("query_map", &[], None, || Ok(vec![self.map_kernel()?]))?;
                 args.extend(outs);
                 args.push(value_bytes(n as u32));
                 self.ctx
-                    .launch_planned(&map[0], &per_element_grid(&self.ctx, n), &mut args)
+                    .launch_planned(map.kernel(0), &per_element_grid(&self.ctx, n), &mut args)
             }
         }
     }
@@ -1443,7 +1467,7 @@ fn on_columns<T: Row, O: IntoRow<Row = T>>(
     move |a, b| {
         let (a, b) = (T::vals(&mut a.into_iter()), T::vals(&mut b.into_iter()));
         let mut out = Vec::new();
-        op(a, b).into_handles(&mut out);
+        constants::user_code(OP_CLOSURE, || op(a, b)).into_handles(&mut out);
         out
     }
 }

@@ -820,6 +820,98 @@ fn the_plan_cache_tells_apart_scans_sorts_groupings_and_histograms() {
     });
 }
 
+/// Compilations plus kernels loaded from the disk cache: the kernels a context had to get.
+fn kernels_made(c: &Context) -> u64 {
+    let s = c.stats();
+    s.compilations + s.disk_hits
+}
+
+#[test]
+fn values_captured_by_closures_become_parameters_when_they_change() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = ints(20_000);
+        let fs = floats(20_000);
+        let us: Vec<u32> = (0..20_000u32).map(|i| (i * 7919) % 1009).collect();
+        let mut made = Vec::new();
+        let rounds = [3i32, -7, 0, 1 << 20, i32::MIN, -1];
+        for (round, k) in rounds.into_iter().enumerate() {
+            // Wrapping arithmetic, a comparison, and / and % by the captured value: the
+            // rules for 0 (x / 0 = x, x % 0 = 0) and MIN / -1 hold for a parameter too.
+            let got = c
+                .from(&xs)
+                .map(move |x| x * k + x / k - x % k)
+                .filter(move |y| y.gt(k))
+                .sum()
+                .unwrap();
+            let div = |x: i32| if k == 0 { x } else { x.wrapping_div(k) };
+            let rem = |x: i32| if k == 0 { 0 } else { x.wrapping_rem(k) };
+            let want = xs
+                .iter()
+                .map(|&x| x.wrapping_mul(k).wrapping_add(div(x)).wrapping_sub(rem(x)))
+                .filter(|y| *y > k)
+                .fold(0i32, i32::wrapping_add);
+            assert!(got == want, "k={k}");
+
+            let (scale, shift) = (k as f32 * 0.25, round as f32 - 2.5);
+            let got = c
+                .from(&fs)
+                .map(move |x| x * scale + shift)
+                .to_vec()
+                .unwrap();
+            let want: Vec<f32> = fs.iter().map(|x| x * scale + shift).collect();
+            assert!(got == want, "k={k}");
+
+            let m = (k.unsigned_abs() % 13) + 1;
+            let got = c
+                .from(&us)
+                .map(move |x| x % m)
+                .scan(0u32, |a, b| a + b)
+                .to_vec()
+                .unwrap();
+            let want: Vec<u32> = us
+                .iter()
+                .scan(0u32, |a, b| {
+                    *a += b % m;
+                    Some(*a)
+                })
+                .collect();
+            assert!(got == want, "k={k}");
+
+            let got = c.from(&us).sort_by_key(move |x| x % m).to_vec().unwrap();
+            let mut want = us.clone();
+            want.sort_by_key(|x| x % m);
+            assert!(got == want, "k={k}");
+
+            // The keys keep their range (the dense plan's slots follow it).
+            let got = c
+                .from(&us)
+                .group_by(|x| x % 7u32)
+                .sum(move |x| x * m)
+                .unwrap();
+            let mut groups = std::collections::BTreeMap::new();
+            for x in &us {
+                *groups.entry(x % 7).or_insert(0u32) += x * m;
+            }
+            assert_eq!(got, groups.into_iter().collect::<Vec<_>>(), "k={k}");
+
+            // A bool stays a literal: one plan for each of its values.
+            let odd = round % 2 == 1;
+            let got = c
+                .from(&us)
+                .filter(move |x| (x % 2u32).eq(1u32).eq(odd))
+                .count();
+            let want = us.iter().filter(|x| (*x % 2 == 1) == odd).count();
+            assert_eq!(got.unwrap(), want, "k={k}");
+            made.push(kernels_made(&c));
+        }
+        // The first value compiles each plan with its constants in place, the second with
+        // the ones that changed as parameters; later values reuse those plans.
+        assert!(made[1] > made[0], "{made:?}");
+        assert!(made[2..].iter().all(|m| *m == made[1]), "{made:?}");
+    });
+}
+
 #[test]
 fn reductions_are_deterministic() {
     every_backend(|| {

@@ -66,7 +66,7 @@ impl<'a, T: Row> Query<'a, T> {
     ) -> GroupBy<'a, K, T> {
         GroupBy {
             query: self,
-            key: Box::new(key),
+            key: Box::new(move |v| constants::user_code(KEY_CLOSURE, || key(v))),
         }
     }
 }
@@ -101,7 +101,7 @@ fn mark_runs(
         LaunchArg::Device(&*flags),
         value_bytes(n as u32),
     ];
-    ctx.launch_planned(&kernel[0], &per_element_grid(ctx, n), &mut args)?;
+    ctx.launch_planned(kernel.kernel(0), &per_element_grid(ctx, n), &mut args)?;
     drop(args);
     Ok(flags)
 }
@@ -213,7 +213,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         identity.to_values(&mut ids);
         let value = move |cols: Vec<AnyVal>| {
             let mut out = Vec::new();
-            value(T::vals(&mut cols.into_iter())).into_handles(&mut out);
+            let v = T::vals(&mut cols.into_iter());
+            constants::user_code(VALUE_CLOSURE, || value(v)).into_handles(&mut out);
             out
         };
         self.fold_erased(ids, Box::new(value), &on_columns::<V, O>(op))
@@ -337,7 +338,10 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     ) -> Result<Vec<(K, V)>> {
         self.fold_erased(
             vec![identity],
-            Box::new(move |cols| vec![value(T::vals(&mut cols.into_iter())).erase()]),
+            Box::new(move |cols| {
+                let v = T::vals(&mut cols.into_iter());
+                vec![constants::user_code(VALUE_CLOSURE, || value(v)).erase()]
+            }),
             &|a, b| vec![op(&a[0], &b[0])],
         )
     }
@@ -710,7 +714,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             Some((self.identity, self.op, &values)),
             || Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?]),
         )?;
-        ctx.launch_planned(&kernels[0], &grid, &mut args)?;
+        ctx.launch_planned(kernels.kernel(0), &grid, &mut args)?;
         drop(args);
 
         let outs = alloc_rows(ctx, &types, keys)?;
@@ -725,7 +729,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         args.extend([value_bytes(chunks), value_bytes(self.keys)]);
         let group = 64.min(ctx.device().max_group_size);
         let grid = Grid::linear(self.keys.div_ceil(group), group);
-        ctx.launch_planned(&kernels[1], &grid, &mut args)?;
+        ctx.launch_planned(kernels.kernel(1), &grid, &mut args)?;
         drop(args);
 
         let mut found = vec![0u32; keys];

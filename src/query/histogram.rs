@@ -79,7 +79,8 @@ impl<'a, T: Int + Row> Query<'a, T> {
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
         args.extend([value_bytes(n as u32), value_bytes(chunk)]);
-        self.ctx.launch_planned(&kernel[0], &grid, &mut args)?;
+        self.ctx
+            .launch_planned(kernel.kernel(0), &grid, &mut args)?;
         drop(args);
         Ok(counts)
     }
@@ -134,7 +135,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
         args.extend([value_bytes(n as u32), value_bytes(chunk)]);
         let kernel = self.histogram_plan(bins, Counts::Rows)?;
         self.ctx
-            .launch_planned(&kernel[0], &Grid::linear(chunks, 1), &mut args)?;
+            .launch_planned(kernel.kernel(0), &Grid::linear(chunks, 1), &mut args)?;
         drop(args);
 
         let fingerprint = fingerprint_of("query_histogram_add_rows", &[bins], |_| {});
@@ -148,7 +149,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
         ];
         let group = 64.min(self.ctx.device().max_group_size);
         self.ctx.launch_planned(
-            &add_rows[0],
+            add_rows.kernel(0),
             &Grid::linear(bins.div_ceil(group), group),
             &mut args,
         )?;

@@ -440,7 +440,7 @@ impl<'a, T: Row> Scan<'a, T> {
         args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
         args.extend([value_bytes(q.len as u32), value_bytes(shape.chunk)]);
         q.ctx
-            .launch_planned(&kernels[0], &shape.grid(), &mut args)?;
+            .launch_planned(kernels.kernel(0), &shape.grid(), &mut args)?;
         drop(args);
 
         let carries = q.alloc_columns(&identity, shape.groups)?;
@@ -454,7 +454,7 @@ impl<'a, T: Row> Scan<'a, T> {
             value_bytes(shape.groups.div_ceil(shape.g)),
         ]);
         q.ctx
-            .launch_planned(&kernels[1], &Grid::linear(1, shape.g), &mut args)?;
+            .launch_planned(kernels.kernel(1), &Grid::linear(1, shape.g), &mut args)?;
         drop(args);
 
         let selected = if q.has_filter() {
@@ -509,7 +509,7 @@ impl<'a, T: Row> Scan<'a, T> {
         args.extend(outs);
         args.extend([value_bytes(q.len as u32), value_bytes(plan.shape.chunk)]);
         q.ctx
-            .launch_planned(&plan.kernels[2], &plan.shape.write_grid(), &mut args)
+            .launch_planned(plan.kernels.kernel(2), &plan.shape.write_grid(), &mut args)
     }
 }
 

@@ -140,7 +140,10 @@ impl<'a, T: Row> Query<'a, T> {
     ) -> Sorted<'a, T> {
         Sorted {
             query: self,
-            key: Box::new(move |cols| key(T::vals(&mut cols.into_iter())).erase()),
+            key: Box::new(move |cols| {
+                let v = T::vals(&mut cols.into_iter());
+                constants::user_code(KEY_CLOSURE, || key(v)).erase()
+            }),
             key_type: K::TYPE,
             desc,
         }
@@ -319,7 +322,7 @@ impl<'a, T: Row> Sorted<'a, T> {
 
     /// The fingerprint of the pass kernels (see the `plan_cache` module): the row types, the
     /// order and the ordered key of one row.
-    fn fingerprint(&self) -> Option<Kernel> {
+    fn fingerprint(&self) -> Option<Fingerprint> {
         fingerprint_of("query_sort", &[self.desc as u32], |k| {
             let types = Query::<T>::out_types();
             let cols = declare_columns(k, "rows", &types, Access::Read);
@@ -359,7 +362,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
             values(&mut args);
             args.push(LaunchArg::Device(&*counts));
-            ctx.launch_planned(&kernels[0], &shape.grid(), &mut args)?;
+            ctx.launch_planned(kernels.kernel(0), &shape.grid(), &mut args)?;
             drop(args);
             let offsets = Query::<u32>::over_device(ctx, &[&*counts], shape.chunks as usize * 256)
                 .scan_exclusive(0, |a, b| a + b)
@@ -372,7 +375,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             } else {
                 args.extend(to.iter().map(|m| LaunchArg::Device(&**m)));
             }
-            ctx.launch_planned(&kernels[1], &shape.grid(), &mut args)?;
+            ctx.launch_planned(kernels.kernel(1), &shape.grid(), &mut args)?;
             drop(args);
             std::mem::swap(&mut from, &mut to);
         }

@@ -289,7 +289,32 @@ pub fn build_error<T>(message: String) -> Val<T> {
 
 /// A constant.
 pub fn lit<T: Scalar>(v: T) -> Val<T> {
-    typed(Expr::Literal(v.to_value()), &[])
+    Val::from_raw(literal(v.to_value()))
+}
+
+/// Appends the constant `v`, or, where a tap of [`crate::constants`] makes it a parameter, a
+/// read of that parameter (declared on first use).
+fn literal(v: ScalarValue) -> Raw {
+    let in_body = with_kernel(|k| k.fns.len() == 1).unwrap_or(false);
+    if let Some(j) = in_body
+        .then(|| crate::constants::parameter_for_literal(v))
+        .flatten()
+    {
+        let name = crate::constants::constant_param_name(j);
+        let i = with_kernel(|k| match k.params.iter().position(|p| p.name == name) {
+            Some(i) => i as u32,
+            None => {
+                k.params.push(Param {
+                    name,
+                    kind: ParamKind::Value(Type::Scalar(v.ty())),
+                });
+                k.params.len() as u32 - 1
+            }
+        })
+        .unwrap_or(u32::MAX);
+        return push(Expr::Param(i), &[]);
+    }
+    push(Expr::Literal(v), &[])
 }
 
 /// Values convertible to `Val<T>`: a `Val<T>` or a plain `T` (which becomes a constant).
@@ -766,7 +791,7 @@ impl AnyVar {
 /// A constant of a type known only at run time.
 pub fn lit_value(v: ScalarValue) -> AnyVal {
     AnyVal {
-        raw: push(Expr::Literal(v), &[]),
+        raw: literal(v),
         ty: Type::Scalar(v.ty()),
     }
 }

@@ -64,6 +64,7 @@
 
 mod bounds;
 mod build;
+pub mod constants;
 mod hash;
 mod inline;
 mod ir;
