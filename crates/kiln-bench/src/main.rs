@@ -723,7 +723,8 @@ fn main() -> Result<(), Error> {
             }
             t.elapsed().as_secs_f64() * 1e6 / calls as f64
         };
-        let terminals: [(&str, &mut dyn FnMut()); 7] = [
+        let mut k = 0.0f32;
+        let terminals: [(&str, &mut dyn FnMut()); 8] = [
             ("sum", &mut || {
                 std::hint::black_box(cold.from(&small).sum().unwrap());
             }),
@@ -747,6 +748,12 @@ fn main() -> Result<(), Error> {
             ("group_by sum", &mut || {
                 let q = cold.from(&keys).zip(&small).group_by(|(k, _)| k);
                 std::hint::black_box(q.sum(|(_, x)| x).unwrap());
+            }),
+            ("sum of x * k with a new k each call", &mut || {
+                k += 1.0;
+                let scale = k;
+                let q = cold.from(&small).map(move |x| x * scale);
+                std::hint::black_box(q.sum().unwrap());
             }),
         ];
         let costs: Vec<String> = terminals

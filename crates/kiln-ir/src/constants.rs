@@ -70,20 +70,41 @@ pub fn user_code<R>(closure: u32, f: impl FnOnce() -> R) -> R {
             .as_mut()
             .map(|s| s.region.replace((closure, 0)))
     });
-    let r = f();
-    if let Some(outer) = outer {
-        TAP.with(|t| {
-            if let Some(s) = t.borrow_mut().as_mut() {
-                s.region = outer;
-            }
-        });
+    let Some(outer) = outer else {
+        return f();
+    };
+    /// Gives the enclosing region back when `f` returns or unwinds.
+    struct Restore(Option<(u32, u32)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TAP.with(|t| {
+                if let Some(s) = t.borrow_mut().as_mut() {
+                    s.region = self.0;
+                }
+            });
+        }
     }
-    r
+    let _restore = Restore(outer);
+    f()
+}
+
+/// Puts the tap that was current before [`with_tap`] back when dropped, also on unwinding,
+/// so a panic in user code leaves no tap behind.
+struct TapGuard(Option<Option<TapState>>);
+
+impl Drop for TapGuard {
+    fn drop(&mut self) {
+        if let Some(outer) = self.0.take() {
+            TAP.with(|t| *t.borrow_mut() = outer);
+        }
+    }
 }
 
 fn with_tap<R>(tap: Tap, f: impl FnOnce() -> R) -> (R, Tap) {
     let outer = TAP.with(|t| t.borrow_mut().replace(TapState { tap, region: None }));
+    let mut guard = TapGuard(Some(outer));
     let r = f();
+    let outer = guard.0.take().expect("set above");
     let state = TAP.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer));
     (r, state.expect("set above").tap)
 }
@@ -182,6 +203,16 @@ mod tests {
         assert_eq!(literals(&k), [5.0]);
         let in_function = &k.functions[0].body.exprs;
         assert!(in_function.contains(&Expr::Literal(ScalarValue::F32(4.0))));
+    }
+
+    #[test]
+    fn a_panic_in_user_code_leaves_no_tap_behind() {
+        let r = std::panic::catch_unwind(|| {
+            record_constants(|| user_code(1, || panic!("user code panics")))
+        });
+        assert!(r.is_err());
+        assert_eq!(params(&build()), ["x"]);
+        assert_eq!(literals(&build()), [2.0, 2.0, 3.0, 3.0, 5.0]);
     }
 
     #[test]
