@@ -47,7 +47,7 @@ pub(crate) struct PlannedKernel {
 #[derive(Clone)]
 pub(crate) struct Plan {
     kernels: Arc<[PlannedKernel]>,
-    constants: Arc<[ScalarValue]>,
+    constants: Vec<ScalarValue>,
 }
 
 /// Kernel `index` of a plan, ready to launch with the call's constants.
@@ -115,10 +115,13 @@ struct ShapeEntry {
     shape: Kernel,
     /// The constants of the shape's first call.
     first: Vec<u64>,
-    /// Which constants are parameters in the shape's newest plan.
+    /// Which constants are parameters in the shape's plans of `general`.
     hoisted: Vec<bool>,
-    /// Plans by their constants' bits; `None` where the constant is a parameter.
-    plans: HashMap<Vec<Option<u64>>, Arc<[PlannedKernel]>>,
+    /// Plans with every constant a literal, by the constants' bits.
+    exact: HashMap<Vec<u64>, Arc<[PlannedKernel]>>,
+    /// Plans whose `hoisted` constants are parameters, by the bits of the others (zero in
+    /// place of each parameter).
+    general: HashMap<Vec<u64>, Arc<[PlannedKernel]>>,
 }
 
 /// Compiled plans by fingerprint (the shape kernel is kept to rule out hash collisions).
@@ -128,11 +131,11 @@ pub(crate) struct PlanCache {
     hits: AtomicU64,
 }
 
-/// The key of the plan whose parameters are the `hoisted` constants.
-fn key(bits: &[u64], hoisted: &[bool]) -> Vec<Option<u64>> {
+/// The key in [`ShapeEntry::general`] of the constants `bits`.
+fn general_key(bits: &[u64], hoisted: &[bool]) -> Vec<u64> {
     bits.iter()
         .zip(hoisted)
-        .map(|(b, h)| (!h).then_some(*b))
+        .map(|(b, h)| if *h { 0 } else { *b })
         .collect()
 }
 
@@ -152,31 +155,36 @@ impl PlanCache {
             let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
             return Ok(Plan {
                 kernels,
-                constants: Arc::new([]),
+                constants: Vec::new(),
             });
         };
         let hash = kernel_hash(&fp.shape);
-        let values = &fp.constants.values;
-        let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
-        let constants: Arc<[ScalarValue]> = values.as_slice().into();
+        let bits: Vec<u64> = fp.constants.values.iter().map(|v| v.to_bits()).collect();
         let hoisted = {
             let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
             match shapes.get_mut(&hash) {
                 Some(entry) if entry.shape == fp.shape => {
-                    let everything = vec![false; bits.len()];
-                    let found = entry
-                        .plans
-                        .get(&key(&bits, &everything))
-                        .or_else(|| entry.plans.get(&key(&bits, &entry.hoisted)));
+                    let found = entry.exact.get(&bits).or_else(|| {
+                        (!entry.general.is_empty())
+                            .then(|| entry.general.get(&general_key(&bits, &entry.hoisted)))
+                            .flatten()
+                    });
                     if let Some(kernels) = found {
                         self.hits.fetch_add(1, Ordering::Relaxed);
                         return Ok(Plan {
                             kernels: kernels.clone(),
-                            constants,
+                            constants: fp.constants.values,
                         });
                     }
-                    for (j, v) in values.iter().enumerate() {
-                        entry.hoisted[j] |= bits[j] != entry.first[j] && hoistable(v.ty());
+                    let mut grown = false;
+                    for (j, v) in fp.constants.values.iter().enumerate() {
+                        let hoist = bits[j] != entry.first[j] && hoistable(v.ty());
+                        grown |= hoist && !entry.hoisted[j];
+                        entry.hoisted[j] |= hoist;
+                    }
+                    if grown {
+                        // Keys of plans with fewer parameters would read alike.
+                        entry.general.clear();
                     }
                     Some(entry.hoisted.clone())
                 }
@@ -184,6 +192,7 @@ impl PlanCache {
                 None => Some(vec![false; bits.len()]),
             }
         };
+        let constants = fp.constants.values;
         let Some(hoisted) = hoisted else {
             // Another shape holds this hash: build without caching.
             let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
@@ -207,12 +216,15 @@ impl PlanCache {
             shape: fp.shape,
             first: bits.clone(),
             hoisted: vec![false; bits.len()],
-            plans: HashMap::new(),
+            exact: HashMap::new(),
+            general: HashMap::new(),
         });
-        entry
-            .plans
-            .entry(key(&bits, &hoisted))
-            .or_insert(kernels.clone());
+        if !hoisted.contains(&true) {
+            entry.exact.entry(bits).or_insert(kernels.clone());
+        } else if entry.hoisted == hoisted {
+            let key = general_key(&bits, &hoisted);
+            entry.general.entry(key).or_insert(kernels.clone());
+        }
         Ok(Plan { kernels, constants })
     }
 

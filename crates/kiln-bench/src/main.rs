@@ -715,7 +715,10 @@ fn main() -> Result<(), Error> {
         // What one cached call of each terminal costs when the work itself is small: the
         // plan cache lookup, allocations, launches and copies.
         let keys: Vec<u32> = (0..1000u32).map(|i| (i * 7919) % 16).collect();
+        // Two calls first: the first compiles, and with a new captured value the second
+        // compiles the plan with that value as a parameter.
         let per_call = |f: &mut dyn FnMut()| {
+            f();
             f();
             let t = Instant::now();
             for _ in 0..calls {

@@ -295,8 +295,8 @@ pub fn lit<T: Scalar>(v: T) -> Val<T> {
 /// Appends the constant `v`, or, where a tap of [`crate::constants`] makes it a parameter, a
 /// read of that parameter (declared on first use).
 fn literal(v: ScalarValue) -> Raw {
-    let in_body = with_kernel(|k| k.fns.len() == 1).unwrap_or(false);
-    if let Some(j) = in_body
+    let in_body = || with_kernel(|k| k.fns.len() == 1).unwrap_or(false);
+    if let Some(j) = (crate::constants::in_user_code() && in_body())
         .then(|| crate::constants::parameter_for_literal(v))
         .flatten()
     {

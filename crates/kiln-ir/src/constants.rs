@@ -18,7 +18,7 @@
 //! captures nothing, and its body is built once per kernel.
 
 use crate::types::ScalarValue;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 /// Where a literal of user code sits: the closure that emitted it and the literal's position
@@ -51,62 +51,56 @@ enum Tap {
     Hoist(HashMap<ConstantSlot, usize>),
 }
 
-struct TapState {
-    tap: Tap,
-    /// The closure running now and how many literals it has emitted.
-    region: Option<(u32, u32)>,
-}
+/// The user closure running and how many literals it has emitted so far.
+type Region = Option<(u32, u32)>;
 
 thread_local! {
-    static TAP: RefCell<Option<TapState>> = const { RefCell::new(None) };
+    static TAP: RefCell<Option<Tap>> = const { RefCell::new(None) };
+    /// The user closure running under a tap and how many literals it has emitted (`None`
+    /// outside user code or without a tap). Apart from `TAP` so that the check for it, made
+    /// for every literal, is one load.
+    static REGION: Cell<Region> = const { Cell::new(None) };
 }
 
 /// Runs `f`, the application of user closure number `closure`, so that the literals it emits
 /// in the kernel body are slots of that closure. Without a tap (see the module) it only runs
 /// `f`.
 pub fn user_code<R>(closure: u32, f: impl FnOnce() -> R) -> R {
-    let outer = TAP.with(|t| {
-        t.borrow_mut()
-            .as_mut()
-            .map(|s| s.region.replace((closure, 0)))
-    });
-    let Some(outer) = outer else {
+    if TAP.with(|t| t.borrow().is_none()) {
         return f();
-    };
+    }
     /// Gives the enclosing region back when `f` returns or unwinds.
-    struct Restore(Option<(u32, u32)>);
+    struct Restore(Region);
     impl Drop for Restore {
         fn drop(&mut self) {
-            TAP.with(|t| {
-                if let Some(s) = t.borrow_mut().as_mut() {
-                    s.region = self.0;
-                }
-            });
+            REGION.set(self.0);
         }
     }
-    let _restore = Restore(outer);
+    let _restore = Restore(REGION.replace(Some((closure, 0))));
     f()
 }
 
-/// Puts the tap that was current before [`with_tap`] back when dropped, also on unwinding,
-/// so a panic in user code leaves no tap behind.
-struct TapGuard(Option<Option<TapState>>);
+/// Puts the tap and region that were current before [`with_tap`] back when dropped, also on
+/// unwinding, so a panic in user code leaves no tap behind.
+struct TapGuard(Option<(Option<Tap>, Region)>);
 
 impl Drop for TapGuard {
     fn drop(&mut self) {
-        if let Some(outer) = self.0.take() {
-            TAP.with(|t| *t.borrow_mut() = outer);
+        if let Some((tap, region)) = self.0.take() {
+            TAP.with(|t| *t.borrow_mut() = tap);
+            REGION.set(region);
         }
     }
 }
 
 fn with_tap<R>(tap: Tap, f: impl FnOnce() -> R) -> (R, Tap) {
-    let outer = TAP.with(|t| t.borrow_mut().replace(TapState { tap, region: None }));
-    let mut guard = TapGuard(Some(outer));
+    let outer_tap = TAP.with(|t| t.borrow_mut().replace(tap));
+    let mut guard = TapGuard(Some((outer_tap, REGION.take())));
     let r = f();
-    let outer = guard.0.take().expect("set above");
-    let state = TAP.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer));
-    (r, state.expect("set above").tap)
+    let (outer_tap, outer_region) = guard.0.take().expect("set above");
+    let tap = TAP.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer_tap));
+    REGION.set(outer_region);
+    (r, tap.expect("set above"))
 }
 
 /// Runs `f` (which builds kernels) so that every literal user code emits in a kernel body
@@ -125,29 +119,28 @@ pub fn hoist_constants<R>(hoisted: &[(ConstantSlot, usize)], f: impl FnOnce() ->
     with_tap(Tap::Hoist(hoisted.iter().copied().collect()), f).0
 }
 
+/// True while user code runs under a tap: only then may a literal become a parameter.
+pub(crate) fn in_user_code() -> bool {
+    REGION.get().is_some()
+}
+
 /// The number of the constant parameter a literal of value `v` that is about to be emitted in
-/// a kernel body should read instead, under the current tap; `None` keeps the literal.
+/// a kernel body should read instead, under the current tap; `None` keeps the literal. Counts
+/// the literal as the next of the running closure's.
 pub(crate) fn parameter_for_literal(v: ScalarValue) -> Option<usize> {
-    TAP.with(|t| {
-        let mut t = t.borrow_mut();
-        let state = t.as_mut()?;
-        let (closure, index) = state.region.as_mut()?;
-        let slot = ConstantSlot {
-            closure: *closure,
-            index: *index,
-        };
-        *index += 1;
-        match &mut state.tap {
-            Tap::Record(rec) => Some(match rec.slots.iter().position(|s| *s == slot) {
-                Some(j) => j,
-                None => {
-                    rec.slots.push(slot);
-                    rec.values.push(v);
-                    rec.slots.len() - 1
-                }
-            }),
-            Tap::Hoist(map) => map.get(&slot).copied(),
-        }
+    let (closure, index) = REGION.get()?;
+    REGION.set(Some((closure, index + 1)));
+    let slot = ConstantSlot { closure, index };
+    TAP.with(|t| match t.borrow_mut().as_mut()? {
+        Tap::Record(rec) => Some(match rec.slots.iter().position(|s| *s == slot) {
+            Some(j) => j,
+            None => {
+                rec.slots.push(slot);
+                rec.values.push(v);
+                rec.slots.len() - 1
+            }
+        }),
+        Tap::Hoist(map) => map.get(&slot).copied(),
     })
 }
 
