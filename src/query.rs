@@ -904,6 +904,8 @@ impl<'a, T> Query<'a, T> {
             .collect()
     }
 
+    /// Appends a map stage of column values; `f` runs as user code (see
+    /// [`constants::user_code`]) numbered by the stage's position.
     fn map_erased<F: Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>(mut self, f: F) -> Query<'a, ErasedRow> {
         let id = self.stages.len() as u32;
         self.stages.push(Stage::Map(Box::new(move |cols| {
@@ -933,15 +935,13 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a
     /// tuple for zipped/enumerated queries) and returns a `Val` or a tuple of them.
-    pub fn map<O: IntoRow, F: Fn(T::Vals) -> O + 'a>(mut self, f: F) -> Query<'a, O::Row> {
-        let id = self.stages.len() as u32;
-        self.stages.push(Stage::Map(Box::new(move |cols| {
-            let v = T::vals(&mut cols.into_iter());
+    pub fn map<O: IntoRow, F: Fn(T::Vals) -> O + 'a>(self, f: F) -> Query<'a, O::Row> {
+        self.map_erased(move |cols| {
             let mut out = Vec::new();
-            constants::user_code(id, || f(v)).into_handles(&mut out);
+            f(T::vals(&mut cols.into_iter())).into_handles(&mut out);
             out
-        })));
-        self.retype()
+        })
+        .retype()
     }
 
     /// Keeps the elements for which `pred` is true, in their input order.
@@ -998,16 +998,14 @@ impl<'a, T: Row> Query<'a, T> {
         other: &'a [U],
         f: F,
     ) -> Query<'a, O::Row> {
-        let mut zipped = self.zip(other);
-        let id = zipped.stages.len() as u32;
-        zipped.stages.push(Stage::Map(Box::new(move |mut cols| {
-            let y = cols.split_off(cols.len() - 1)[0].typed::<U>();
-            let v = T::vals(&mut cols.into_iter());
-            let mut out = Vec::new();
-            constants::user_code(id, || f(v, y)).into_handles(&mut out);
-            out
-        })));
-        zipped.retype()
+        self.zip(other)
+            .map_erased(move |mut cols| {
+                let y = cols.split_off(cols.len() - 1)[0].typed::<U>();
+                let mut out = Vec::new();
+                f(T::vals(&mut cols.into_iter()), y).into_handles(&mut out);
+                out
+            })
+            .retype()
     }
 
     fn zip_column<U>(

@@ -597,7 +597,6 @@ fn fusion_launches_one_kernel_per_phase_and_caches_compiles() {
             2,
             "map-filter-map-sum is partials + final"
         );
-        let obtained = |s: kiln::Stats| s.compilations + s.disk_hits;
         assert_eq!(
             obtained(after) - obtained(before),
             2,
@@ -821,8 +820,7 @@ fn the_plan_cache_tells_apart_scans_sorts_groupings_and_histograms() {
 }
 
 /// Compilations plus kernels loaded from the disk cache: the kernels a context had to get.
-fn kernels_made(c: &Context) -> u64 {
-    let s = c.stats();
+fn obtained(s: kiln::Stats) -> u64 {
     s.compilations + s.disk_hits
 }
 
@@ -903,7 +901,7 @@ fn values_captured_by_closures_become_parameters_when_they_change() {
                 .count();
             let want = us.iter().filter(|x| (*x % 2 == 1) == odd).count();
             assert_eq!(got.unwrap(), want, "k={k}");
-            made.push(kernels_made(&c));
+            made.push(obtained(c.stats()));
         }
         // The first value compiles each plan with its constants in place, the second with
         // the ones that changed as parameters; later values reuse those plans.
