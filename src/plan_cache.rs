@@ -77,7 +77,7 @@ impl PlanStep<'_> {
             .map(|a| std::mem::replace(a, LaunchArg::Value(Vec::new())));
         let mut parameters = self.kernel.parameters.iter().peekable();
         while let Some(a) = match parameters.next_if(|(p, _)| *p == out.len()) {
-            Some((_, j)) => Some(LaunchArg::Value(value_bytes(self.constants[*j]))),
+            Some((_, j)) => Some(LaunchArg::Value(self.constants[*j].to_le_bytes())),
             None => given.next(),
         } {
             out.push(a);
@@ -89,12 +89,6 @@ impl PlanStep<'_> {
     pub(crate) fn has_parameters(&self) -> bool {
         !self.kernel.parameters.is_empty()
     }
-}
-
-/// The bytes of a value parameter holding `v`.
-fn value_bytes(v: ScalarValue) -> Vec<u8> {
-    let size = v.ty().size() as usize;
-    v.to_bits().to_le_bytes()[..size].to_vec()
 }
 
 /// True for the types whose constants may become parameters.

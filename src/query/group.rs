@@ -691,10 +691,8 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let chunks = chunks_of(n, chunk);
         let slots = alloc_rows(ctx, &types, chunks as usize * keys)?;
         let seen = ctx.backend().alloc(chunks as usize * keys * 4)?;
-        let lo_bytes = self.lo.to_bits().to_le_bytes();
         let lo = ctx.backend().alloc(8)?;
-        ctx.backend()
-            .upload(&*lo, &lo_bytes[..self.key_type.size() as usize])?;
+        ctx.backend().upload(&*lo, &self.lo.to_le_bytes())?;
 
         let mut args = self.query.input_args();
         args.extend(slots.iter().map(|m| LaunchArg::Device(&**m)));

@@ -301,17 +301,11 @@ fn literal(v: ScalarValue) -> Raw {
         .flatten()
     {
         let name = crate::constants::constant_param_name(j);
-        let i = with_kernel(|k| match k.params.iter().position(|p| p.name == name) {
+        let declared = with_kernel(|k| k.params.iter().position(|p| p.name == name)).flatten();
+        let i = match declared {
             Some(i) => i as u32,
-            None => {
-                k.params.push(Param {
-                    name,
-                    kind: ParamKind::Value(Type::Scalar(v.ty())),
-                });
-                k.params.len() as u32 - 1
-            }
-        })
-        .unwrap_or(u32::MAX);
+            None => add_param(&name, ParamKind::Value(Type::Scalar(v.ty()))),
+        };
         return push(Expr::Param(i), &[]);
     }
     push(Expr::Literal(v), &[])
@@ -1019,21 +1013,22 @@ pub struct KernelScope {
     id: u32,
 }
 
-impl KernelScope {
-    fn add_param(&self, name: &str, kind: ParamKind) -> u32 {
-        with_kernel(|k| {
-            k.params.push(Param {
-                name: name.to_string(),
-                kind,
-            });
-            k.params.len() as u32 - 1
-        })
-        .unwrap_or(u32::MAX)
-    }
+/// Declares a parameter of the kernel being built and returns its index.
+fn add_param(name: &str, kind: ParamKind) -> u32 {
+    with_kernel(|k| {
+        k.params.push(Param {
+            name: name.to_string(),
+            kind,
+        });
+        k.params.len() as u32 - 1
+    })
+    .unwrap_or(u32::MAX)
+}
 
+impl KernelScope {
     /// Declares a buffer parameter of `T` elements.
     pub fn buffer<T: IrType>(&self, name: &str, access: Access) -> Mem<T> {
-        let i = self.add_param(
+        let i = add_param(
             name,
             ParamKind::Buffer {
                 elem: T::ir_type(),
@@ -1049,7 +1044,7 @@ impl KernelScope {
 
     /// Declares a buffer parameter with an element type known only at run time.
     pub fn buffer_dyn(&self, name: &str, elem: Type, access: Access) -> Memory {
-        Memory::Buffer(self.add_param(name, ParamKind::Buffer { elem, access }))
+        Memory::Buffer(add_param(name, ParamKind::Buffer { elem, access }))
     }
 
     /// Declares a shared array with an element type known only at run time.
@@ -1068,7 +1063,7 @@ impl KernelScope {
 
     /// Declares a value parameter and returns its value.
     pub fn value<T: IrType>(&self, name: &str) -> Val<T> {
-        let i = self.add_param(name, ParamKind::Value(T::ir_type()));
+        let i = add_param(name, ParamKind::Value(T::ir_type()));
         typed(Expr::Param(i), &[])
     }
 

@@ -351,6 +351,12 @@ impl ScalarValue {
         }
     }
 
+    /// The value's bytes in memory: its type's size, little-endian (as a buffer element or a
+    /// value parameter holds it).
+    pub fn to_le_bytes(self) -> Vec<u8> {
+        self.to_bits().to_le_bytes()[..self.ty().size() as usize].to_vec()
+    }
+
     /// Rebuilds a constant of type `ty` from the low bits of `bits`.
     pub fn from_bits(ty: ScalarType, bits: u64) -> ScalarValue {
         match ty {
