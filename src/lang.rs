@@ -752,12 +752,14 @@ macro_rules! lhs_compare {
 }
 lhs_compare!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
 
-/// `a && b` (both sides are evaluated; kernels have no side effects in conditions).
+/// `a && b` with both sides evaluated. `#[kiln::kernel]` writes `&&` with this where the right
+/// side is pure, and as an `if` where it may have an effect, so the right side runs only when
+/// Rust would run it.
 pub fn and(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
     a.into_val().and(b)
 }
 
-/// `a || b` (both sides are evaluated).
+/// `a || b` with both sides evaluated (see [`and`] for how kernels use it).
 pub fn or(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
     a.into_val().or(b)
 }
@@ -999,9 +1001,26 @@ impl<P, C: Captures> IntoKernel<P> for Lambda<P, C> {
     }
 }
 
-/// How far a launch reaches per axis: `n`, `(width, height)` or `(x, y, z)` work items.
+/// How far a launch reaches per axis: `n`, `(width, height)` or `(x, y, z)` work items, from
+/// `usize`, `u32` or `i32` (what an integer literal is); a negative `i32` is kept as its
+/// two's-complement bits, which [`Context::launch`] refuses as negative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent(pub [u64; 3]);
+impl From<i32> for Extent {
+    fn from(n: i32) -> Extent {
+        Extent([n as i64 as u64, 1, 1])
+    }
+}
+impl From<(i32, i32)> for Extent {
+    fn from((x, y): (i32, i32)) -> Extent {
+        Extent([x as i64 as u64, y as i64 as u64, 1])
+    }
+}
+impl From<(i32, i32, i32)> for Extent {
+    fn from((x, y, z): (i32, i32, i32)) -> Extent {
+        Extent([x as i64 as u64, y as i64 as u64, z as i64 as u64])
+    }
+}
 impl From<usize> for Extent {
     fn from(n: usize) -> Extent {
         Extent([n as u64, 1, 1])
@@ -1204,7 +1223,8 @@ impl Context {
     /// automatically; the body runs only for indices inside the extent. `args` is the tuple of
     /// arguments after the index: slices or `Buffer`s for views, values for values. Host
     /// slices are up to date when it returns. Fails with the kernel's build error, the
-    /// backend's compile or launch error, or `Unsupported` for an extent beyond `u32`.
+    /// backend's compile or launch error, or `Unsupported` for an extent beyond `u32::MAX` or
+    /// below 0 along any axis (an integer literal extent such as `3001` is an `i32`).
     pub fn launch<'a, P, A: KernelArgs<'a, P>>(
         &self,
         kernel: impl IntoKernel<P>,
@@ -1216,11 +1236,21 @@ impl Context {
         let size = auto_group_size(k.dims, self.device().max_group_size);
         let mut groups = [1u32; 3];
         for d in 0..3 {
-            let g = extent[d].div_ceil(size[d] as u64);
-            groups[d] = u32::try_from(g).map_err(|_| Error::Unsupported {
+            let what = match i64::try_from(extent[d]) {
+                Err(_) => format!("a negative extent ({}) along axis {d}", extent[d] as i64),
+                Ok(_) if extent[d] > u32::MAX as u64 => format!(
+                    "an extent of {} work items along axis {d} (at most u32::MAX)",
+                    extent[d]
+                ),
+                Ok(_) => {
+                    groups[d] = extent[d].div_ceil(size[d] as u64) as u32;
+                    continue;
+                }
+            };
+            return Err(Error::Unsupported {
                 backend: self.device().backend,
-                what: format!("an extent of {} work items along axis {d}", extent[d]),
-            })?;
+                what,
+            });
         }
         if extent.contains(&0) {
             return Ok(());
@@ -1249,7 +1279,10 @@ impl Context {
             for d in 0..3 {
                 out[d] = u32::try_from(v[d]).map_err(|_| Error::Unsupported {
                     backend: self.device().backend,
-                    what: format!("{} along axis {d} is more than u32::MAX", v[d]),
+                    what: match i64::try_from(v[d]) {
+                        Ok(_) => format!("{} along axis {d} is more than u32::MAX", v[d]),
+                        Err(_) => format!("{} along axis {d} is negative", v[d] as i64),
+                    },
                 })?;
             }
             Ok(out)

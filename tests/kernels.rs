@@ -1243,3 +1243,276 @@ fn two_dimensional_views_read_zero_past_each_edge() {
         }
     });
 }
+
+/// Items whose value is a multiple of three leave at once; the others write.
+#[kiln::kernel]
+fn skip_multiples_of_three(i: Index1D, x: View<u32>, out: ViewMut<u32>) {
+    if x[i] % 3 == 0 {
+        return;
+    }
+    out[i] = x[i] + 1;
+}
+
+#[test]
+fn early_returns_leave_only_their_own_work_item() {
+    // On the CPU, quads run in unrolled runs; a lane that returned in one quad must not stay
+    // masked off in the quads after it.
+    every_backend(|| {
+        for n in [1000usize, 4099, 64, 3] {
+            let x: Vec<u32> = (0..n as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+                .collect();
+            let mut out = vec![u32::MAX; n];
+            ctx()
+                .launch(skip_multiples_of_three, n, (&x, &mut out))
+                .unwrap();
+            for i in 0..n {
+                let want = if x[i].is_multiple_of(3) {
+                    u32::MAX
+                } else {
+                    x[i] + 1
+                };
+                assert_eq!(out[i], want, "n = {n}, item {i}");
+            }
+        }
+    });
+}
+
+/// Sets `flags[i]` and says so: a right side of `&&` with an effect.
+#[kiln::device]
+fn flag(flags: ViewMut<u32>, i: u32) -> bool {
+    flags[i] = 1;
+    true
+}
+
+#[kiln::kernel]
+fn short_circuits(
+    i: Index1D,
+    x: View<u32>,
+    hits: ViewMut<u32>,
+    flags: ViewMut<u32>,
+    out: ViewMut<u32>,
+) {
+    let even = x[i] % 2 == 0 && atomic_add(&hits, 0u32, 1u32) < 1_000_000u32;
+    let third = x[i] % 3 == 0 || atomic_add(&hits, 1u32, 1u32) < 1_000_000u32;
+    let big = x[i] > 500 && flag(flags, i);
+    let mut code = 0u32;
+    if even {
+        code += 1;
+    }
+    if third {
+        code += 2;
+    }
+    if big {
+        code += 4;
+    }
+    out[i] = code;
+}
+
+#[test]
+fn and_and_or_evaluate_their_right_side_only_when_rust_does() {
+    every_backend(|| {
+        let n = 1001usize;
+        let x: Vec<u32> = (0..n as u32).map(|i| (i * 7919) % 1000).collect();
+        let (mut hits, mut flags, mut out) = (vec![0u32; 2], vec![0u32; n], vec![0u32; n]);
+        ctx()
+            .launch(short_circuits, n, (&x, &mut hits, &mut flags, &mut out))
+            .unwrap();
+        let mut want_hits = [0u32; 2];
+        for (i, &v) in x.iter().enumerate() {
+            let even = v % 2 == 0 && {
+                want_hits[0] += 1;
+                true
+            };
+            let third = v % 3 == 0 || {
+                want_hits[1] += 1;
+                true
+            };
+            let big = v > 500;
+            assert_eq!(flags[i], u32::from(big), "flag of item {i}");
+            let code = u32::from(even) + 2 * u32::from(third) + 4 * u32::from(big);
+            assert_eq!(out[i], code, "item {i}");
+        }
+        assert_eq!(hits, want_hits, "right sides evaluated");
+    });
+}
+
+/// Counts and sums (wrapping) the values of `(s..e).step_by(step)` and of
+/// `(s..=e).step_by(step)`.
+#[kiln::kernel]
+fn u32_ranges(i: Index1D, s: View<u32>, e: View<u32>, step: View<u32>, out: ViewMut<u32>) {
+    let (mut n, mut sum, mut n_incl, mut sum_incl) = (0u32, 0u32, 0u32, 0u32);
+    for k in (s[i]..e[i]).step_by(step[i]) {
+        n += 1;
+        sum = sum.wrapping_add(k);
+    }
+    for k in (s[i]..=e[i]).step_by(step[i]) {
+        n_incl += 1;
+        sum_incl = sum_incl.wrapping_add(k);
+    }
+    out[i * 4] = n;
+    out[i * 4 + 1] = sum;
+    out[i * 4 + 2] = n_incl;
+    out[i * 4 + 3] = sum_incl;
+}
+
+#[kiln::kernel]
+fn i32_ranges(i: Index1D, s: View<i32>, e: View<i32>, step: View<i32>, out: ViewMut<i32>) {
+    let (mut n, mut sum, mut n_incl, mut sum_incl) = (0i32, 0i32, 0i32, 0i32);
+    for k in (s[i]..e[i]).step_by(step[i]) {
+        n += 1;
+        sum = sum.wrapping_add(k);
+    }
+    for k in (s[i]..=e[i]).step_by(step[i]) {
+        n_incl += 1;
+        sum_incl = sum_incl.wrapping_add(k);
+    }
+    out[i * 4] = n;
+    out[i * 4 + 1] = sum;
+    out[i * 4 + 2] = n_incl;
+    out[i * 4 + 3] = sum_incl;
+}
+
+/// Loops whose ends are constants at the top of `u8` and `i16`, stepping and not.
+#[kiln::kernel]
+fn constant_ranges(i: Index1D, out: ViewMut<u32>) {
+    let (mut a, mut b, mut c, mut d) = (0u32, 0u32, 0u32, 0u32);
+    let first = i as u8;
+    for k in first..=255u8 {
+        a += k as u32;
+    }
+    for k in (first..=255u8).step_by(100u8) {
+        b += k as u32 + 1;
+    }
+    for k in (first..250u8).step_by(7u8) {
+        c += k as u32 + 1;
+    }
+    for k in (32700i16..=32767i16).step_by(30i16) {
+        d += (k - 32700i16) as u32 + 1;
+    }
+    out[i * 4] = a;
+    out[i * 4 + 1] = b;
+    out[i * 4 + 2] = c;
+    out[i * 4 + 3] = d;
+}
+
+#[test]
+fn ranges_run_rusts_iterations_up_to_the_types_extremes() {
+    let m = u32::MAX;
+    let cases: Vec<(u32, u32, u32)> = vec![
+        (m - 5, m, 1),
+        (m - 10, m, 1 << 31),
+        (m - 10, m, 4),
+        (m - 1, m, m),
+        (0, 10, 3),
+        (5, 5, 1),
+        (6, 5, 2),
+        (0, 0, 1),
+        (m, m, 1),
+        (m - 3, m - 1, 2),
+    ];
+    let ints: Vec<(i32, i32, i32)> = vec![
+        (i32::MAX - 3, i32::MAX, 1),
+        (i32::MAX - 10, i32::MAX, 1 << 30),
+        (i32::MIN, i32::MIN + 3, 1),
+        (-5, 5, 5),
+        (-5, 5, i32::MAX),
+        (i32::MIN, i32::MAX, i32::MAX),
+        (3, -3, 1),
+    ];
+    let count_sum = |it: &mut dyn Iterator<Item = u32>| {
+        it.fold((0u32, 0u32), |(n, s), k| (n + 1, s.wrapping_add(k)))
+    };
+    let count_sum_i = |it: &mut dyn Iterator<Item = i32>| {
+        it.fold((0i32, 0i32), |(n, s), k| (n + 1, s.wrapping_add(k)))
+    };
+    every_backend(|| {
+        let (s, e, st): (Vec<u32>, Vec<u32>, Vec<u32>) = cases.iter().fold(
+            (vec![], vec![], vec![]),
+            |(mut a, mut b, mut c), &(x, y, z)| {
+                a.push(x);
+                b.push(y);
+                c.push(z);
+                (a, b, c)
+            },
+        );
+        let mut out = vec![0u32; 4 * cases.len()];
+        ctx()
+            .launch(u32_ranges, cases.len(), (&s, &e, &st, &mut out))
+            .unwrap();
+        for (j, &(a, b, step)) in cases.iter().enumerate() {
+            let (n, sum) = count_sum(&mut (a..b).step_by(step as usize));
+            let (ni, sumi) = count_sum(&mut (a..=b).step_by(step as usize));
+            assert_eq!(
+                &out[j * 4..j * 4 + 4],
+                &[n, sum, ni, sumi],
+                "u32 ({a}, {b}, {step})"
+            );
+        }
+        let (s, e, st): (Vec<i32>, Vec<i32>, Vec<i32>) = ints.iter().fold(
+            (vec![], vec![], vec![]),
+            |(mut a, mut b, mut c), &(x, y, z)| {
+                a.push(x);
+                b.push(y);
+                c.push(z);
+                (a, b, c)
+            },
+        );
+        let mut out = vec![0i32; 4 * ints.len()];
+        ctx()
+            .launch(i32_ranges, ints.len(), (&s, &e, &st, &mut out))
+            .unwrap();
+        for (j, &(a, b, step)) in ints.iter().enumerate() {
+            let (n, sum) = count_sum_i(&mut (a..b).step_by(step as usize));
+            let (ni, sumi) = count_sum_i(&mut (a..=b).step_by(step as usize));
+            assert_eq!(
+                &out[j * 4..j * 4 + 4],
+                &[n, sum, ni, sumi],
+                "i32 ({a}, {b}, {step})"
+            );
+        }
+        let n = 256usize;
+        let mut out = vec![0u32; 4 * n];
+        ctx().launch(constant_ranges, n, (&mut out,)).unwrap();
+        for i in 0..n {
+            let first = i as u8;
+            let a: u32 = (first..=255u8).map(u32::from).sum();
+            let b: u32 = (first..=255u8).step_by(100).map(|k| k as u32 + 1).sum();
+            let c: u32 = (first..250u8).step_by(7).map(|k| k as u32 + 1).sum();
+            let d: u32 = (32700i16..=32767)
+                .step_by(30)
+                .map(|k| (k - 32700) as u32 + 1)
+                .sum();
+            assert_eq!(&out[i * 4..i * 4 + 4], &[a, b, c, d], "first = {first}");
+        }
+    });
+}
+
+#[test]
+fn launch_extents_take_integer_literals_and_refuse_what_u32_cannot_hold() {
+    every_backend(|| {
+        let x: Vec<f32> = (0..3001).map(|i| i as f32).collect();
+        let mut y = vec![1.0f32; 3001];
+        // An integer literal is an `i32`.
+        ctx().launch(saxpy, 3001, (2.0f32, &x, &mut y)).unwrap();
+        assert!(y.iter().zip(&x).all(|(y, x)| *y == 2.0 * x + 1.0));
+        ctx()
+            .launch_grouped(saxpy, 2, 64, (0.0f32, &x, &mut y))
+            .unwrap();
+        for (extent, says) in [
+            (-5i64, "negative extent (-5)"),
+            (1 << 33, "at most u32::MAX"),
+        ] {
+            let r = match extent {
+                -5 => ctx().launch(saxpy, -5, (2.0f32, &x, &mut y)),
+                e => ctx().launch(saxpy, e as usize, (2.0f32, &x, &mut y)),
+            };
+            match r {
+                Err(kiln::Error::Unsupported { what, .. }) => {
+                    assert!(what.contains(says), "{what}")
+                }
+                other => panic!("extent {extent}: expected Unsupported, got {other:?}"),
+            }
+        }
+    });
+}

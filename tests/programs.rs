@@ -445,6 +445,36 @@ fn compare(o: Cmp, a: i32, b: i32) -> bool {
 
 /// kiln's integer rules (README, Semantics): wrapping arithmetic, `x / 0 = x`, `x % 0 = 0`,
 /// `MIN / -1 = MIN`, shift amounts modulo 32.
+/// `a o b` in the IR (what [`apply`] computes on the host).
+fn binary_op(o: Op, a: Val<i32>, b: Val<i32>) -> Val<i32> {
+    match o {
+        Op::Add => a + b,
+        Op::Sub => a - b,
+        Op::Mul => a * b,
+        Op::Div => a / b,
+        Op::Rem => a % b,
+        Op::And => a & b,
+        Op::Or => a | b,
+        Op::Xor => a ^ b,
+        Op::Shl => a << b,
+        Op::Shr => a >> b,
+        Op::Min => a.min(b),
+        Op::Max => a.max(b),
+    }
+}
+
+/// `a o b` in the IR (what [`compare`] computes on the host).
+fn compare_op(o: Cmp, a: Val<i32>, b: Val<i32>) -> Val<bool> {
+    match o {
+        Cmp::Lt => a.lt(b),
+        Cmp::Le => a.le(b),
+        Cmp::Gt => a.gt(b),
+        Cmp::Ge => a.ge(b),
+        Cmp::Eq => a.eq(b),
+        Cmp::Ne => a.ne(b),
+    }
+}
+
 fn apply(o: Op, a: i32, b: i32) -> i32 {
     match o {
         Op::Add => a.wrapping_add(b),
@@ -786,40 +816,14 @@ impl Build {
                 Some(t) => t.get(),
                 None => lit(0),
             },
-            X::Bin(o, a, b) => {
-                let (a, b) = (self.expr(a), self.expr(b));
-                match o {
-                    Op::Add => a + b,
-                    Op::Sub => a - b,
-                    Op::Mul => a * b,
-                    Op::Div => a / b,
-                    Op::Rem => a % b,
-                    Op::And => a & b,
-                    Op::Or => a | b,
-                    Op::Xor => a ^ b,
-                    Op::Shl => a << b,
-                    Op::Shr => a >> b,
-                    Op::Min => a.min(b),
-                    Op::Max => a.max(b),
-                }
-            }
+            X::Bin(o, a, b) => binary_op(*o, self.expr(a), self.expr(b)),
             X::Select(c, a, b) => select(self.cond(c), self.expr(a), self.expr(b)),
         }
     }
 
     fn cond(&self, c: &C) -> Val<bool> {
         match c {
-            C::Cmp(o, a, b) => {
-                let (a, b) = (self.expr(a), self.expr(b));
-                match o {
-                    Cmp::Lt => a.lt(b),
-                    Cmp::Le => a.le(b),
-                    Cmp::Gt => a.gt(b),
-                    Cmp::Ge => a.ge(b),
-                    Cmp::Eq => a.eq(b),
-                    Cmp::Ne => a.ne(b),
-                }
-            }
+            C::Cmp(o, a, b) => compare_op(*o, self.expr(a), self.expr(b)),
             C::Not(c) => self.cond(c).not(),
             C::And(a, b) => self.cond(a).and(self.cond(b)),
             C::Or(a, b) => self.cond(a).or(self.cond(b)),
@@ -1203,4 +1207,124 @@ fn first_difference(got: &Outputs, want: &Outputs) -> String {
         }
     }
     "lengths differ".into()
+}
+
+/// One step of a [`random_early_returns_in_short_kernels_match_plain_rust`] kernel, over
+/// `v = a[i]` and the global index `i`.
+#[derive(Clone, Debug)]
+enum Step {
+    /// `if (v op k) cmp m { return }`.
+    Return(Op, i32, Cmp, i32),
+    /// `if i % m == r { return }`.
+    ReturnAt(u32, u32),
+    /// `out[i] = v op k`.
+    Store(Op, i32),
+    /// `hist[(v op k) & 15] += 1`, atomically.
+    Count(Op, i32),
+}
+
+/// Kernels of a few steps without loops: what the CPU backend runs in unrolled runs of four
+/// quads, where a lane that returned in one quad stayed masked off in the next (the programs
+/// of [`random_control_flow_matches_an_interpreter_on_every_backend`] are too long to reach
+/// those runs). Checked against the same steps run by a plain Rust loop over the items.
+#[test]
+fn random_early_returns_in_short_kernels_match_plain_rust() {
+    let contexts = common::contexts();
+    let mut runner = common::proptest_runner(48);
+    let small = || {
+        prop_oneof![
+            -8i32..9,
+            proptest::sample::select(vec![i32::MIN, i32::MAX, 1000])
+        ]
+    };
+    let step = prop_oneof![
+        3 => (op(), small(), cmp(), small()).prop_map(|(o, k, c, m)| Step::Return(o, k, c, m)),
+        2 => (2u32..7, 0u32..7).prop_map(|(m, r)| Step::ReturnAt(m, r % m)),
+        3 => (op(), small()).prop_map(|(o, k)| Step::Store(o, k)),
+        1 => (op(), small()).prop_map(|(o, k)| Step::Count(o, k)),
+    ];
+    let sizes = proptest::sample::select(vec![16u32, 32, 64, 256, 1000]);
+    let strategy = (
+        proptest::collection::vec(step, 1..5),
+        1usize..3000,
+        sizes,
+        any::<bool>(),
+        any::<u32>(),
+    );
+    runner
+        .run(&strategy, |(steps, n, size, guarded, seed)| {
+            let (a, _) = inputs(n, seed);
+            let k = Kernel::build("early", |k| {
+                let a_mem = k.buffer::<i32>("a", Access::Read);
+                let out = k.buffer::<i32>("out", Access::ReadWrite);
+                let hist = k.buffer::<i32>("hist", Access::ReadWrite);
+                let len = k.value::<u32>("n");
+                let i = global_id(Axis::X);
+                if guarded {
+                    if_then(i.ge(len), return_);
+                }
+                let v = a_mem.load(i);
+                let bin = |o: Op, x: Val<i32>, k: i32| binary_op(o, x, lit(k));
+                for s in &steps {
+                    match *s {
+                        Step::Return(o, k, c, m) => if_then(compare_op(c, bin(o, v, k), lit(m)), return_),
+                        Step::ReturnAt(m, r) => if_then((i % m).eq(r), return_),
+                        Step::Store(o, k) => out.store(i, bin(o, v, k)),
+                        Step::Count(o, k) => {
+                            let at = (bin(o, v, k) & 15i32).cast::<u32>();
+                            hist.atomic_add(at, 1i32);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // The same steps in plain Rust, item by item; items past `n` read zero and their
+            // stores are skipped, as kiln's rules say, unless the guard sent them away.
+            let items = (n as u32).div_ceil(size) * size;
+            let mut want_out = vec![UNSTORED; n];
+            let mut want_hist = vec![0i32; BINS as usize];
+            'items: for i in 0..items {
+                if guarded && i as usize >= n {
+                    continue;
+                }
+                let v = a.get(i as usize).copied().unwrap_or(0);
+                for s in &steps {
+                    match *s {
+                        Step::Return(o, k, c, m) if compare(c, apply(o, v, k), m) => continue 'items,
+                        Step::ReturnAt(m, r) if i % m == r => continue 'items,
+                        Step::Store(o, k) => {
+                            if let Some(slot) = want_out.get_mut(i as usize) {
+                                *slot = apply(o, v, k);
+                            }
+                        }
+                        Step::Count(o, k) => want_hist[(apply(o, v, k) & 15) as usize] += 1,
+                        _ => {}
+                    }
+                }
+            }
+            for c in &contexts {
+                let mut out = vec![UNSTORED; n];
+                let mut hist = vec![0i32; BINS as usize];
+                c.launch_ir(
+                    &k,
+                    &Grid::linear(items / size, size),
+                    &mut [
+                        LaunchArg::read(&a),
+                        LaunchArg::read_write(&mut out),
+                        LaunchArg::read_write(&mut hist),
+                        LaunchArg::Value((n as u32).to_le_bytes().to_vec()),
+                    ],
+                )
+                .map_err(|e| TestCaseError::fail(format!("{}: {e}", c.device().backend)))?;
+                let at = out.iter().zip(&want_out).position(|(x, y)| x != y);
+                prop_assert!(
+                    at.is_none() && hist == want_hist,
+                    "{}, n = {n}, groups of {size}, steps {steps:?}: out[{at:?}] or hist differ\n{}",
+                    c.device().backend,
+                    print_kernel(&k)
+                );
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
 }

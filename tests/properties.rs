@@ -692,7 +692,13 @@ enum Terminal {
     GroupSum,
     /// Counts of the elements' low bytes below 200.
     ByteHistogram,
+    /// Rows of several narrow columns: `(x as u8, x as i16, x > 0, x as u16 & 1 == 1)`, as
+    /// `to_vec` (wgpu packs each into 32-bit words).
+    NarrowRows,
 }
+
+/// A row of [`Terminal::NarrowRows`].
+type Narrow = (u8, i16, bool, bool);
 
 /// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
 #[derive(Debug, PartialEq)]
@@ -700,6 +706,7 @@ enum Answer {
     Elements(Vec<i32>),
     Value(Option<i64>),
     Pairs(Vec<(i32, i32)>),
+    Rows(Vec<Narrow>),
 }
 
 fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
@@ -774,6 +781,11 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
             }
             Answer::Pairs(sums.into_iter().collect())
         }
+        Terminal::NarrowRows => Answer::Rows(
+            kept.iter()
+                .map(|&x| (x as u8, x as i16, x > 0, x as u16 & 1 == 1))
+                .collect(),
+        ),
         Terminal::ByteHistogram => {
             let mut counts = vec![0i32; 200];
             for x in kept {
@@ -833,6 +845,18 @@ fn answer_on(
         Terminal::Last => Answer::Value(q.last()?.map(|v| v as i64)),
         Terminal::Distinct => Answer::Elements(q.distinct().to_vec()?),
         Terminal::GroupSum => Answer::Pairs(q.group_by(|x| x % 13i32).sum(|x| x)?),
+        Terminal::NarrowRows => Answer::Rows(
+            q.map(|x| {
+                let half = x.cast::<u16>();
+                (
+                    x.cast::<u8>(),
+                    x.cast::<i16>(),
+                    x.gt(0),
+                    (half & 1u16).eq(1u16),
+                )
+            })
+            .to_vec()?,
+        ),
         Terminal::ByteHistogram => Answer::Elements(
             q.map(|x| x.cast::<u8>())
                 .histogram(200)?
@@ -879,6 +903,7 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::Distinct),
         1 => Just(Terminal::GroupSum),
         1 => Just(Terminal::ByteHistogram),
+        1 => Just(Terminal::NarrowRows),
     ];
     let len = prop_oneof![
         Just(0usize),
@@ -956,5 +981,6 @@ fn short(a: &Answer) -> String {
         Answer::Elements(v) => format!("{} elements, first {:?}", v.len(), &v[..v.len().min(8)]),
         Answer::Value(v) => format!("{v:?}"),
         Answer::Pairs(v) => format!("{} pairs, first {:?}", v.len(), &v[..v.len().min(8)]),
+        Answer::Rows(v) => format!("{} rows, first {:?}", v.len(), &v[..v.len().min(8)]),
     }
 }

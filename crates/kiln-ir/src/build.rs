@@ -566,6 +566,22 @@ impl<T: Float> Val<T> {
     }
 }
 
+impl<T: Int> Val<T> {
+    /// `self + rhs`, which wraps on overflow as every kernel `+` does; named for Rust code
+    /// that says so.
+    pub fn wrapping_add(self, rhs: impl IntoVal<T>) -> Val<T> {
+        self + rhs.into_val()
+    }
+    /// `self - rhs`, wrapping (see [`Val::wrapping_add`]).
+    pub fn wrapping_sub(self, rhs: impl IntoVal<T>) -> Val<T> {
+        self - rhs.into_val()
+    }
+    /// `self * rhs`, wrapping (see [`Val::wrapping_add`]).
+    pub fn wrapping_mul(self, rhs: impl IntoVal<T>) -> Val<T> {
+        self * rhs.into_val()
+    }
+}
+
 impl<T: Numeric> Val<T> {
     /// Absolute value (`abs(MIN) = MIN` on integers).
     pub fn abs(self) -> Val<T> {
@@ -1226,29 +1242,145 @@ pub fn while_(cond: impl FnOnce() -> Val<bool>, body: impl FnOnce()) {
     });
 }
 
-/// `for i in (start..end).step_by(step) { body(i) }` over integers; `continue_` goes to the
-/// next `i`.
+/// `for i in (start..end).step_by(step) { body(i) }` over integers, for a positive `step`;
+/// `continue_` goes to the next `i`. It runs exactly Rust's iterations for every start, end
+/// and step, the type's extremes included: the counter never wraps past `end` (a step of 0,
+/// which Rust rejects, runs the body once).
 pub fn for_range_step<T: Int>(
     start: impl IntoVal<T>,
     end: impl IntoVal<T>,
     step: impl IntoVal<T>,
     body: impl FnOnce(Val<T>),
 ) {
-    let (start, end, step) = (start.into_val(), end.into_val(), step.into_val());
-    let i = Var::new("i", start);
-    loop_with(
-        || {
-            let v = i.get();
-            if_then(v.ge(end), break_);
-            body(v);
-        },
-        || i.set(i.get() + step),
+    range_loop(
+        start.into_val(),
+        end.into_val(),
+        step.into_val(),
+        false,
+        body,
+    );
+}
+
+/// `for i in (start..=end).step_by(step) { body(i) }` over integers (see [`for_range_step`]);
+/// `end` may be the type's maximum.
+pub fn for_range_inclusive_step<T: Int>(
+    start: impl IntoVal<T>,
+    end: impl IntoVal<T>,
+    step: impl IntoVal<T>,
+    body: impl FnOnce(Val<T>),
+) {
+    range_loop(
+        start.into_val(),
+        end.into_val(),
+        step.into_val(),
+        true,
+        body,
     );
 }
 
 /// `for i in start..end { body(i) }` over integers.
 pub fn for_range<T: Int>(start: impl IntoVal<T>, end: impl IntoVal<T>, body: impl FnOnce(Val<T>)) {
     for_range_step(start, end, lit(T::from_bits(1)), body);
+}
+
+/// The loop of [`for_range_step`] and [`for_range_inclusive_step`].
+///
+/// Where adding `step` to any value below the (exclusive) end cannot wrap, which constants
+/// show for the common `a..b` and `a..=15`, the loop has the plain shape backends recognize
+/// as counted: `if i >= end { break }` first, `i += step` last. Otherwise the continuing block
+/// decides whether another pass follows before the counter can wrap: the next value must be
+/// above the current one (no wrap) and within the end.
+fn range_loop<T: Int>(
+    start: Val<T>,
+    end: Val<T>,
+    step: Val<T>,
+    inclusive: bool,
+    body: impl FnOnce(Val<T>),
+) {
+    let max = int_max(T::TYPE);
+    let (end_c, step_c) = (constant_int(&end), constant_int(&step));
+    let plain_end = match (inclusive, end_c, step_c) {
+        (false, _, Some(1)) => Some(end),
+        (false, Some(e), Some(s)) if s > 0 && e + s - 1 <= max => Some(end),
+        (true, Some(e), Some(s)) if s > 0 && e + s <= max => {
+            Some(lit(T::from_bits((e + 1) as u64)))
+        }
+        _ => None,
+    };
+    if let Some(end) = plain_end {
+        let i = Var::new("i", start);
+        loop_with(
+            || {
+                let v = i.get();
+                if_then(v.ge(end), break_);
+                body(v);
+            },
+            || i.set(i.get() + step),
+        );
+        return;
+    }
+    let i = Var::new("i", start);
+    let first = if inclusive {
+        start.le(end)
+    } else {
+        start.lt(end)
+    };
+    let go = Var::new("go", first);
+    loop_with(
+        || {
+            if_then(!go.get(), break_);
+            body(i.get());
+        },
+        || {
+            let v = i.get();
+            let next = v + step;
+            let within = if inclusive {
+                next.le(end)
+            } else {
+                next.lt(end)
+            };
+            go.set(next.gt(v) & within);
+            i.set(next);
+        },
+    );
+}
+
+/// The integer `v` holds when it is a constant of the function being built.
+fn constant_int<T: Scalar>(v: &Val<T>) -> Option<i128> {
+    let c = with_kernel(|k| {
+        let f = k.fns.last()?;
+        match (v.raw.owner == f.id, f.body.exprs.get(v.raw.h.index())) {
+            (true, Some(Expr::Literal(c))) => Some(*c),
+            _ => None,
+        }
+    })
+    .flatten()?;
+    Some(match c {
+        ScalarValue::I8(x) => x.into(),
+        ScalarValue::U8(x) => x.into(),
+        ScalarValue::I16(x) => x.into(),
+        ScalarValue::U16(x) => x.into(),
+        ScalarValue::I32(x) => x.into(),
+        ScalarValue::U32(x) => x.into(),
+        ScalarValue::I64(x) => x.into(),
+        ScalarValue::U64(x) => x.into(),
+        _ => return None,
+    })
+}
+
+/// The greatest value of an integer type (0 for the others).
+fn int_max(t: ScalarType) -> i128 {
+    match t {
+        ScalarType::I8 => i8::MAX.into(),
+        ScalarType::U8 => u8::MAX.into(),
+        ScalarType::I16 => i16::MAX.into(),
+        ScalarType::U16 => u16::MAX.into(),
+        ScalarType::I32 => i32::MAX.into(),
+        ScalarType::U32 => u32::MAX.into(),
+        ScalarType::I64 => i64::MAX.into(),
+        ScalarType::U64 => u64::MAX.into(),
+        _ => 0,
+    }
 }
 
 fn jump(s: Stmt) {

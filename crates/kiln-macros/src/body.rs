@@ -490,10 +490,11 @@ impl Body {
             return Err(error(r.span(), "`for` ranges need both ends (`a..b`)"));
         };
         let start = self.expr(start)?;
-        let mut end = self.expr(end)?;
-        if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-            end = quote!((#end) + 1);
-        }
+        let end = self.expr(end)?;
+        let looper = match r.limits {
+            syn::RangeLimits::Closed(_) => quote!(for_range_inclusive_step),
+            syn::RangeLimits::HalfOpen(_) => quote!(for_range_step),
+        };
         let step = match step {
             Some(s) => self.expr(s)?,
             None => quote!(1),
@@ -505,7 +506,7 @@ impl Body {
             cx.block_stmts(&f.body)
         })?;
         Ok(quote_spanned! {f.span()=>
-            ::kiln::ir::for_range_step(#start, #end, #step, |#var| { #body });
+            ::kiln::ir::#looper(#start, #end, #step, |#var| { #body });
         })
     }
 
@@ -543,6 +544,25 @@ impl Body {
                 }
                 let l = self.expr(&b.left)?;
                 let r = self.expr(&b.right)?;
+                // Rust evaluates the right side of `&&` and `||` only when the left does not
+                // settle the answer. A right side that may have an effect (a call, an atomic,
+                // a subgroup operation) runs under an `if`; a pure one is computed anyway and
+                // combined, which gives the same answer without a branch.
+                if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) && may_have_effects(&b.right) {
+                    let (then, other) = match b.op {
+                        BinOp::And(_) => (r, quote!(false)),
+                        _ => (quote!(true), r),
+                    };
+                    return Ok(quote_spanned! {sp=> {
+                        let __kiln_slot = ::kiln::lang::Slot::<bool>::new("v");
+                        ::kiln::ir::if_else(
+                            #l,
+                            || __kiln_slot.put(#then),
+                            || __kiln_slot.put(#other),
+                        );
+                        __kiln_slot.take()
+                    }});
+                }
                 let cmp = |m: &str| {
                     let m = syn::Ident::new(m, sp);
                     quote_spanned!(sp=> ::kiln::lang::Compare::#m(#l, #r))
@@ -946,6 +966,85 @@ pub fn source_note(span: proc_macro2::Span) -> Tokens {
 
 /// Whether a pattern name is a constant (`TILE`, `Max`) rather than a new binding: Rust's own
 /// convention, constants and unit structs start with a capital.
+/// Methods on kernel values that compute a result and nothing else.
+const PURE_METHODS: &[&str] = &[
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "min",
+    "max",
+    "clamp",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "exp",
+    "exp2",
+    "ln",
+    "log2",
+    "log10",
+    "powf",
+    "powi",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "fract",
+    "is_nan",
+    "is_finite",
+    "is_infinite",
+    "signum",
+    "copysign",
+    "mul_add",
+    "to_bits",
+    "count_ones",
+    "leading_zeros",
+    "trailing_zeros",
+    "rotate_left",
+    "rotate_right",
+    "wrapping_add",
+    "wrapping_sub",
+    "wrapping_mul",
+    "at",
+    "len",
+    "get",
+];
+
+/// Whether evaluating `e` may do more than compute a value: a call (device functions may
+/// store, atomics do), a method outside [`PURE_METHODS`] (subgroup operations), a macro, or
+/// any statement-like expression. Loads are pure: out of bounds they read zero.
+fn may_have_effects(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) | Expr::Path(_) => false,
+        Expr::Paren(p) => may_have_effects(&p.expr),
+        Expr::Group(g) => may_have_effects(&g.expr),
+        Expr::Unary(u) => may_have_effects(&u.expr),
+        Expr::Binary(b) => may_have_effects(&b.left) || may_have_effects(&b.right),
+        Expr::Cast(c) => may_have_effects(&c.expr),
+        Expr::Field(f) => may_have_effects(&f.base),
+        Expr::Index(i) => may_have_effects(&i.expr) || may_have_effects(&i.index),
+        Expr::Tuple(t) => t.elems.iter().any(may_have_effects),
+        Expr::MethodCall(m) => {
+            !PURE_METHODS.contains(&m.method.to_string().as_str())
+                || may_have_effects(&m.receiver)
+                || m.args.iter().any(may_have_effects)
+        }
+        _ => true,
+    }
+}
+
 fn is_const_name(id: &syn::Ident) -> bool {
     id.to_string().starts_with(|c: char| c.is_ascii_uppercase())
 }

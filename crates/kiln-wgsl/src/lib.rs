@@ -1019,7 +1019,9 @@ impl Writer {
                         }
                     }
                 }
-                parts.join(" ")
+                // A block of its own: stores to several such memories in one scope each
+                // declare their `kiln_b`.
+                format!("{{ {} }}", parts.join(" "))
             }
         })
     }

@@ -1043,6 +1043,9 @@ impl Lowerer<'_, '_> {
                         self.lid = [self.b.ins().iadd_imm_s(x, 4 * u), y, z];
                         self.item = Some(first);
                         self.zero_quad_locals(fx, &locals);
+                        // Each quad starts with all four lanes: those that returned in the
+                        // quad before are not this quad's.
+                        self.b.def_var(exited, none);
                     }
                     self.quad_block(fx, &mut state(Some(plan.prefix.clone()), first), stmts)?;
                 }
