@@ -2,8 +2,8 @@
 
     python3 scripts/cupy_baseline.py [--log2 N] [--json PATH]
 
-Same input as kiln-bench (x[i] = (i * 2654435761 mod 2^64 mod 1000000) * 1e-3 as f32), same
-cases, best of up to 7 runs after a warm-up, timed with CUDA events. Each answer is checked
+Same inputs as kiln-bench (x[i] = (i * 2654435761 mod 2^64 mod 1000000) * 1e-3 as f32, u32 keys
+i * 2654435761 mod 2^32, u8 levels: those keys' top byte), same cases, best of up to 7 runs after a warm-up, timed with CUDA events. Each answer is checked
 against NumPy in float64 before it is timed, so a wrong baseline cannot pass.
 """
 
@@ -58,6 +58,21 @@ def main():
     twice_plus_one(x, into)
     check("map into an existing array", cp.asnumpy(into), ref * 2 + 1)
 
+    # The same inputs as kiln-bench's sort, histogram and fused rows.
+    keys = cp.asarray(((i * np.uint64(2654435761)) % np.uint64(1 << 32)).astype(np.uint32))
+    host_levels = (((i * np.uint64(2654435761)) % np.uint64(1 << 32)) >> np.uint64(24)).astype(np.uint8)
+    levels = cp.asarray(host_levels)
+
+    @cp.fuse()
+    def fused_chain(x):
+        y = x * 2
+        return cp.sum(cp.where(y > 1000, y + 100, cp.float32(0)))
+
+    check("scan", cp.asnumpy(cp.cumsum(x)), np.cumsum(ref), 1e-3)
+    check("sort u32", cp.asnumpy(cp.sort(keys)), np.sort(cp.asnumpy(keys)).astype(np.float64), 0)
+    check("histogram", cp.asnumpy(cp.bincount(levels, minlength=256)), np.bincount(host_levels, minlength=256), 0)
+    check("map-filter-map-sum (cupy.fuse)", float(fused_chain(x)), (ref * 2)[ref * 2 > 1000].sum() + 100 * (ref * 2 > 1000).sum(), 1e-4)
+
     dst = cp.empty_like(x)
     half = x[: n // 2].copy()
     half_dst = cp.empty_like(half)
@@ -69,6 +84,10 @@ def main():
         ("sum Buffer", lambda: x.sum()),
         ("filter (50%)", lambda: x[x < 500]),
         ("map-filter-map-sum", lambda: ((x * 2)[(x * 2) > 1000] + 100).sum()),
+        ("map-filter-map-sum (cupy.fuse)", lambda: fused_chain(x)),
+        ("scan (cumsum)", lambda: cp.cumsum(x)),
+        ("sort u32 (cupy.sort)", lambda: cp.sort(keys)),
+        ("histogram of u8 (bincount, 256 bins)", lambda: cp.bincount(levels, minlength=256)),
         ("map to host", lambda: cp.asnumpy(x * 2 + 1)),
     ]
     rows = []

@@ -5,11 +5,16 @@
 #                         release mode, strips them and packs them into target/gpu/kiln-gpu.tar.xz
 #                         (about 40 MB; carry that path to the GPU machine)
 #   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary with
-#                         KILN_REQUIRE=cpu,cuda, the examples on cuda, the full benchmark with
-#                         --json and the CuPy baseline (scripts/cupy_baseline.py); logs and JSON
-#                         go to $OUT (default target/gpu/out), and a summary is printed last.
-#                         GPU_REQUIRE, GPU_BACKEND and BENCH_ARGS override the requirement, the
-#                         examples' backend and the benchmark's arguments (to try it without one).
+#                         KILN_REQUIRE=cpu,cuda on the CPU and CUDA only (KILN_TEST_ONLY), each
+#                         with an empty disk cache; the examples on cuda, their results diffed
+#                         against the CPU's; the full benchmark with --json, caches off; and the
+#                         CuPy baseline (scripts/cupy_baseline.py). Logs and JSON go to $OUT
+#                         (default target/gpu/out); one summary line per test binary and example
+#                         is printed last; a test binary taking over GPU_TEST_TIMEOUT seconds
+#                         (default 300) is stopped and fails. GPU_REQUIRE, GPU_ONLY, GPU_BACKEND, GPU_PARTS (a subset
+#                         of tests,examples,bench,cupy) and BENCH_ARGS override the requirement,
+#                         the backends tested, the examples' backend, what runs and the
+#                         benchmark's arguments (GPU_REQUIRE=cpu GPU_BACKEND=cpu tries it here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PACK=target/gpu/kiln-gpu.tar.xz
@@ -44,33 +49,70 @@ run() {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt" \
         || echo "no nvidia-smi here"
     export PATH="$PATH:/usr/local/cuda/bin"
-    if ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
+    if ls /usr/local/cuda/lib64/libnvrtc.so.* >/dev/null 2>&1; then
+        export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
         lib="$(python3 -c 'import nvidia.cu13, os; print(os.path.join(nvidia.cu13.__path__[0], "lib"))' 2>/dev/null || true)"
         export LD_LIBRARY_PATH="${lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
-    export KILN_REQUIRE="${GPU_REQUIRE:-cpu,cuda}" KILN_CACHE_DIR="$OUT/cache"
+    # Only the backends named are tested (an NVIDIA OpenCL ICD or Vulkan driver there is tried
+    # deliberately, with GPU_ONLY=cpu,cuda,opencl, never by accident).
+    export KILN_REQUIRE="${GPU_REQUIRE:-cpu,cuda}" KILN_TEST_ONLY="${GPU_ONLY:-cpu,cuda}"
+    local backend="${GPU_BACKEND:-cuda}" parts="${GPU_PARTS:-tests,examples,bench,cupy}"
+    local cache="${TMPDIR:-/tmp}/kiln-gpu-cache"
     local failed=0 summary=""
-    for t in target/gpu/bin/test-*; do
-        name="$(basename "$t")"
-        if "$t" > "$OUT/logs/$name.log" 2>&1; then
-            summary+="$name: $(grep -E '^test result' "$OUT/logs/$name.log" | tail -1)"$'\n'
-        else
-            failed=1
-            summary+="$name: FAILED (see logs/$name.log)"$'\n'
-            grep -E "^---- |panicked" "$OUT/logs/$name.log" | head -20 >> "$OUT/failures.txt" || true
-        fi
-    done
-    for e in quickstart kernels devices; do
-        KILN_BACKEND="${GPU_BACKEND:-cuda}" "target/gpu/bin/example-$e" > "$OUT/logs/example-$e.log" 2>&1 \
-            && summary+="example $e on ${GPU_BACKEND:-cuda}: ok"$'\n' \
-            || { failed=1; summary+="example $e on ${GPU_BACKEND:-cuda}: FAILED"$'\n'; }
-    done
-    target/gpu/bin/bin-kiln-bench ${BENCH_ARGS:-} --json "$OUT/bench.json" > "$OUT/logs/bench.log" 2>&1 \
-        || { failed=1; summary+="kiln-bench: FAILED"$'\n'; }
-    python3 scripts/cupy_baseline.py --log2 26 --json "$OUT/cupy.json" > "$OUT/logs/cupy.log" 2>&1 \
-        || { failed=1; summary+="cupy baseline: FAILED"$'\n'; }
-    grep -E "^\| .* \| ${GPU_BACKEND:-cuda} \||GB/s" "$OUT/logs/bench.log" || true
-    cat "$OUT/logs/cupy.log" || true
+    if [[ ",$parts," == *,tests,* ]]; then
+        for t in target/gpu/bin/test-*; do
+            name="$(basename "$t")"
+            rm -rf "$cache"
+            local start=$SECONDS
+            if KILN_CACHE_DIR="$cache" timeout "${GPU_TEST_TIMEOUT:-300}" "$t" > "$OUT/logs/$name.log" 2>&1; then
+                summary+="$name ($((SECONDS - start)) s): $(grep -E '^test result' "$OUT/logs/$name.log" | tail -1)"$'\n'
+            else
+                failed=1
+                summary+="$name ($((SECONDS - start)) s): FAILED (see logs/$name.log)"$'\n'
+                grep -E "^---- |panicked" "$OUT/logs/$name.log" | head -40 >> "$OUT/failures.txt" || true
+            fi
+        done
+    fi
+    if [[ ",$parts," == *,examples,* ]]; then
+        rm -rf "$cache"
+        export KILN_CACHE_DIR="$cache"
+        # Each example's `result` lines on the GPU must equal those on the CPU, and its checks
+        # must print `: ok` (as scripts/test.sh checks them).
+        for e in quickstart kernels devices; do
+            local ok=1
+            KILN_BACKEND=cpu "target/gpu/bin/example-$e" > "$OUT/logs/example-$e-cpu.log" 2>&1 || ok=0
+            KILN_BACKEND="$backend" "target/gpu/bin/example-$e" > "$OUT/logs/example-$e.log" 2>&1 || ok=0
+            diff <(grep '^result' "$OUT/logs/example-$e-cpu.log") <(grep '^result' "$OUT/logs/example-$e.log") \
+                >> "$OUT/logs/example-$e.log" 2>&1 || ok=0
+            case $e in
+                quickstart) grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' "$OUT/logs/example-$e.log" || ok=0 ;;
+                kernels) for c in saxpy histogram 'particle step'; do
+                        grep -q "^$c .*: ok\$" "$OUT/logs/example-$e.log" || ok=0
+                    done ;;
+                devices) grep -q '^sum of .* device(s): .*: ok$' "$OUT/logs/example-$e.log" || ok=0 ;;
+            esac
+            if [ $ok = 1 ]; then
+                summary+="example $e on $backend: ok"$'\n'
+            else
+                failed=1
+                summary+="example $e on $backend: FAILED (see logs/example-$e.log)"$'\n'
+            fi
+        done
+    fi
+    if [[ ",$parts," == *,bench,* ]]; then
+        # Cold-compile rows are measured with every cache off.
+        KILN_CACHE_DIR=off target/gpu/bin/bin-kiln-bench ${BENCH_ARGS:-} --json "$OUT/bench.json" > "$OUT/logs/bench.log" 2>&1 \
+            || { failed=1; summary+="kiln-bench: FAILED"$'\n'; }
+        grep -E "^\| .* \| $backend \||GB/s|device-resident|cached call|cold compile" "$OUT/logs/bench.log" || true
+    fi
+    if [[ ",$parts," == *,cupy,* ]]; then
+        python3 scripts/cupy_baseline.py --log2 26 --json "$OUT/cupy.json" > "$OUT/logs/cupy.log" 2>&1 \
+            || { failed=1; summary+="cupy baseline: FAILED"$'\n'; }
+        cat "$OUT/logs/cupy.log" || true
+    fi
+    [ -s "$OUT/failures.txt" ] && head -60 "$OUT/failures.txt"
     printf '%s' "$summary"
     return $failed
 }

@@ -305,7 +305,7 @@ fn kiln_log_kernels_prints_each_source_once() {
 
 #[test]
 fn an_allocation_larger_than_the_device_allows_is_a_typed_error() {
-    for kind in [BackendKind::OpenCl, BackendKind::Wgpu] {
+    for kind in [BackendKind::OpenCl, BackendKind::Cuda, BackendKind::Wgpu] {
         match Context::with_backend(kind) {
             Ok(ctx) => allocation_too_large(&ctx, kind),
             Err(e) => assert!(
@@ -341,6 +341,13 @@ fn allocation_too_large(ctx: &Context, kind: BackendKind) {
         })) if backend == kind => {
             assert_eq!(bytes, (n * 4) as u64);
             assert!(reason.contains("allows"), "{reason}");
+        }
+        // A device whose largest buffer holds more than u32::MAX f32s (PoCL on a machine with
+        // 128 GiB, a GPU with 80 GiB) refuses the element count first, also typed.
+        Err(kiln::Error::Backend(kiln::BackendError::InvalidLaunch {
+            backend, reason, ..
+        })) if backend == kind && n > u32::MAX as usize => {
+            assert!(reason.contains("u32::MAX elements"), "{reason}");
         }
         other => panic!("expected OutOfMemory (largest buffer {max} bytes), got {other:?}"),
     }

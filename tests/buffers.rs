@@ -201,6 +201,27 @@ fn a_context_works_from_threads_that_did_not_open_it() {
     });
 }
 
+/// Buffers dropped on threads that never used their context free their memory there (on
+/// CUDA the context must be made current first) and leave the context working.
+#[test]
+fn buffers_dropped_on_other_threads_leave_the_context_working() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<u32> = (0..100_000).map(|i| i ^ 0x55).collect();
+        for round in 0..3 {
+            let buffers: Vec<_> = (0..8).map(|_| c.upload(&xs).unwrap()).collect();
+            std::thread::spawn(move || drop(buffers)).join().unwrap();
+            let b = c.upload(&xs).unwrap();
+            assert_eq!(
+                c.from_buffer(&b).map(|x| x & 0xffu32).sum().unwrap(),
+                xs.iter().map(|x| x & 0xff).sum::<u32>(),
+                "round {round}"
+            );
+            c.synchronize().unwrap();
+        }
+    });
+}
+
 /// `write_to` and `write_to_buffer` fill the start of an output the caller already has, in
 /// input order, return how many they wrote and leave the rest alone; a short output is
 /// `OutputTooShort` and a buffer of another context `Unsupported`.

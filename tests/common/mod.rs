@@ -5,7 +5,9 @@
 //! written as CUDA C, compiled by NVRTC and assembled by `ptxas -arch=sm_90` when NVRTC is
 //! present (required when `KILN_REQUIRE` contains `nvrtc`), and translated from its WGSL to
 //! SPIR-V and GLSL, checked by `spirv-val` and `glslangValidator` when they are installed
-//! (required when `KILN_REQUIRE` contains `validators`).
+//! (required when `KILN_REQUIRE` contains `validators`). `KILN_TEST_ONLY` (comma-separated
+//! backend names) restricts the backends tried to those it names, so a run on a machine with
+//! extra drivers (an NVIDIA OpenCL ICD, say) tests only what it means to.
 
 use kiln::{BackendKind, Context};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -31,13 +33,34 @@ fn required() -> Vec<String> {
         .collect()
 }
 
-/// Contexts for every backend to test on: the CPU always, the others when present; every
-/// wgpu adapter (one per graphics API, so llvmpipe on Vulkan and on GL), `gl` in
-/// `KILN_REQUIRE` requiring one on GL.
+/// The backends `KILN_TEST_ONLY` names, or all four when it is unset or empty. The CPU is
+/// always among them: it is the harness's reference context.
+fn tried() -> Vec<BackendKind> {
+    let only: Vec<String> = std::env::var("KILN_TEST_ONLY")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for name in &only {
+        assert!(
+            ALL.iter().any(|k| k.name() == name),
+            "KILN_TEST_ONLY names {name:?}, which is no backend (cpu, opencl, cuda, wgpu)"
+        );
+    }
+    ALL.into_iter()
+        .filter(|k| only.is_empty() || *k == BackendKind::Cpu || only.iter().any(|o| o == k.name()))
+        .collect()
+}
+
+/// Contexts for every backend to test on: the CPU always, the others when present and not
+/// excluded by `KILN_TEST_ONLY`; every wgpu adapter (one per graphics API, so llvmpipe on
+/// Vulkan and on GL), `gl` in `KILN_REQUIRE` requiring one on GL.
 pub fn contexts() -> Vec<Context> {
     let required = required();
+    let tried = tried();
     let mut out = Vec::new();
-    for kind in ALL {
+    for kind in tried.iter().copied() {
         match Context::with_backend(kind) {
             Ok(c) => out.push(c),
             Err(e) if required.iter().any(|r| r == kind.name()) => {
@@ -46,8 +69,10 @@ pub fn contexts() -> Vec<Context> {
             Err(_) => {}
         }
     }
-    let more_adapters = (1..).map_while(|i| Context::with_device(BackendKind::Wgpu, i).ok());
-    out.extend(more_adapters);
+    if tried.contains(&BackendKind::Wgpu) {
+        let more_adapters = (1..).map_while(|i| Context::with_device(BackendKind::Wgpu, i).ok());
+        out.extend(more_adapters);
+    }
     let on_gl = |c: &Context| c.device().backend == BackendKind::Wgpu && on_gl(c);
     if required.iter().any(|r| r == "gl") && !out.iter().any(on_gl) {
         panic!("KILN_REQUIRE names gl, but wgpu finds no adapter on GL (see backends.rs)");

@@ -266,6 +266,12 @@ fn main() -> Result<(), Error> {
         v.par_sort_unstable_by(f32::total_cmp);
         v
     });
+    // Distinct 32-bit keys in a scrambled order (multiplying by an odd constant permutes u32).
+    let keys32: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let mut sorted_keys32 = keys32.clone();
+    sorted_keys32.par_sort_unstable();
     let mut dst = vec![0f32; n];
     let copy = best(reps, || {
         dst.par_chunks_mut(1 << 16)
@@ -499,6 +505,38 @@ fn main() -> Result<(), Error> {
             ctx.synchronize().unwrap();
             out
         });
+        let buffer_filter = best(reps, || {
+            let out = ctx
+                .from_buffer(&bx)
+                .filter(|x| x.lt(500.0))
+                .to_buffer()
+                .unwrap();
+            ctx.synchronize().unwrap();
+            out
+        });
+        let buffer_fused = best(reps, || {
+            ctx.from_buffer(&bx)
+                .map(|x| x * 2.0)
+                .filter(|x| x.gt(1000.0))
+                .map(|x| x + 100.0)
+                .sum()
+                .unwrap()
+        });
+        let bkeys = ctx.upload(&keys32)?;
+        assert!(
+            ctx.from_buffer(&bkeys).sort().to_buffer()?.download()? == sorted_keys32,
+            "sort of u32 keys on {backend}"
+        );
+        let buffer_sort = best(reps, || {
+            let out = ctx.from_buffer(&bkeys).sort().to_buffer().unwrap();
+            ctx.synchronize().unwrap();
+            out
+        });
+        let blevels = ctx.upload(&levels)?;
+        let buffer_hist = best(reps, || ctx.from_buffer(&blevels).histogram(256).unwrap());
+        println!(
+            "{backend}: device-resident ms: filter (50%) {buffer_filter:.3}, map-filter-map-sum {buffer_fused:.3}, sort u32 {buffer_sort:.3}, histogram of u8 (256 bins) {buffer_hist:.3}, scan {buffer_scan:.3}, device copy {device_copy:.3}"
+        );
         let gbps = |bytes: usize, ms: f64| bytes as f64 / ms / 1e6;
         println!(
             "{backend}: device copy {:.1} GB/s (read + write); map Buffer→Buffer {:.1} GB/s (into an existing Buffer {:.1} GB/s); sum Buffer {:.1} GB/s (read); scan Buffer→Buffer {:.1} GB/s (read + write)",
@@ -523,6 +561,24 @@ fn main() -> Result<(), Error> {
         rows.push(row(
             "scan Buffer→Buffer vs device copy",
             buffer_scan,
+            "device copy",
+            device_copy,
+        ));
+        rows.push(row(
+            "filter Buffer→Buffer (50%) vs device copy",
+            buffer_filter,
+            "device copy",
+            device_copy,
+        ));
+        rows.push(row(
+            "map-filter-map-sum Buffer vs device copy of n/2",
+            buffer_fused,
+            "device copy of n/2",
+            device_half,
+        ));
+        rows.push(row(
+            "sort u32 Buffer→Buffer vs device copy",
+            buffer_sort,
             "device copy",
             device_copy,
         ));

@@ -91,15 +91,43 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     .kernel(&k)
 }
 
+/// The most bytes of fixed-size `__shared__` arrays a CUDA block may declare; ptxas refuses
+/// more, although devices since Volta offer more to blocks that opt in at launch.
+pub const CUDA_STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
+/// True when the CUDA writer places `kernel`'s fixed-size shared arrays in the dynamic region
+/// as well (each at the next 16-byte boundary, in declaration order, before any dynamic one
+/// that follows it): they add up to more than [`CUDA_STATIC_SHARED_LIMIT`].
+pub fn cuda_fixed_shared_in_dynamic_region(kernel: &Kernel) -> bool {
+    let fixed: u64 = kernel
+        .shared
+        .iter()
+        .filter_map(|s| match s.len {
+            SharedLen::Static(n) => Some(n as u64 * s.elem.size() as u64),
+            SharedLen::Dynamic => None,
+        })
+        .sum();
+    fixed > CUDA_STATIC_SHARED_LIMIT
+}
+
+/// True when the CUDA writer declares `kernel`'s extern shared array: it has a dynamic shared
+/// array, or its fixed-size ones are placed there ([`cuda_fixed_shared_in_dynamic_region`]).
+pub fn cuda_uses_dynamic_region(kernel: &Kernel) -> bool {
+    kernel.shared.iter().any(|s| s.len == SharedLen::Dynamic)
+        || cuda_fixed_shared_in_dynamic_region(kernel)
+}
+
 /// Bytes of dynamic shared memory a CUDA launch of `kernel` needs when its shared arrays have
-/// `lengths` elements (in declaration order; static ones are skipped): each dynamic array
-/// starts at a 16-byte boundary of the one extern array the writer declares.
+/// `lengths` elements (in declaration order): each array in the region starts at a 16-byte
+/// boundary of the one extern array the writer declares. The region holds the dynamic arrays,
+/// and the fixed-size ones too where [`cuda_fixed_shared_in_dynamic_region`] says so.
 pub fn dynamic_shared_bytes(kernel: &Kernel, lengths: &[u32]) -> u64 {
+    let fixed_too = cuda_fixed_shared_in_dynamic_region(kernel);
     kernel
         .shared
         .iter()
         .zip(lengths)
-        .filter(|(s, _)| s.len == SharedLen::Dynamic)
+        .filter(|(s, _)| fixed_too || s.len == SharedLen::Dynamic)
         .map(|(s, &n)| (n as u64 * s.elem.size() as u64).div_ceil(16) * 16)
         .sum()
 }
@@ -348,32 +376,46 @@ impl Writer {
 
     fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
         let mut first_dynamic = true;
+        let fixed_in_region = self.d == Dialect::Cuda && cuda_fixed_shared_in_dynamic_region(k);
         for s in &k.shared {
             for (sc, _) in s.elem.flatten() {
                 self.note_type(sc);
             }
-            let (ty, count) = match &s.elem {
-                Type::Scalar(sc) => (mem_type(self.d, *sc).to_string(), 1),
-                other => (self.t(ScalarType::U8).to_string(), other.size()),
+            // Structs and vectors are bytes here, read through wider pointers: 16-byte aligned.
+            let (ty, count, align) = match &s.elem {
+                Type::Scalar(sc) => (mem_type(self.d, *sc).to_string(), 1, ""),
+                other => (self.t(ScalarType::U8).to_string(), other.size(), "16"),
             };
             match (s.len, self.d) {
                 (SharedLen::Static(n), Dialect::OpenCl) => {
+                    let aligned = match align {
+                        "" => String::new(),
+                        a => format!(" __attribute__((aligned({a})))"),
+                    };
                     let _ = writeln!(
                         out,
-                        "  __local {ty} {}[{}];",
+                        "  __local {ty} {}[{}]{aligned};",
                         s.name,
                         (n as u64 * count as u64).max(1)
                     );
                     let _ = writeln!(out, "  const uint {}_len = {n}u;", s.name);
                 }
-                (SharedLen::Static(n), Dialect::Cuda) => {
+                (SharedLen::Static(n), Dialect::Cuda) if !fixed_in_region => {
+                    let aligned = match align {
+                        "" => String::new(),
+                        a => format!("__align__({a}) "),
+                    };
                     let _ = writeln!(
                         out,
-                        "  __shared__ {ty} {}[{}];",
+                        "  __shared__ {aligned}{ty} {}[{}];",
                         s.name,
                         (n as u64 * count as u64).max(1)
                     );
                     let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
+                }
+                (SharedLen::Static(n), Dialect::Cuda) => {
+                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
+                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
                 }
                 (SharedLen::Dynamic, Dialect::OpenCl) => {
                     let _ = writeln!(
@@ -383,29 +425,40 @@ impl Writer {
                     );
                 }
                 (SharedLen::Dynamic, Dialect::Cuda) => {
-                    // One extern array holds every dynamic array, each at the next 16-byte
-                    // boundary (the layout `dynamic_shared_bytes` counts).
-                    if std::mem::take(&mut first_dynamic) {
-                        let _ = writeln!(
-                            out,
-                            "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  unsigned long long kiln_shared_at = 0ull;"
-                        );
-                    }
-                    let _ = writeln!(
-                        out,
-                        "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
-                        s.name
-                    );
-                    let _ = writeln!(
-                        out,
-                        "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
-                        s.name,
-                        s.elem.size()
-                    );
+                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Declares shared array `s` (whose `_len` is in scope) in CUDA's one extern array, at
+    /// the next 16-byte boundary (the layout `dynamic_shared_bytes` counts); the first call
+    /// declares the extern array.
+    fn dynamic_region_array(
+        &self,
+        first: &mut bool,
+        ty: &str,
+        s: &kiln_ir::SharedDecl,
+        out: &mut String,
+    ) {
+        if std::mem::take(first) {
+            let _ = writeln!(
+                out,
+                "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  unsigned long long kiln_shared_at = 0ull;"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
+            s.name
+        );
+        let _ = writeln!(
+            out,
+            "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
+            s.name,
+            s.elem.size()
+        );
     }
 
     fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
@@ -891,6 +944,14 @@ impl Writer {
                         let x = temp_name(*a, c, &ty);
                         match (op, s) {
                             (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
+                            // Narrow signed negation sign-extends by shifts: NVRTC 13 for
+                            // sm_90 on an H100 widened `(short)(0u - (unsigned)x)` of -32768
+                            // to +32768 (it emits neg.s16, whose widening ptxas gets wrong).
+                            (UnaryOp::Neg, s) if s.is_signed() && s.bits() < 32 => format!(
+                                "(({})(((int)((0u - (unsigned int){x}) << {w})) >> {w}))",
+                                self.t(s),
+                                w = 32 - s.bits()
+                            ),
                             (UnaryOp::Neg, s) => format!(
                                 "(({})((({})0) - ({}){x}))",
                                 self.t(s),
@@ -1785,5 +1846,52 @@ mod tests {
         // 61 bytes take 64; 61 doubles (488 bytes) take 496; the static array is not counted.
         assert_eq!(dynamic_shared_bytes(&k, &[61, 100, 61]), 64 + 496);
         assert_eq!(dynamic_shared_bytes(&k, &[0, 100, 2]), 16);
+    }
+
+    #[test]
+    fn fixed_shared_arrays_past_48_kib_go_to_the_dynamic_region_on_cuda() {
+        let k = Kernel::build("big", |k| {
+            let _ = k.shared::<u8>("odd", SharedLen::Static(3));
+            let _ = k.shared::<f32>("tile", SharedLen::Static(25_600));
+        })
+        .unwrap();
+        assert!(cuda_fixed_shared_in_dynamic_region(&k) && cuda_uses_dynamic_region(&k));
+        // 3 bytes take 16; 100 KiB of f32 follow at the next boundary.
+        assert_eq!(dynamic_shared_bytes(&k, &[3, 25_600]), 16 + 102_400);
+        let cuda = write_kernel(&k, Dialect::Cuda).unwrap().text;
+        assert!(cuda.contains("extern __shared__"), "{cuda}");
+        assert!(!cuda.contains("__shared__ float"), "{cuda}");
+        assert!(
+            cuda.contains("const unsigned int tile_len = 25600u;"),
+            "{cuda}"
+        );
+        // OpenCL keeps them fixed-size: its devices have no such split.
+        let cl = write_kernel(&k, Dialect::OpenCl).unwrap().text;
+        assert!(cl.contains("__local float tile[25600];"), "{cl}");
+        let small = Kernel::build("small", |k| {
+            let _ = k.shared::<f32>("tile", SharedLen::Static(1024));
+        })
+        .unwrap();
+        assert!(!cuda_uses_dynamic_region(&small));
+        assert_eq!(dynamic_shared_bytes(&small, &[1024]), 0);
+    }
+
+    #[test]
+    fn shared_arrays_of_structs_and_vectors_are_16_byte_aligned() {
+        let k = Kernel::build("aligned", |k| {
+            let _ = k.shared::<u8>("odd", SharedLen::Static(3));
+            let _ = k.shared_dyn("v", Type::Vector(ScalarType::F32, 4), SharedLen::Static(8));
+        })
+        .unwrap();
+        let cuda = write_kernel(&k, Dialect::Cuda).unwrap().text;
+        assert!(
+            cuda.contains("__shared__ __align__(16) unsigned char v[128];"),
+            "{cuda}"
+        );
+        let cl = write_kernel(&k, Dialect::OpenCl).unwrap().text;
+        assert!(
+            cl.contains("__local uchar v[128] __attribute__((aligned(16)));"),
+            "{cl}"
+        );
     }
 }

@@ -29,8 +29,8 @@ fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
-    /// Shared bytes per group without opting in (48 KiB); `info` gives the opt-in limit.
-    default_shared_bytes: u64,
+    /// The most work items of a group along x, y and z (the device's block dimensions).
+    block_dims: [u32; 3],
     nvrtc: Nvrtc,
     /// What NVRTC compiles for: `sm_XX` with a cubin, or `compute_XX` with PTX.
     arch: String,
@@ -110,6 +110,12 @@ impl CudaBackend {
         );
         let default_shared_bytes =
             attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK) as u64;
+        let block_dims = [
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+            Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
+        ]
+        .map(|a| attr(a).max(1));
         let info = DeviceInfo {
             backend: BackendKind::Cuda,
             name,
@@ -134,7 +140,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             stream,
             info,
-            default_shared_bytes,
+            block_dims,
             nvrtc,
             arch,
             output,
@@ -181,12 +187,41 @@ impl CudaBackend {
         let function = module
             .load_function(&source.entry)
             .map_err(|e| fail(format!("finding `{}` in the module: {e}", source.entry)))?;
+        let attribute = |a: FnAttr| {
+            function
+                .get_attribute(a)
+                .map(|v| v.max(0) as u64)
+                .map_err(|e| fail(format!("reading the function's {a:?}: {e}")))
+        };
+        // Register-heavy kernels allow fewer work items per group than the device does.
+        let max_threads = attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
+        let static_shared = attribute(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
+        // Opted in once, here, for every byte the device offers beside the function's static
+        // arrays: a launch that set it would race another thread's launch of the same function.
+        let dynamic_limit = self.info.max_shared_bytes.saturating_sub(static_shared);
+        if kiln_c::cuda_uses_dynamic_region(kernel) {
+            bind(&self.stream)
+                .and_then(|_| {
+                    function.set_attribute(
+                        FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        dynamic_limit.min(i32::MAX as u64) as i32,
+                    )
+                })
+                .map_err(|e| {
+                    fail(format!(
+                        "allowing {dynamic_limit} bytes of dynamic shared memory: {e}"
+                    ))
+                })?;
+        }
         Ok(Arc::new(CudaKernel {
             kernel: kernel.clone(),
             function,
             stream: self.stream.clone(),
             info: self.info.clone(),
-            default_shared_bytes: self.default_shared_bytes,
+            block_dims: self.block_dims,
+            max_threads,
+            static_shared,
+            dynamic_limit,
         }))
     }
 }
@@ -347,6 +382,27 @@ fn check_grid(groups: [u32; 3]) -> Result<(), String> {
     Ok(())
 }
 
+/// Ok when a group of `size` work items fits the device's per-axis `dims` and the compiled
+/// function's `max_threads`; otherwise the reason, so the launch fails typed before it copies
+/// anything (the driver would say only `CUDA_ERROR_INVALID_VALUE`).
+fn check_group(size: [u32; 3], dims: [u32; 3], max_threads: u32) -> Result<(), String> {
+    for ((axis, &n), &max) in ["x", "y", "z"].iter().zip(&size).zip(&dims) {
+        if n > max {
+            return Err(format!(
+                "{n} work items along {axis}; this device's groups hold at most {max} along {axis}"
+            ));
+        }
+    }
+    let total: u64 = size.iter().map(|&n| n as u64).product();
+    if total > max_threads as u64 {
+        return Err(format!(
+            "{total} work items per group; this compiled kernel allows at most {max_threads} \
+             (it needs many registers per work item): launch it with smaller groups"
+        ));
+    }
+    Ok(())
+}
+
 /// Makes the context of `stream` current on the calling thread, which the driver calls kiln
 /// makes directly (copies) need; cudarc's own calls do it themselves.
 fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
@@ -385,8 +441,15 @@ struct CudaKernel {
     function: CudaFunction,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
-    /// Shared bytes per group a kernel may use without opting in to `info.max_shared_bytes`.
-    default_shared_bytes: u64,
+    /// The device's most work items along x, y and z.
+    block_dims: [u32; 3],
+    /// The most work items per group this compiled function allows (fewer than the device's
+    /// when it needs many registers).
+    max_threads: u32,
+    /// Bytes of the function's `__shared__` arrays.
+    static_shared: u64,
+    /// The dynamic shared bytes a launch may ask for (opted in at load).
+    dynamic_limit: u64,
 }
 
 /// One kernel argument in the C type the generated signature gives it.
@@ -412,25 +475,25 @@ impl CompiledKernel for CudaKernel {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
         check_grid(grid.groups).map_err(|reason| self.err("grid", reason))?;
-        let (all, dynamic) = shape.shared_bytes(k);
+        check_group(grid.group_size, self.block_dims, self.max_threads)
+            .map_err(|reason| self.err("group size", reason))?;
         let dynamic_bytes = kiln_c::dynamic_shared_bytes(k, &shape.shared_lengths);
-        let shared_bytes = all - dynamic + dynamic_bytes;
         check_shared_bytes(
             &self.info,
-            shared_bytes,
-            "at C element sizes, each dynamic array at a 16-byte boundary",
+            self.static_shared + dynamic_bytes,
+            "at C element sizes, each array of the dynamic region at a 16-byte boundary",
         )?;
+        if dynamic_bytes > self.dynamic_limit {
+            return Err(self.err(
+                "shared memory",
+                format!(
+                    "{dynamic_bytes} bytes of dynamic shared memory; beside its {} static bytes the function may have {}",
+                    self.static_shared, self.dynamic_limit
+                ),
+            ));
+        }
         // The copies below are direct driver calls.
         bind(&self.stream).map_err(|e| self.err("making the context current", e))?;
-        if shared_bytes > self.default_shared_bytes {
-            // Beyond the default a kernel must opt in to the device's larger limit.
-            self.function
-                .set_attribute(
-                    FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    dynamic_bytes as i32,
-                )
-                .map_err(|e| self.err("allowing more than the default shared memory", e))?;
-        }
         let stream = &self.stream;
         // Host arguments get device copies for this launch.
         let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());
@@ -549,6 +612,16 @@ struct CudaMemory {
     bytes: usize,
 }
 
+impl Drop for CudaMemory {
+    /// Makes the context current before the slice frees its memory: a `Buffer` may be dropped
+    /// on a thread that never made it current, where the free would fail (cudarc records the
+    /// error in the context, and the next call there reports it).
+    fn drop(&mut self) {
+        let context = self.slice.stream().context();
+        context.record_err(context.bind_to_thread());
+    }
+}
+
 impl DeviceMemory for CudaMemory {
     fn byte_len(&self) -> usize {
         self.bytes
@@ -569,7 +642,26 @@ fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_grid;
+    use super::{check_grid, check_group};
+
+    #[test]
+    fn groups_past_the_devices_axes_or_the_functions_limit_are_refused() {
+        let (dims, max) = ([1024, 1024, 64], 1024);
+        assert!(check_group([1024, 1, 1], dims, max).is_ok());
+        assert!(check_group([8, 8, 16], dims, max).is_ok());
+        let z = check_group([1, 1, 65], dims, max).unwrap_err();
+        assert!(
+            z.contains("65 work items along z") && z.contains("at most 64"),
+            "{z}"
+        );
+        let x = check_group([2048, 1, 1], dims, 2048).unwrap_err();
+        assert!(x.contains("along x"), "{x}");
+        let regs = check_group([256, 2, 1], dims, 384).unwrap_err();
+        assert!(
+            regs.contains("512 work items per group") && regs.contains("at most 384"),
+            "{regs}"
+        );
+    }
 
     #[test]
     fn grids_past_cudas_limits_are_refused_naming_the_axis() {
