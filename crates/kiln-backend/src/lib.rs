@@ -245,7 +245,7 @@ pub enum BackendError {
         reason: String,
     },
     /// The backend's compiler rejected the kernel.
-    #[error("backend {backend} failed to compile kernel `{kernel}`:\n{log}\n--- generated source ---\n{source_text}")]
+    #[error("{}", compile_message(.backend, .kernel, .log, .source_text))]
     Compile {
         /// backend
         backend: BackendKind,
@@ -607,6 +607,55 @@ pub fn check_shared_bytes(
     Ok(())
 }
 
+/// What a [`BackendError::Compile`] displays: the compiler's log first, then the lines of the
+/// generated source the log points at (by `wgsl:LINE:COL`, `<source>:LINE:COL` or
+/// `KERNEL(LINE)`), then how long the whole source is; the source itself stays in the error's
+/// `source_text`, so the message that matters is not buried under it.
+fn compile_message(backend: &BackendKind, kernel: &str, log: &str, source: &str) -> String {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = format!(
+        "backend {backend} failed to compile kernel `{kernel}`:\n{}\n",
+        log.trim_end()
+    );
+    let mut shown = Vec::new();
+    for at in lines_named(log, kernel) {
+        if at == 0 || at > lines.len() || shown.contains(&at) || shown.len() == 4 {
+            continue;
+        }
+        shown.push(at);
+        out += &format!("--- generated source, line {at} ---\n");
+        for l in at.saturating_sub(2).max(1)..=(at + 1).min(lines.len()) {
+            let mark = if l == at { ">" } else { " " };
+            out += &format!("{mark}{l:5} | {}\n", lines[l - 1]);
+        }
+    }
+    out + &format!(
+        "(the generated source, {} lines, is the error's `source_text`; KILN_LOG=kernels prints every source as it is compiled)",
+        lines.len()
+    )
+}
+
+/// The generated-source line numbers a compiler log names, in order: after `wgsl:` (naga),
+/// `<source>:` (clang-based OpenCL compilers) or `KERNEL(` (NVRTC, which names the program
+/// after the kernel). Lines of a Rust file (`#line` directives) are not the generated source's
+/// and are skipped.
+fn lines_named(log: &str, kernel: &str) -> Vec<usize> {
+    let nvrtc = format!("{kernel}(");
+    let mut found = Vec::new();
+    for marker in ["wgsl:", "<source>:", nvrtc.as_str()] {
+        for (i, _) in log.match_indices(marker) {
+            let digits: String = log[i + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse() {
+                found.push(n);
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,5 +672,56 @@ mod tests {
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 7 + 1));
         v.iter_mut().for_each(|x| *x += 1);
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 7 + 2));
+    }
+
+    #[test]
+    fn a_compile_error_shows_the_log_and_the_lines_it_names_before_anything_else() {
+        let source: String = (1..=200)
+            .map(|l| format!("line {l} of the source\n"))
+            .collect();
+        let e = BackendError::Compile {
+            backend: BackendKind::Wgpu,
+            kernel: "k".into(),
+            log: "parsing error: unknown identifier\n   ┌─ wgsl:120:10".into(),
+            source_text: source.clone(),
+        };
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("backend wgpu failed to compile kernel `k`:\nparsing error"),
+            "{shown}"
+        );
+        assert!(shown.contains(">  120 | line 120 of the source"), "{shown}");
+        assert!(
+            shown.contains("   119 | line 119") && shown.contains("   121 | line 121"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("line 1 of") && !shown.contains("line 200 of"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("200 lines, is the error's `source_text`"),
+            "{shown}"
+        );
+        // NVRTC names the program (the kernel) and the line; clang-based OpenCL `<source>`.
+        let e = BackendError::Compile {
+            backend: BackendKind::Cuda,
+            kernel: "k".into(),
+            log: "k(7): error: identifier \"x\" is undefined\n<source>:9:3: error: y".into(),
+            source_text: source,
+        };
+        let shown = e.to_string();
+        assert!(
+            shown.contains(">    7 | line 7 of") && shown.contains(">    9 | line 9 of"),
+            "{shown}"
+        );
+        // A line past the source's end (a Rust line of a `#line` directive) shows nothing.
+        let e = BackendError::Compile {
+            backend: BackendKind::OpenCl,
+            kernel: "k".into(),
+            log: "<source>:999:1: error".into(),
+            source_text: "one line".into(),
+        };
+        assert!(!e.to_string().contains("--- generated source, line"), "{e}");
     }
 }
