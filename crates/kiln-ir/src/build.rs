@@ -31,7 +31,10 @@ pub trait Numeric: Scalar + Arith {}
 /// `f32` and `f64`.
 pub trait Float: Numeric {}
 /// The eight integer types.
-pub trait Int: Numeric + Bits {}
+pub trait Int: Numeric + Bits {
+    /// The unsigned integer of the same width (itself for unsigned types).
+    type Unsigned: Int;
+}
 /// Integers and `bool`: the types with bitwise operators.
 pub trait Bits: Scalar {}
 /// Types with element-wise arithmetic: numeric scalars and vectors of them.
@@ -53,14 +56,38 @@ macro_rules! scalar_impl {
     };
 }
 scalar_impl!(bool, Bool, Bits);
-scalar_impl!(i8, I8, Numeric, Int, Bits, Arith);
-scalar_impl!(u8, U8, Numeric, Int, Bits, Arith);
-scalar_impl!(i16, I16, Numeric, Int, Bits, Arith);
-scalar_impl!(u16, U16, Numeric, Int, Bits, Arith);
-scalar_impl!(i32, I32, Numeric, Int, Bits, Arith);
-scalar_impl!(u32, U32, Numeric, Int, Bits, Arith);
-scalar_impl!(i64, I64, Numeric, Int, Bits, Arith);
-scalar_impl!(u64, U64, Numeric, Int, Bits, Arith);
+scalar_impl!(i8, I8, Numeric, Bits, Arith);
+impl Int for i8 {
+    type Unsigned = u8;
+}
+scalar_impl!(u8, U8, Numeric, Bits, Arith);
+impl Int for u8 {
+    type Unsigned = u8;
+}
+scalar_impl!(i16, I16, Numeric, Bits, Arith);
+impl Int for i16 {
+    type Unsigned = u16;
+}
+scalar_impl!(u16, U16, Numeric, Bits, Arith);
+impl Int for u16 {
+    type Unsigned = u16;
+}
+scalar_impl!(i32, I32, Numeric, Bits, Arith);
+impl Int for i32 {
+    type Unsigned = u32;
+}
+scalar_impl!(u32, U32, Numeric, Bits, Arith);
+impl Int for u32 {
+    type Unsigned = u32;
+}
+scalar_impl!(i64, I64, Numeric, Bits, Arith);
+impl Int for i64 {
+    type Unsigned = u64;
+}
+scalar_impl!(u64, U64, Numeric, Bits, Arith);
+impl Int for u64 {
+    type Unsigned = u64;
+}
 scalar_impl!(f32, F32, Numeric, Float, Arith);
 scalar_impl!(f64, F64, Numeric, Float, Arith);
 
@@ -1245,7 +1272,7 @@ pub fn while_(cond: impl FnOnce() -> Val<bool>, body: impl FnOnce()) {
 /// `for i in (start..end).step_by(step) { body(i) }` over integers, for a positive `step`;
 /// `continue_` goes to the next `i`. It runs exactly Rust's iterations for every start, end
 /// and step, the type's extremes included: the counter never wraps past `end` (a step of 0,
-/// which Rust rejects, runs the body once).
+/// which Rust rejects, runs a bounded number of passes).
 pub fn for_range_step<T: Int>(
     start: impl IntoVal<T>,
     end: impl IntoVal<T>,
@@ -1287,9 +1314,11 @@ pub fn for_range<T: Int>(start: impl IntoVal<T>, end: impl IntoVal<T>, body: imp
 ///
 /// Where adding `step` to any value below the (exclusive) end cannot wrap, which constants
 /// show for the common `a..b` and `a..=15`, the loop has the plain shape backends recognize
-/// as counted: `if i >= end { break }` first, `i += step` last. Otherwise the continuing block
-/// decides whether another pass follows before the counter can wrap: the next value must be
-/// above the current one (no wrap) and within the end.
+/// as counted: `if i >= end { break }` first, `i += step` last. Other half-open ranges count
+/// their trips first, `(end - start - 1) / step + 1` in the unsigned type of the same width
+/// (exact for every start below the end), and run a second counter up to it. Inclusive
+/// ranges whose end may be the type's maximum, where the trip count itself may not fit,
+/// decide in the continuing block whether another pass follows before the value can wrap.
 fn range_loop<T: Int>(
     start: Val<T>,
     end: Val<T>,
@@ -1307,8 +1336,8 @@ fn range_loop<T: Int>(
         }
         _ => None,
     };
+    let i = Var::new("i", start);
     if let Some(end) = plain_end {
-        let i = Var::new("i", start);
         loop_with(
             || {
                 let v = i.get();
@@ -1319,13 +1348,28 @@ fn range_loop<T: Int>(
         );
         return;
     }
-    let i = Var::new("i", start);
-    let first = if inclusive {
-        start.le(end)
-    } else {
-        start.lt(end)
-    };
-    let go = Var::new("go", first);
+    if !inclusive {
+        let unsigned = |v: Val<T>| v.bitcast::<T::Unsigned>();
+        let (zero, one) = (
+            lit(<T::Unsigned as Scalar>::from_bits(0)),
+            lit(<T::Unsigned as Scalar>::from_bits(1)),
+        );
+        let span = unsigned(end) - unsigned(start) - one;
+        let trips = select(start.lt(end), span / unsigned(step) + one, zero);
+        let k = Var::new("k", zero);
+        loop_with(
+            || {
+                if_then(k.get().ge(trips), break_);
+                body(i.get());
+            },
+            || {
+                i.set(i.get() + step);
+                k.set(k.get() + one);
+            },
+        );
+        return;
+    }
+    let go = Var::new("go", start.le(end));
     loop_with(
         || {
             if_then(!go.get(), break_);
@@ -1334,12 +1378,7 @@ fn range_loop<T: Int>(
         || {
             let v = i.get();
             let next = v + step;
-            let within = if inclusive {
-                next.le(end)
-            } else {
-                next.lt(end)
-            };
-            go.set(next.gt(v) & within);
+            go.set(next.gt(v) & next.le(end));
             i.set(next);
         },
     );
