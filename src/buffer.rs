@@ -42,9 +42,9 @@ impl<T: Scalar> Buffer<T> {
     }
 
     /// Copies the elements to the host, after every launch that writes them has finished.
-    /// Fails with the backend's error.
+    /// Fails with the backend's error, or `HostOutOfMemory` when the host has no room.
     pub fn download(&self) -> Result<Vec<T>> {
-        let mut out: Vec<T> = Vec::with_capacity(self.len);
+        let mut out: Vec<T> = crate::error::host_vec(self.len, "a downloaded buffer")?;
         let bytes = self.len * std::mem::size_of::<T>();
         // SAFETY: the spare capacity of a Vec<T> viewed as bytes; the download initializes
         // all of them with valid values of T (written by kiln kernels or uploaded from T).

@@ -56,6 +56,15 @@ pub enum Error {
         /// largest row, column or stride count kiln's indexing allows
         max: usize,
     },
+    /// Host memory for a result or a table the query sizes (a histogram's bins, a
+    /// `to_vec`'s elements) could not be allocated; nothing was aborted.
+    #[error("the host could not allocate {bytes} bytes for {what}")]
+    HostOutOfMemory {
+        /// bytes asked for
+        bytes: u64,
+        /// what they were for
+        what: String,
+    },
     /// `KILN_BACKEND` names no backend.
     #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu, optionally with a device index (opencl:1)")]
     UnknownBackend(String),
@@ -70,3 +79,21 @@ pub enum Error {
 
 /// `Result<T, kiln::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// An empty vector with room for `n` elements of `T`; `HostOutOfMemory` naming `what` when the
+/// allocator refuses (instead of aborting the process, as `Vec::with_capacity` would).
+pub(crate) fn host_vec<T>(n: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::HostOutOfMemory {
+        bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+        what: what.into(),
+    })?;
+    Ok(v)
+}
+
+/// `n` zeros of `T`, or `HostOutOfMemory` (see [`host_vec`]).
+pub(crate) fn zeroed_host_vec<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = host_vec(n, what)?;
+    v.resize(n, T::default());
+    Ok(v)
+}

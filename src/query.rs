@@ -19,7 +19,7 @@
 
 use crate::buffer::Buffer;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan_cache::{Fingerprint, Plan, PlanStep};
 use crate::row::{IntoRow, Row};
 use kiln_backend::{DeviceMemory, Grid, LaunchArg};

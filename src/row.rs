@@ -35,8 +35,13 @@ pub trait Row: Copy + Send + Sync + 'static {
         };
         let mut bufs: Vec<Vec<MaybeUninit<u64>>> = types
             .iter()
-            .map(|t| vec![MaybeUninit::uninit(); (n * t.size() as usize).div_ceil(8)])
-            .collect();
+            .map(|t| {
+                let words = (n * t.size() as usize).div_ceil(8);
+                let mut b = crate::error::host_vec(words, "the columns of a result")?;
+                b.resize(words, MaybeUninit::uninit());
+                Ok(b)
+            })
+            .collect::<crate::Result<_>>()?;
         let mut views: Vec<&mut [MaybeUninit<u8>]> = bufs
             .iter_mut()
             .zip(&types)
@@ -59,7 +64,9 @@ pub trait Row: Copy + Send + Sync + 'static {
                 }
             })
             .collect();
-        Ok((0..count).map(|i| Self::read(&cols, i)).collect())
+        let mut rows = crate::error::host_vec(count, "the rows of a result")?;
+        rows.extend((0..count).map(|i| Self::read(&cols, i)));
+        Ok(rows)
     }
 }
 
@@ -95,7 +102,7 @@ impl Row for $t {
         <$t as Scalar>::from_bits(u64::from_le_bytes(bits))
     }
     fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<$t>> {
-        let mut out: Vec<$t> = Vec::with_capacity(n);
+        let mut out: Vec<$t> = crate::error::host_vec(n, "the rows of a result")?;
         kiln_backend::advise_huge_pages(out.as_mut_ptr() as *mut u8, n * std::mem::size_of::<$t>());
         let spare = out.spare_capacity_mut();
         // SAFETY: the spare capacity of a Vec<$t> viewed as bytes, within its length.

@@ -556,3 +556,47 @@ fn contexts_open_from_many_threads_at_once() {
         }
     }
 }
+
+/// Grids of 2^32 groups or more (65536 x 65536, 4096^3) crashed PoCL (SIGILL, then a failed
+/// assertion in its scheduler); the OpenCL backend refuses them typed, and one of fewer groups
+/// still runs.
+#[test]
+fn opencl_refuses_grids_of_more_than_u32_max_groups() {
+    let Ok(ctx) = Context::with_backend(BackendKind::OpenCl) else {
+        assert!(
+            !std::env::var("KILN_REQUIRE")
+                .unwrap_or_default()
+                .contains("opencl"),
+            "KILN_REQUIRE names opencl, but it cannot be opened"
+        );
+        return;
+    };
+    let k = kiln::ir::Kernel::build("first", |k| {
+        use kiln::ir::*;
+        let o = k.buffer::<u32>("o", Access::ReadWrite);
+        if_then(global_id(Axis::X).eq(0u32), || o.store(0u32, 7u32));
+    })
+    .unwrap();
+    for groups in [[65536, 65536, 1], [4096, 4096, 4096]] {
+        let mut out = vec![0u32; 1];
+        let grid = kiln::Grid {
+            groups,
+            group_size: [1, 1, 1],
+            dynamic_shared: Vec::new(),
+        };
+        match ctx.launch_ir(&k, &grid, &mut [kiln::LaunchArg::read_write(&mut out)]) {
+            Err(kiln::Error::Backend(kiln::BackendError::InvalidLaunch { reason, .. })) => {
+                assert!(reason.contains("groups in all"), "{reason}")
+            }
+            other => panic!("{groups:?} groups: expected InvalidLaunch, got {other:?}"),
+        }
+    }
+    let mut out = vec![0u32; 1];
+    ctx.launch_ir(
+        &k,
+        &kiln::Grid::linear(3, 2),
+        &mut [kiln::LaunchArg::read_write(&mut out)],
+    )
+    .unwrap();
+    assert_eq!(out, [7]);
+}

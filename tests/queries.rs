@@ -1971,3 +1971,37 @@ fn rows_of_several_narrow_columns_come_back_whole() {
         assert_eq!(got, want, "i16, u8 and bool, {at}");
     });
 }
+
+/// A histogram of u32::MAX bins needs 16 GiB of counts: where the host cannot provide them
+/// the query is a typed `HostOutOfMemory`, not an aborted process. The test runs itself again
+/// as a child whose address space `ulimit -v` caps at 3 GiB (Linux and macOS shells).
+#[test]
+fn host_allocations_a_query_sizes_fail_typed_when_memory_is_short() {
+    if std::env::var_os("KILN_HOST_OOM_CHILD").is_some() {
+        let c = Context::with_backend(BackendKind::Cpu).unwrap();
+        match c.from(&[1u32, 2, 3]).histogram(u32::MAX) {
+            Err(Error::HostOutOfMemory { bytes, what }) => {
+                assert_eq!(bytes, u32::MAX as u64 * 4);
+                assert!(what.contains("histogram"), "{what}");
+            }
+            other => panic!("expected HostOutOfMemory, got {other:?}"),
+        }
+        assert_eq!(c.from(&[1u32, 2, 3]).histogram(4).unwrap(), [0, 1, 1, 1]);
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 3000000 && exec \"$0\" --exact host_allocations_a_query_sizes_fail_typed_when_memory_is_short --nocapture")
+        .arg(&exe)
+        .env("KILN_HOST_OOM_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the child failed: {text}");
+    assert!(text.contains("1 passed"), "{text}");
+}

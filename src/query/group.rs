@@ -730,7 +730,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         ctx.launch_planned(kernels.kernel(1), &grid, &mut args)?;
         drop(args);
 
-        let mut found = vec![0u32; keys];
+        let mut found = zeroed_host_vec::<u32>(keys, "the keys of a group_by")?;
         ctx.backend()
             .download(&*out_seen, u32_bytes_mut(&mut found))?;
         let values: Vec<Vec<u64>> = outs

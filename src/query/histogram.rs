@@ -44,7 +44,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
     pub fn histogram(mut self, bins: u32) -> Result<Vec<u32>> {
         let _span = self.plan_span("histogram");
         self.check()?;
-        let mut counts = vec![0u32; bins as usize];
+        let mut counts = zeroed_host_vec::<u32>(bins as usize, "a histogram's bins")?;
         if bins == 0 {
             return Ok(counts);
         }

@@ -458,7 +458,7 @@ impl<'a, T: Row> Scan<'a, T> {
         drop(args);
 
         let selected = if q.has_filter() {
-            let mut counts = vec![0u32; shape.groups as usize];
+            let mut counts = zeroed_host_vec::<u32>(shape.groups as usize, "a scan's counts")?;
             q.ctx
                 .backend()
                 .download(&*partials[0], u32_bytes_mut(&mut counts))?;

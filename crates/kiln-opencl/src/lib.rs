@@ -39,6 +39,8 @@ struct Shared {
     /// Whether the device shares the host's memory, so that kernels use host arguments in
     /// place rather than copies.
     host_unified: bool,
+    /// The most work items of a group along x, y and z (`CL_DEVICE_MAX_WORK_ITEM_SIZES`).
+    item_sizes: [u64; 3],
 }
 
 /// A host argument's device side during a launch.
@@ -229,6 +231,10 @@ impl OpenClBackend {
                 queue,
                 pool: MemoryPool::new(pool_capacity(info.memory_bytes)),
                 host_unified: device.host_unified_memory().unwrap_or(false),
+                item_sizes: {
+                    let sizes = device.max_work_item_sizes().unwrap_or_default();
+                    std::array::from_fn(|d| sizes.get(d).map_or(1, |&n| n as u64))
+                },
                 info,
             }),
             version,
@@ -475,11 +481,34 @@ impl OpenClKernel {
     }
 }
 
+/// Ok when `grid` fits the device: each axis of a group within `item_sizes`, and at most
+/// u32::MAX groups in all (PoCL 3.1 counts them in 32 bits: 65536 x 65536 groups crashed it
+/// with SIGILL, 4096^3 with a failed assertion). Otherwise the reason, so the launch fails
+/// typed before it copies anything.
+fn check_grid(grid: &Grid, item_sizes: &[u64; 3]) -> Result<(), String> {
+    for ((axis, &n), &max) in ["x", "y", "z"].iter().zip(&grid.group_size).zip(item_sizes) {
+        if n as u64 > max {
+            return Err(format!(
+                "{n} work items along {axis}; this device's groups hold at most {max} along {axis}"
+            ));
+        }
+    }
+    let groups: u64 = grid.groups.iter().map(|&g| g as u64).product();
+    if groups > u32::MAX as u64 {
+        return Err(format!(
+            "{groups} groups in all ({:?}); an OpenCL launch here takes at most u32::MAX",
+            grid.groups
+        ));
+    }
+    Ok(())
+}
+
 impl CompiledKernel for OpenClKernel {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let info = &self.shared.info;
         let shape = check_launch(BackendKind::OpenCl, k, grid, args, info.max_group_size)?;
+        check_grid(grid, &self.shared.item_sizes).map_err(|e| self.launch_err("grid", e))?;
         check_shared_bytes(info, shape.shared_bytes(k).0, "at C element sizes")?;
         let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
         let queue = &self.shared.queue;
