@@ -16,18 +16,71 @@ type CompileResult = std::result::Result<Arc<dyn CompiledKernel>, BackendError>;
 /// One cache entry: the kernel (to rule out hash collisions) and its compile result.
 type CacheEntry = Arc<(Kernel, OnceLock<CompileResult>)>;
 
+/// How many kernels, and how many plan shapes, a context keeps in memory unless
+/// [`Context::set_cache_capacity`] says otherwise.
+pub const DEFAULT_CACHE_CAPACITY: usize = 1024;
+
 /// The in-memory kernel cache: one entry per kernel structure, compiled once even when many
-/// threads ask for it at the same moment (the others wait for the first compile).
-#[derive(Default)]
+/// threads ask for it at the same moment (the others wait for the first compile). It holds at
+/// most its capacity of kernels: past that the least recently used one is dropped (and, once
+/// no plan or caller holds it either, its compiled code is freed).
 pub struct KernelCache {
-    entries: Mutex<HashMap<KernelHash, CacheEntry>>,
+    entries: Mutex<CacheMap>,
+}
+
+struct CacheMap {
+    /// Each kernel's entry and when it was last used (a tick of `clock`).
+    map: HashMap<KernelHash, (CacheEntry, u64)>,
+    clock: u64,
+    capacity: usize,
+}
+
+impl Default for KernelCache {
+    fn default() -> Self {
+        KernelCache {
+            entries: Mutex::new(CacheMap {
+                map: HashMap::new(),
+                clock: 0,
+                capacity: DEFAULT_CACHE_CAPACITY,
+            }),
+        }
+    }
+}
+
+impl CacheMap {
+    fn touch(&mut self, hash: KernelHash) -> Option<CacheEntry> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.map.get_mut(&hash).map(|(e, used)| {
+            *used = clock;
+            e.clone()
+        })
+    }
+
+    /// Drops least recently used entries until at most `keep` remain.
+    fn shrink_to(&mut self, keep: usize) {
+        while self.map.len() > keep {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(h, _)| *h);
+            match oldest {
+                Some(h) => self.map.remove(&h),
+                None => break,
+            };
+        }
+    }
 }
 
 impl KernelCache {
+    fn map(&self) -> std::sync::MutexGuard<'_, CacheMap> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The cached result for `kernel`, if it was compiled (or failed to compile) before.
     fn lookup(&self, kernel: &Kernel) -> Option<CompileResult> {
-        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = map.get(&kernel_hash(kernel))?;
+        let entry = self.map().touch(kernel_hash(kernel))?;
         if entry.0 == *kernel {
             entry.1.get().cloned()
         } else {
@@ -44,13 +97,16 @@ impl KernelCache {
     ) -> CompileResult {
         let hash = kernel_hash(kernel);
         let entry = {
-            let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            match map.get(&hash) {
-                Some(e) if e.0 == *kernel => e.clone(),
+            let mut map = self.map();
+            match map.touch(hash) {
+                Some(e) if e.0 == *kernel => e,
                 Some(_) => return compile(),
                 None => {
+                    let keep = map.capacity.saturating_sub(1);
+                    map.shrink_to(keep);
                     let e = Arc::new((kernel.clone(), OnceLock::new()));
-                    map.insert(hash, e.clone());
+                    let clock = map.clock;
+                    map.map.insert(hash, (e.clone(), clock));
                     e
                 }
             }
@@ -60,18 +116,29 @@ impl KernelCache {
 
     /// Every kernel in the cache (compiled or failed), in no particular order.
     pub fn kernels(&self) -> Vec<Kernel> {
-        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        map.values().map(|e| e.0.clone()).collect()
+        self.map().map.values().map(|(e, _)| e.0.clone()).collect()
     }
 
     /// Number of kernels in the cache.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.map().map.len()
     }
 
     /// True when nothing has been cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Keeps at most `capacity` kernels (at least one), dropping the least recently used.
+    fn set_capacity(&self, capacity: usize) {
+        let mut map = self.map();
+        map.capacity = capacity.max(1);
+        let keep = map.capacity;
+        map.shrink_to(keep);
+    }
+
+    fn clear(&self) {
+        self.map().map.clear();
     }
 }
 
@@ -290,6 +357,23 @@ impl Context {
             disk_hits: self.inner.disk_hits.load(Ordering::Relaxed),
             plan_hits: self.inner.plans.hits(),
         }
+    }
+
+    /// Drops every kernel and plan this context keeps in memory (the disk cache stays);
+    /// later queries and launches compile again, or load from the disk cache.
+    pub fn clear_caches(&self) {
+        self.inner.cache.clear();
+        self.inner.plans.clear();
+    }
+
+    /// Keeps at most `capacity` compiled kernels, and plans of at most `capacity` query
+    /// shapes, in memory (default [`DEFAULT_CACHE_CAPACITY`]; at least one): past that the
+    /// least recently used are dropped, and their compiled code freed once nothing holds it.
+    /// A program that builds endless distinct kernels (a histogram with a new bin count per
+    /// call) then runs in bounded memory.
+    pub fn set_cache_capacity(&self, capacity: usize) {
+        self.inner.cache.set_capacity(capacity);
+        self.inner.plans.set_capacity(capacity);
     }
 
     /// The in-memory kernel cache.

@@ -1,7 +1,10 @@
-//! The on-disk cache of compiled binaries (OpenCL program binaries today; PTX/cubin when the
-//! CUDA backend launches). One file per (kernel structure, generated source, backend, device,
-//! compiler version and options), holding a magic line, a checksum of the payload and the payload. A file that
-//! fails the check is deleted and the kernel is compiled again; it is never loaded.
+//! The on-disk cache of compiled binaries (OpenCL program binaries and CUDA cubins). One file
+//! per key (kernel structure, generated source, backend, device, compiler version and
+//! options), named by the key's BLAKE3 digest and holding a magic line, the whole key, a
+//! BLAKE3 digest of key and payload, and the payload. A file is loaded only when it is a
+//! regular file, its key is the key asked for and the digest matches: an entry copied over
+//! another's name, a damaged one or one of an older format is deleted and the kernel is
+//! compiled again; it is never loaded.
 //!
 //! The directory is kept under a size bound (`KILN_CACHE_MAX_MB`, 1024 by default): a load
 //! marks its file used (its modification time), and when a process has stored an eighth of
@@ -14,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-const MAGIC: &[u8] = b"kiln-binary-1\n";
+const MAGIC: &[u8] = b"kiln-binary-2\n";
 
 /// The file whose modification time says when the directory was last trimmed.
 const TRIM_STAMP: &str = "trimmed";
@@ -34,16 +37,38 @@ pub struct DiskCache {
     stored: Arc<AtomicU64>,
 }
 
-/// Two FNV-1a lanes with different seeds: a 128-bit digest, the same on every machine.
-fn digest(bytes: &[u8]) -> u128 {
-    let (mut a, mut b) = (0xcbf2_9ce4_8422_2325u64, 0x6c62_272e_07bb_0142u64);
-    for &x in bytes {
-        a = (a ^ x as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        b = (b ^ x as u64)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(29);
+/// The key parts joined as one string: what an entry records and is named after.
+fn joined(key_parts: &[&str]) -> String {
+    key_parts.join("\u{1f}")
+}
+
+/// The BLAKE3 digest that checks an entry: of its key's length, its key and its payload.
+fn checksum(key: &[u8], payload: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&(key.len() as u64).to_le_bytes());
+    h.update(key);
+    h.update(payload);
+    *h.finalize().as_bytes()
+}
+
+/// The bytes of the regular file at `path`, read without blocking on what is not one (a FIFO
+/// put in the cache directory would otherwise hang the read); `None` for anything else.
+fn read_regular(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::File::options();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
     }
-    ((a as u128) << 64) | b as u128
+    let mut file = options.open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).ok()?;
+    Some(data)
 }
 
 impl DiskCache {
@@ -96,33 +121,39 @@ impl DiskCache {
         Some(DiskCache::with_limit(dir, max_bytes))
     }
 
-    /// The file for a key made of everything the binary depends on.
+    /// The file for a key made of everything the binary depends on: the first 128 bits of
+    /// the key's BLAKE3 digest, in hex.
     pub fn path(&self, key_parts: &[&str]) -> PathBuf {
-        self.dir.join(format!(
-            "{:032x}.bin",
-            digest(key_parts.join("\u{1f}").as_bytes())
-        ))
+        let digest = blake3::hash(joined(key_parts).as_bytes());
+        let hex: String = digest.as_bytes()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.dir.join(format!("{hex}.bin"))
     }
 
-    /// The payload stored under `key_parts`, if present and intact. A damaged file is deleted.
+    /// The payload stored under `key_parts`, if its file is a regular file recording exactly
+    /// this key and its digest matches. Any other file under that name (damaged, of another
+    /// key, of an older format) is deleted; something that is not a regular file is left
+    /// alone and not read.
     pub fn load(&self, key_parts: &[&str]) -> Option<Vec<u8>> {
         let path = self.path(key_parts);
-        let data = std::fs::read(&path).ok()?;
-        let intact = data.len() >= MAGIC.len() + 16 && data.starts_with(MAGIC) && {
-            let (sum, payload) = data[MAGIC.len()..].split_at(16);
-            sum == digest(payload).to_le_bytes()
-        };
-        if intact {
-            // Marks the entry used, so that trimming keeps it; a cache on a read-only
-            // directory still loads.
-            if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-                let _ = f.set_modified(SystemTime::now());
+        let data = read_regular(&path)?;
+        let key = joined(key_parts);
+        match payload_of(&data, key.as_bytes()) {
+            Some(payload) => {
+                // Marks the entry used, so that trimming keeps it; a cache on a read-only
+                // directory still loads.
+                if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+                    let _ = f.set_modified(SystemTime::now());
+                }
+                Some(payload.to_vec())
             }
-            Some(data[MAGIC.len() + 16..].to_vec())
-        } else {
-            tracing::warn!(path = %path.display(), "damaged kernel cache entry removed");
-            let _ = std::fs::remove_file(&path);
-            None
+            None => {
+                tracing::warn!(path = %path.display(), "kernel cache entry of another key, or damaged, removed");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
         }
     }
 
@@ -138,9 +169,12 @@ impl DiskCache {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(key_parts);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let mut data = Vec::with_capacity(MAGIC.len() + 16 + payload.len());
+        let key = joined(key_parts);
+        let mut data = Vec::with_capacity(MAGIC.len() + 8 + key.len() + 32 + payload.len());
         data.extend_from_slice(MAGIC);
-        data.extend_from_slice(&digest(payload).to_le_bytes());
+        data.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        data.extend_from_slice(key.as_bytes());
+        data.extend_from_slice(&checksum(key.as_bytes(), payload));
         data.extend_from_slice(payload);
         std::fs::write(&tmp, &data)?;
         std::fs::rename(&tmp, &path)?;
@@ -208,6 +242,17 @@ impl DiskCache {
         tracing::debug!(dir = %self.dir.display(), bytes = total, "kernel cache trimmed");
         Ok(())
     }
+}
+
+/// The payload of entry `data` when it is of the current format, records `key` and its
+/// checksum matches.
+fn payload_of<'d>(data: &'d [u8], key: &[u8]) -> Option<&'d [u8]> {
+    let rest = data.strip_prefix(MAGIC)?;
+    let (len, rest) = rest.split_at_checked(8)?;
+    let len = u64::from_le_bytes(len.try_into().ok()?);
+    let (stored_key, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
+    let (sum, payload) = rest.split_at_checked(32)?;
+    (stored_key == key && sum == checksum(key, payload)).then_some(payload)
 }
 
 /// Whether `path` names a cache entry (`<32 hex digits>.bin`).

@@ -29,6 +29,11 @@
 //! another. Semantics (division by zero, shifts, casts, NaN in min/max, out-of-bounds access)
 //! are the rules written in [`ir`].
 
+/// The README's code blocks, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod buffer;
 mod context;
 mod disk_cache;
@@ -40,7 +45,7 @@ mod query;
 mod row;
 
 pub use buffer::Buffer;
-pub use context::{Context, KernelCache, Stats};
+pub use context::{Context, KernelCache, Stats, DEFAULT_CACHE_CAPACITY};
 pub use disk_cache::{DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};

@@ -118,11 +118,52 @@ struct ShapeEntry {
     general: HashMap<Vec<u64>, Arc<[PlannedKernel]>>,
 }
 
-/// Compiled plans by fingerprint (the shape kernel is kept to rule out hash collisions).
-#[derive(Default)]
+/// Plans kept per shape, with literal constants and with parameters each: past that, that
+/// map starts again (a loop over a captured value settles on its parameter plan at once).
+const PLANS_PER_SHAPE: usize = 64;
+
+/// Compiled plans by fingerprint (the shape kernel is kept to rule out hash collisions), at
+/// most `capacity` shapes: past that the least recently used shape is dropped.
 pub(crate) struct PlanCache {
-    shapes: Mutex<HashMap<KernelHash, ShapeEntry>>,
+    shapes: Mutex<Shapes>,
     hits: AtomicU64,
+}
+
+struct Shapes {
+    /// Each shape's plans and when it was last used (a tick of `clock`).
+    map: HashMap<KernelHash, (ShapeEntry, u64)>,
+    clock: u64,
+    capacity: usize,
+}
+
+impl Default for PlanCache {
+    fn default() -> Self {
+        PlanCache {
+            shapes: Mutex::new(Shapes {
+                map: HashMap::new(),
+                clock: 0,
+                capacity: crate::context::DEFAULT_CACHE_CAPACITY,
+            }),
+            hits: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Shapes {
+    /// Drops least recently used shapes until at most `keep` remain.
+    fn shrink_to(&mut self, keep: usize) {
+        while self.map.len() > keep {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(h, _)| *h);
+            match oldest {
+                Some(h) => self.map.remove(&h),
+                None => break,
+            };
+        }
+    }
 }
 
 /// The key in [`ShapeEntry::general`] of the constants `bits`.
@@ -156,8 +197,11 @@ impl PlanCache {
         let bits: Vec<u64> = fp.constants.values.iter().map(|v| v.to_bits()).collect();
         let hoisted = {
             let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
-            match shapes.get_mut(&hash) {
-                Some(entry) if entry.shape == fp.shape => {
+            shapes.clock += 1;
+            let clock = shapes.clock;
+            match shapes.map.get_mut(&hash) {
+                Some((entry, used)) if entry.shape == fp.shape => {
+                    *used = clock;
                     let found = entry.exact.get(&bits).or_else(|| {
                         (!entry.general.is_empty())
                             .then(|| entry.general.get(&general_key(&bits, &entry.hoisted)))
@@ -206,20 +250,53 @@ impl PlanCache {
             .collect();
         let kernels = compile_all(hoist_constants(&slots, build)?, &names, &compile)?;
         let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = shapes.entry(hash).or_insert_with(|| ShapeEntry {
-            shape: fp.shape,
-            first: bits.clone(),
-            hoisted: vec![false; bits.len()],
-            exact: HashMap::new(),
-            general: HashMap::new(),
+        if !shapes.map.contains_key(&hash) {
+            let keep = shapes.capacity.saturating_sub(1);
+            shapes.shrink_to(keep);
+        }
+        let clock = shapes.clock;
+        let (entry, _) = shapes.map.entry(hash).or_insert_with(|| {
+            let entry = ShapeEntry {
+                shape: fp.shape,
+                first: bits.clone(),
+                hoisted: vec![false; bits.len()],
+                exact: HashMap::new(),
+                general: HashMap::new(),
+            };
+            (entry, clock)
         });
-        if !hoisted.contains(&true) {
-            entry.exact.entry(bits).or_insert(kernels.clone());
+        let into = if !hoisted.contains(&true) {
+            Some((&mut entry.exact, bits))
         } else if entry.hoisted == hoisted {
-            let key = general_key(&bits, &hoisted);
-            entry.general.entry(key).or_insert(kernels.clone());
+            Some((&mut entry.general, general_key(&bits, &hoisted)))
+        } else {
+            None
+        };
+        if let Some((plans, key)) = into {
+            if plans.len() >= PLANS_PER_SHAPE {
+                plans.clear();
+            }
+            plans.entry(key).or_insert(kernels.clone());
         }
         Ok(Plan { kernels, constants })
+    }
+
+    /// Keeps plans of at most `capacity` shapes (at least one), dropping the least recently
+    /// used.
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
+        shapes.capacity = capacity.max(1);
+        let keep = shapes.capacity;
+        shapes.shrink_to(keep);
+    }
+
+    /// Drops every plan.
+    pub(crate) fn clear(&self) {
+        self.shapes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .clear();
     }
 
     /// How many plans were found in the cache so far.

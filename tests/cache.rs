@@ -209,3 +209,48 @@ fn printer_lists_one_line_per_statement() {
     assert!(text.contains("store y[%0] = "), "{text}");
     assert_eq!(text.lines().filter(|l| l.contains("store")).count(), 1);
 }
+
+/// A loop of histograms with a new bin count per call builds a new kernel each time: with a
+/// capacity of 16 the context keeps at most 16 kernels, frees the compiled code of those it
+/// drops (the CPU backend's count of mapped kernels grows by far less than the 300 compiled),
+/// and `clear_caches` empties both caches, after which the same query compiles again.
+#[test]
+fn caches_stay_within_their_capacity_and_free_what_they_drop() {
+    let ctx = Context::with_backend(kiln::BackendKind::Cpu).unwrap();
+    ctx.set_cache_capacity(16);
+    let xs: Vec<u32> = (0..2000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) >> 20)
+        .collect();
+    let mapped_before = kiln_cpu::live_compiled_kernels();
+    for bins in 1..=300u32 {
+        let mut want = vec![0u32; bins as usize];
+        xs.iter()
+            .filter(|&&x| x < bins)
+            .for_each(|&x| want[x as usize] += 1);
+        assert_eq!(ctx.from(&xs).histogram(bins).unwrap(), want, "{bins} bins");
+        assert!(
+            ctx.cache().len() <= 16,
+            "{} kernels cached",
+            ctx.cache().len()
+        );
+    }
+    let grown = kiln_cpu::live_compiled_kernels().saturating_sub(mapped_before);
+    // Other tests of this binary may compile kernels meanwhile; without freeing, all 300
+    // would stay mapped.
+    assert!(
+        grown < 150,
+        "{grown} more compiled kernels mapped after 300 compiles"
+    );
+    let q = || ctx.from(&xs).histogram(7).unwrap();
+    let first = q();
+    let compiled = ctx.stats().compilations;
+    assert_eq!(q(), first);
+    assert_eq!(ctx.stats().compilations, compiled, "cached");
+    ctx.clear_caches();
+    assert_eq!(ctx.cache().len(), 0);
+    assert_eq!(q(), first);
+    assert!(
+        ctx.stats().compilations + ctx.stats().disk_hits > compiled,
+        "compiled (or loaded) again after clear_caches"
+    );
+}

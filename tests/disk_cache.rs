@@ -121,6 +121,34 @@ fn disk_cache_checksums_reject_any_change() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An entry copied over another entry's file name records the other key, so it is refused
+/// (and deleted) rather than loaded: the query for `x * 3` must not run the binary of `x * 5`.
+/// Something that is not a regular file under an entry's name (a FIFO) is neither read, which
+/// would block, nor deleted.
+#[test]
+fn entries_load_only_under_their_own_key_and_only_from_regular_files() {
+    let dir = std::env::temp_dir().join(format!("kiln-disk-cache-keys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = DiskCache::new(dir.clone());
+    let (three, five) = (["x * 3", "opencl", "dev"], ["x * 5", "opencl", "dev"]);
+    c.store(&three, b"binary of x * 3").unwrap();
+    c.store(&five, b"binary of x * 5").unwrap();
+    std::fs::copy(c.path(&five), c.path(&three)).unwrap();
+    assert_eq!(c.load(&three), None, "another key's entry is not loaded");
+    assert!(!c.path(&three).exists(), "and it is deleted");
+    assert_eq!(c.load(&five).as_deref(), Some(&b"binary of x * 5"[..]));
+    #[cfg(unix)]
+    {
+        let fifo = c.path(&three);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            assert_eq!(c.load(&three), None, "a FIFO is not read");
+            assert!(fifo.exists(), "nor deleted");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The entries (`.bin` files) of `dir` and their total size.
 fn entry_bytes(dir: &PathBuf) -> u64 {
     std::fs::read_dir(dir)

@@ -3524,3 +3524,63 @@ fn loops_with_run_time_ends_run_every_trip_up_to_the_integer_limits() {
         }
     });
 }
+
+/// Names the target languages reserve or define, and names that renaming them would produce,
+/// all in one kernel (named after an OpenCL vector type): every backend compiles and runs it.
+/// Names given twice are a validation error.
+#[test]
+fn reserved_and_colliding_names_compile_on_every_backend() {
+    let names = [
+        "float",
+        "float_",
+        "int",
+        "int_",
+        "NAN",
+        "INFINITY",
+        "M_PI",
+        "var",
+        "var_",
+        "loop",
+        "kiln_const0",
+        "x_len",
+    ];
+    let k = Kernel::build("float4", |k| {
+        let out = k.buffer::<u32>("out", Access::Write);
+        let ins: Vec<Val<u32>> = names.iter().map(|n| k.value::<u32>(n)).collect();
+        let i = global_id(Axis::X);
+        let mut v = lit(0u32);
+        for (j, x) in ins.into_iter().enumerate() {
+            v = v + x * (j as u32 + 1);
+        }
+        if_then(i.lt(out.len()), || out.store(i, v));
+    })
+    .unwrap();
+    every_backend(|| {
+        let mut out = vec![0u32; 3];
+        let mut args = vec![LaunchArg::read_write(&mut out)];
+        args.extend((0..names.len() as u32).map(|j| LaunchArg::value(j * 10)));
+        ctx().launch_ir(&k, &Grid::linear(1, 3), &mut args).unwrap();
+        let want: u32 = (0..names.len() as u32).map(|j| j * 10 * (j + 1)).sum();
+        assert_eq!(out, vec![want; 3]);
+    });
+    let twice = Kernel::build("twice", |k| {
+        let _ = k.value::<u32>("a");
+        let _ = k.buffer::<u32>("a", Access::Read);
+    });
+    match twice {
+        Err(e) => assert!(
+            e.to_string()
+                .contains("the name `a` is given to a parameter and to a parameter"),
+            "{e}"
+        ),
+        Ok(_) => panic!("two parameters named `a` were accepted"),
+    }
+    let shared = Kernel::build("shared_twice", |k| {
+        let _ = k.value::<u32>("tile");
+        let _ = k.shared::<u32>("tile", SharedLen::Static(4));
+    });
+    assert!(
+        shared.is_err(),
+        "a parameter and a shared array named `tile` were accepted"
+    );
+}

@@ -2005,3 +2005,45 @@ fn host_allocations_a_query_sizes_fail_typed_when_memory_is_short() {
     assert!(out.status.success(), "the child failed: {text}");
     assert!(text.contains("1 passed"), "{text}");
 }
+
+/// The README tour's inline snippets, as written there, on every backend.
+#[test]
+fn the_readme_tours_snippets_run_as_written() {
+    every_backend(|| {
+        let ctx = ctx();
+        let xs: Vec<f32> = (0..1000).map(|i| (i % 7) as f32).collect();
+        let run: Vec<f32> = ctx.from(&xs).scan(0.0, |a, b| a + b).to_vec().unwrap();
+        let want: Vec<f32> = xs
+            .iter()
+            .scan(0.0, |a, x| {
+                *a += x;
+                Some(*a)
+            })
+            .collect();
+        assert_eq!(run, want, "scan(0.0, |a, b| a + b)");
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 37) as u8).collect();
+        let mut counts = vec![0u32; 256];
+        bytes.iter().for_each(|b| counts[*b as usize] += 1);
+        assert_eq!(
+            ctx.from(&bytes).histogram(256).unwrap(),
+            counts,
+            "histogram(256)"
+        );
+        let (b, c) = (xs.clone(), xs.clone());
+        let rows = ctx.from(&xs).zip(&b).zip(&c).to_vec().unwrap();
+        assert_eq!(
+            rows[3],
+            ((3.0, 3.0), 3.0),
+            ".zip(&b).zip(&c) gives ((a, b), c)"
+        );
+        assert_eq!(
+            ctx.range(5).to_vec().unwrap(),
+            [0, 1, 2, 3, 4],
+            "ctx.range(n)"
+        );
+        let b = ctx.upload(&xs).unwrap();
+        assert_eq!(ctx.from_buffer(&b).sum().unwrap(), xs.iter().sum::<f32>());
+        assert_eq!(b.download().unwrap(), xs);
+        ctx.synchronize().unwrap();
+    });
+}

@@ -1797,6 +1797,11 @@ const RESERVED: &[&str] = &[
 
 /// A user-chosen name made safe in C: names the dialects or the writer reserve, and names
 /// starting with a prefix they reserve, get a trailing `_`.
+///
+/// Names already ending in `_` get one more, so the renaming never maps two names to one
+/// (`int` becomes `int_`, and a parameter named `int_` becomes `int__`). Names in capitals
+/// (the macros OpenCL C and CUDA define: `NAN`, `INFINITY`, `M_PI`, `FLT_MAX`) and vector
+/// type names (`float4`, `uchar16`) are escaped too.
 fn safe(name: &str) -> String {
     let prefixed = [
         "kiln_", "get_", "atomic", "atom_", "as_", "convert_", "native_", "half_", "vload",
@@ -1807,7 +1812,26 @@ fn safe(name: &str) -> String {
     let temp_like =
         name.starts_with('t') && name[1..].chars().all(|c| c.is_ascii_digit() || c == '_');
     let companion = name.ends_with("_len") || name.ends_with("_mem") || name.ends_with("_r");
-    if RESERVED.contains(&name) || prefixed || temp_like || companion {
+    let macro_like = name
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let vector_type = [
+        "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double",
+        "half", "bool",
+    ]
+    .iter()
+    .any(|t| {
+        name.strip_prefix(t)
+            .is_some_and(|n| ["2", "3", "4", "8", "16"].contains(&n))
+    });
+    let escaped = RESERVED.contains(&name)
+        || prefixed
+        || temp_like
+        || companion
+        || macro_like
+        || vector_type
+        || name.ends_with('_');
+    if escaped {
         format!("{name}_")
     } else {
         name.to_string()

@@ -20,15 +20,41 @@ use lower::*;
 use mathlib::MathImports;
 use rayon::prelude::*;
 use std::cell::{RefCell, UnsafeCell};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Largest number of work items per group the CPU backend launches.
 pub const MAX_GROUP_SIZE: u32 = 1 << 16;
 
-struct Jit {
-    module: JITModule,
-    math: MathImports,
-    next_id: u64,
+/// The machine code of one compiled kernel: its own JIT module, whose memory is unmapped when
+/// the last `CpuKernel` holding it is dropped (so a context's bounded kernel cache bounds the
+/// code it keeps mapped, too).
+struct Code {
+    module: Option<JITModule>,
+}
+
+// SAFETY: the module is never used after compiling, only freed, once, in `drop`.
+unsafe impl Send for Code {}
+// SAFETY: as above; `&Code` gives no access to the module.
+unsafe impl Sync for Code {}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: the only pointer into this module's code is the owning CpuKernel's
+            // `func`, and that kernel is being dropped (it holds the last Arc to this Code).
+            unsafe { module.free_memory() };
+            LIVE_CODE.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// JIT modules of compiled kernels currently mapped, in this process.
+static LIVE_CODE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many compiled CPU kernels' machine code is mapped in this process right now: the
+/// kernels that some cache, plan or caller still holds.
+pub fn live_compiled_kernels() -> usize {
+    LIVE_CODE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Shared memory one group may use: each group's arrays live in its thread's scratch space.
@@ -38,7 +64,8 @@ const MAX_SHARED_BYTES: u64 = 64 << 20;
 pub struct CpuBackend {
     info: DeviceInfo,
     pool: Arc<MemoryPool<Words>>,
-    jit: Mutex<Jit>,
+    /// The host's instruction set, which every kernel's JIT module is built for.
+    isa: cranelift_codegen::isa::OwnedTargetIsa,
 }
 
 fn unavailable(reason: String) -> BackendError {
@@ -73,10 +100,6 @@ impl CpuBackend {
             .map_err(|e| unavailable(e.to_string()))?
             .finish(settings::Flags::new(flags))
             .map_err(|e| unavailable(e.to_string()))?;
-        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
-        MathImports::register(&mut builder);
-        let mut module = JITModule::new(builder);
-        let math = MathImports::declare(&mut module).map_err(unavailable)?;
         let threads = rayon::current_num_threads() as u32;
         let info = DeviceInfo {
             backend: BackendKind::Cpu,
@@ -101,11 +124,7 @@ impl CpuBackend {
         Ok(CpuBackend {
             pool: Arc::new(MemoryPool::new(pool_capacity(info.memory_bytes))),
             info,
-            jit: Mutex::new(Jit {
-                module,
-                math,
-                next_id: 0,
-            }),
+            isa,
         })
     }
 }
@@ -213,25 +232,30 @@ impl Backend for CpuBackend {
         // Calls become the functions' statements, so the quad lowering sees all of them.
         let inlined = (!kernel.functions.is_empty()).then(|| kiln_ir::inline_calls(kernel));
         let lowered = inlined.as_ref().unwrap_or(kernel);
-        let mut jit = self.jit.lock().unwrap_or_else(|p| p.into_inner());
-        let jit = &mut *jit;
-        let mut ctx = jit.module.make_context();
+        let mut builder = JITBuilder::with_isa(self.isa.clone(), default_libcall_names());
+        MathImports::register(&mut builder);
+        let module = JITModule::new(builder);
+        LIVE_CODE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Freed with the kernel, or here when compiling fails.
+        let mut code = Code {
+            module: Some(module),
+        };
+        let module = code.module.as_mut().expect("just set");
+        let math = MathImports::declare(module).map_err(&compile_err)?;
+        let mut ctx = module.make_context();
         ctx.func.signature.params.push(AbiParam::new(types::I64));
-        let name = format!("{}_{}", kernel.name, jit.next_id);
-        jit.next_id += 1;
-        let id = jit
-            .module
-            .declare_function(&name, Linkage::Local, &ctx.func.signature)
+        let id = module
+            .declare_function(&kernel.name, Linkage::Local, &ctx.func.signature)
             .map_err(|e| compile_err(e.to_string()))?;
         let log =
             std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"));
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, lowered, &mut jit.module, &jit.math).map_err(&compile_err)?
+            Lowerer::lower(b, lowered, module, &math).map_err(&compile_err)?
         };
         ctx.set_disasm(log);
-        jit.module
+        module
             .define_function(id, &mut ctx)
             .map_err(|e| compile_err(format!("{e:?}")))?;
         if log {
@@ -244,18 +268,18 @@ impl Backend for CpuBackend {
                 machine.unwrap_or_default()
             );
         }
-        jit.module.clear_context(&mut ctx);
-        jit.module
+        module.clear_context(&mut ctx);
+        module
             .finalize_definitions()
             .map_err(|e| compile_err(e.to_string()))?;
-        let ptr = jit.module.get_finalized_function(id);
-        // SAFETY: the function was just defined with signature `fn(i64)` and its code stays
-        // mapped as long as the JIT module, which lives as long as this backend, which every
-        // CpuKernel keeps alive through the Arc it holds... the module is never freed.
+        let ptr = module.get_finalized_function(id);
+        // SAFETY: the function was just defined with signature `fn(i64)`; its code stays mapped
+        // as long as `code`, which the returned kernel owns.
         let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
         Ok(Arc::new(CpuKernel {
             info: self.info.clone(),
             func,
+            _code: code,
             kernel: Arc::new(kernel.clone()),
             private_per_item: layout.bytes_per_item,
             merges_groups: layout.bytes_per_item == 0 && grouping_unobservable(kernel),
@@ -341,7 +365,9 @@ fn copy_error(want: usize, have: usize) -> BackendError {
 /// A kernel compiled to native code.
 struct CpuKernel {
     info: DeviceInfo,
+    /// Points into `_code`'s module.
     func: KernelFn,
+    _code: Code,
     kernel: Arc<Kernel>,
     private_per_item: u32,
     /// Whether a launch may run several of the grid's groups along x as one call of `func`

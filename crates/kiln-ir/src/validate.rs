@@ -45,7 +45,22 @@ pub fn is_identifier(s: &str) -> bool {
         && !s.starts_with("__")
 }
 
-/// Validates a kernel and every device function; returns the first error found.
+/// The message for the first name that `names` (what each is, and its name) holds twice.
+fn first_repeat<'n>(names: impl Iterator<Item = (&'static str, &'n String)>) -> Option<String> {
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for (what, name) in names {
+        if let Some(before) = seen.insert(name.as_str(), what) {
+            return Some(format!(
+                "the name `{name}` is given to a {before} and to a {what}; names must differ"
+            ));
+        }
+    }
+    None
+}
+
+/// Validates a kernel and every device function; returns the first error found (names
+/// given twice among the parameters and shared arrays, or among a device function's
+/// parameters, among them).
 pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
     let err = |function: Option<&str>, location: String, message: String| IrError {
         kernel: kernel.name.clone(),
@@ -89,6 +104,26 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
                 format!("shared {i}"),
                 "shared array elements may not contain arrays".into(),
             ));
+        }
+    }
+    // Parameters and shared arrays are one namespace in every target language, as are a
+    // device function's parameters and the device functions.
+    let kernel_names = kernel.params.iter().map(|p| ("parameter", &p.name));
+    let shared_names = kernel.shared.iter().map(|s| ("shared array", &s.name));
+    if let Some(dup) = first_repeat(kernel_names.chain(shared_names)) {
+        return Err(err(None, String::new(), dup));
+    }
+    if let Some(dup) = first_repeat(
+        kernel
+            .functions
+            .iter()
+            .map(|f| ("device function", &f.name)),
+    ) {
+        return Err(err(None, String::new(), dup));
+    }
+    for f in &kernel.functions {
+        if let Some(dup) = first_repeat(f.params.iter().map(|p| ("parameter", &p.name))) {
+            return Err(err(Some(&f.name), String::new(), dup));
         }
     }
     for (fi, f) in kernel.functions.iter().enumerate() {

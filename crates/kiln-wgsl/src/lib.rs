@@ -2106,7 +2106,9 @@ const RESERVED: &[&str] = &[
 ];
 
 /// A user-chosen name made safe in WGSL: reserved names, names with a prefix kiln or WGSL
-/// reserve, and names shaped like kiln's own get a trailing `_`.
+/// reserve, and names shaped like kiln's own get a trailing `_`; so do names already ending
+/// in `_`, so the renaming never maps two names to one (`var` becomes `var_`, a parameter
+/// named `var_` becomes `var__`).
 fn safe(name: &str) -> String {
     let prefixed = ["kiln_", "__", "atomic", "workgroup", "storage", "subgroup"]
         .iter()
@@ -2114,7 +2116,7 @@ fn safe(name: &str) -> String {
     let temp_like =
         name.starts_with('t') && name[1..].chars().all(|c| c.is_ascii_digit() || c == '_');
     let companion = name.ends_with("_len") || name.ends_with("_r") || name.ends_with("_b");
-    if RESERVED.contains(&name) || prefixed || temp_like || companion {
+    if RESERVED.contains(&name) || prefixed || temp_like || companion || name.ends_with('_') {
         format!("{name}_")
     } else {
         name.to_string()
