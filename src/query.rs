@@ -1966,12 +1966,20 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             );
             let a_none = ai.eq(u32::MAX);
             let b_some = bi.ne(u32::MAX);
-            let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
             let strictly = if max { bv.gt(av) } else { bv.lt(av) };
             let earlier = bi.lt(ai);
             let tie = bv.eq(av).and(earlier);
-            let nan_rule = a_nan.and(b_nan.not()).or(a_nan.and(b_nan).and(earlier));
-            let take_b = a_none.or(b_some.and(strictly.or(tie).or(nan_rule)));
+            // Only floats have NaNs: comparing an integer with itself would be a compiler
+            // warning on every OpenCL build (and PoCL prints those).
+            let better = match T::TYPE.is_float() {
+                true => {
+                    let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
+                    let nan_rule = a_nan.and(b_nan.not()).or(a_nan.and(b_nan).and(earlier));
+                    strictly.or(tie).or(nan_rule)
+                }
+                false => strictly.or(tie),
+            };
+            let take_b = a_none.or(b_some.and(better));
             let c = take_b.erase();
             vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
         };

@@ -600,3 +600,47 @@ fn opencl_refuses_grids_of_more_than_u32_max_groups() {
     .unwrap();
     assert_eq!(out, [7]);
 }
+
+/// PoCL writes its compiler's warnings to stderr: kiln's kernels must compile without any
+/// (argmin and argmax once compared integers with themselves as a NaN test, "16 warnings
+/// generated."). The test runs a query of each terminal family in a child and reads its
+/// stderr.
+#[test]
+fn opencl_compiles_kilns_kernels_without_warnings() {
+    if std::env::var_os("KILN_WARNINGS_CHILD").is_some() {
+        let ctx = Context::with_backend(BackendKind::OpenCl).unwrap();
+        let ints: Vec<i32> = (0..5000).map(|i| (i * 7919) % 1000 - 500).collect();
+        let bytes: Vec<u8> = ints.iter().map(|&i| i as u8).collect();
+        let floats: Vec<f32> = ints.iter().map(|&i| i as f32 * 0.5).collect();
+        assert!(ctx.from(&ints).argmin().unwrap().is_some());
+        assert!(ctx.from(&bytes).argmax().unwrap().is_some());
+        assert!(ctx.from(&floats).argmax().unwrap().is_some());
+        ctx.from(&ints).filter(|x| x.gt(0)).to_vec().unwrap();
+        ctx.from(&floats).sum().unwrap();
+        ctx.from(&ints).min().unwrap();
+        ctx.from(&ints).scan(0, |a, b| a + b).to_vec().unwrap();
+        ctx.from(&ints).sort().to_vec().unwrap();
+        ctx.from(&ints).group_by(|x| x % 13).sum(|x| x).unwrap();
+        ctx.from(&bytes).histogram(256).unwrap();
+        ctx.from(&floats).average().unwrap();
+        return;
+    }
+    if Context::with_backend(BackendKind::OpenCl).is_err() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "opencl_compiles_kilns_kernels_without_warnings",
+            "--nocapture",
+        ])
+        .env("KILN_WARNINGS_CHILD", "1")
+        .env("KILN_CACHE_DIR", "off")
+        // PoCL's own cache would skip the compiles (and their warnings).
+        .env("POCL_KERNEL_CACHE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("warning"), "the OpenCL compiler warned:\n{err}");
+}
