@@ -642,5 +642,47 @@ fn opencl_compiles_kilns_kernels_without_warnings() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(!err.contains("warning"), "the OpenCL compiler warned:\n{err}");
+    assert!(
+        !err.contains("warning"),
+        "the OpenCL compiler warned:\n{err}"
+    );
+}
+
+/// Opening every device writes nothing to stderr, also where `XDG_RUNTIME_DIR` is not an
+/// absolute path (libwayland then complained twice while wgpu created its Vulkan instance).
+#[test]
+fn opening_devices_writes_nothing_to_stderr() {
+    if std::env::var_os("KILN_QUIET_CHILD").is_some() {
+        let _ = Context::new().unwrap();
+        assert!(!Context::devices().is_empty());
+        for kind in [BackendKind::OpenCl, BackendKind::Cuda, BackendKind::Wgpu] {
+            let _ = Context::with_backend(kind);
+        }
+        return;
+    }
+    for runtime_dir in ["relative", "/tmp"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "opening_devices_writes_nothing_to_stderr",
+                "--nocapture",
+            ])
+            .env("KILN_QUIET_CHILD", "1")
+            .env("XDG_RUNTIME_DIR", runtime_dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let ours: Vec<&str> = err
+            .lines()
+            // The test harness's own lines.
+            .filter(|l| {
+                !l.trim().is_empty() && !l.starts_with("running") && !l.starts_with("test ")
+            })
+            .collect();
+        assert!(
+            ours.is_empty(),
+            "XDG_RUNTIME_DIR={runtime_dir}: stderr has {ours:?}"
+        );
+    }
 }

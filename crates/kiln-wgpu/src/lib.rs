@@ -149,12 +149,73 @@ pub fn api_name(api: wgpu::Backend) -> String {
     }
 }
 
+/// While alive, stderr goes to /dev/null: created by [`WaylandComplaintMuted::when_due`] only
+/// when `XDG_RUNTIME_DIR` is set to something that is not an absolute path. Creating a Vulkan
+/// instance with the Wayland surface extension then makes libwayland print "error:
+/// XDG_RUNTIME_DIR is invalid or not set in the environment." twice (seen with Mesa's
+/// lavapipe), and a library must not write to stderr unasked. Other threads' writes to stderr
+/// in that moment are lost too, which is why it is only done then.
+struct WaylandComplaintMuted {
+    #[cfg(unix)]
+    saved: libc::c_int,
+}
+
+impl WaylandComplaintMuted {
+    fn when_due() -> Option<WaylandComplaintMuted> {
+        let dir = std::env::var_os("XDG_RUNTIME_DIR")?;
+        if std::path::Path::new(&dir).is_absolute() {
+            return None;
+        }
+        Self::mute()
+    }
+
+    #[cfg(unix)]
+    fn mute() -> Option<WaylandComplaintMuted> {
+        // SAFETY: plain file-descriptor calls; `saved` is restored and closed in `drop`.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+            if null < 0 {
+                return None;
+            }
+            let saved = libc::dup(2);
+            if saved < 0 || libc::dup2(null, 2) < 0 {
+                libc::close(null);
+                if saved >= 0 {
+                    libc::close(saved);
+                }
+                return None;
+            }
+            libc::close(null);
+            Some(WaylandComplaintMuted { saved })
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn mute() -> Option<WaylandComplaintMuted> {
+        None
+    }
+}
+
+#[cfg(unix)]
+impl Drop for WaylandComplaintMuted {
+    fn drop(&mut self) {
+        // SAFETY: `saved` is the duplicate of the original stderr made in `mute`.
+        unsafe {
+            libc::dup2(self.saved, 2);
+            libc::close(self.saved);
+        }
+    }
+}
+
 /// Every adapter wgpu finds, best first: discrete GPUs, then integrated, virtual and CPU
 /// adapters, each kind in wgpu's order with GL adapters last.
 fn adapters() -> Vec<wgpu::Adapter> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-    let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let mut adapters = {
+        let _quiet = WaylandComplaintMuted::when_due();
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+    };
     // GL (no f64, no 64-bit integers, no subgroups in wgpu) after the other APIs of a kind.
     adapters.sort_by_key(|a| {
         let info = a.get_info();
