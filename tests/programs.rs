@@ -109,6 +109,9 @@ enum S {
     For(X, Vec<S>),
     /// `loop`, left after [`LOOP_TRIPS`] trips (counted by its level's counter) or by a `break`.
     Loop(Vec<S>),
+    /// `for k in span { v3 ^= k; body }` over `i32`s near the type's extremes, its level's
+    /// counter holding the trip's number: Rust's own ranges are the reference.
+    Span(Span, Vec<S>),
     /// `if c { break }`; nothing outside a loop.
     Break(C),
     /// `if c { continue }`; nothing outside a loop.
@@ -126,6 +129,55 @@ enum S {
     Let(X, Vec<S>),
     /// The innermost enclosing [`S::Let`]'s local takes a value (nothing outside any).
     SetTemp(X),
+}
+
+/// `(start..end).step_by(step)` or `(start..=end).step_by(step)`, with its ends and step
+/// constants or values known only at run time (which take another loop shape in kiln).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: i32,
+    end: i32,
+    step: i32,
+    inclusive: bool,
+    at_run_time: bool,
+}
+
+impl Span {
+    /// The values Rust's range visits.
+    fn values(&self) -> Vec<i32> {
+        let step = self.step as usize;
+        match self.inclusive {
+            true => (self.start..=self.end).step_by(step).collect(),
+            false => (self.start..self.end).step_by(step).collect(),
+        }
+    }
+}
+
+/// Spans whose ends lie near `i32::MIN`, -1, 0 or `i32::MAX`, with steps from 1 to
+/// `i32::MAX` but never more than 40 trips.
+fn span() -> impl Strategy<Value = Span> {
+    let anchor = proptest::sample::select(vec![i32::MIN, -1, 0, i32::MAX]);
+    (
+        anchor.clone(),
+        -20i32..21,
+        anchor,
+        -20i32..21,
+        proptest::sample::select(vec![1i32, 2, 3, 7, 1 << 30, i32::MAX]),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(a, da, b, db, step, inclusive, at_run_time)| {
+            let (start, end) = (a.saturating_add(da), b.saturating_add(db));
+            let span = (end as i64 - start as i64).max(0);
+            let step = (step as i64).max(span / 40 + 1).min(i32::MAX as i64) as i32;
+            Span {
+                start,
+                end,
+                step,
+                inclusive,
+                at_run_time,
+            }
+        })
 }
 
 /// A program: statements run by every work item; with barriers, each phase after the first
@@ -249,6 +301,7 @@ fn statement() -> BoxedStrategy<S> {
                 )
                     .prop_map(|(c, t, e)| S::If(c, t, e)),
                 (expr(), block()).prop_map(|(x, b)| S::For(x, b)),
+                (span(), block()).prop_map(|(r, b)| S::Span(r, b)),
                 block().prop_map(S::Loop),
                 (expr(), block()).prop_map(|(x, b)| S::Let(x, b)),
             ]
@@ -357,6 +410,7 @@ fn function_body(block: &[S]) -> Vec<S> {
                 S::SetArray(..) | S::Store(_) | S::Count(_) | S::Sweep(..) => return None,
                 S::If(k, t, e) => S::If(c(k), function_body(t), function_body(e)),
                 S::For(x, b) => S::For(pure(x), function_body(b)),
+                S::Span(r, b) => S::Span(*r, function_body(b)),
                 S::Loop(b) => S::Loop(function_body(b)),
                 S::Break(k) => S::Break(c(k)),
                 S::Continue(k) => S::Continue(c(k)),
@@ -371,7 +425,7 @@ fn function_body(block: &[S]) -> Vec<S> {
 /// Whether `block` holds a loop, `break` or `continue` at any depth.
 fn has_loop_control(block: &[S]) -> bool {
     block.iter().any(|s| match s {
-        S::For(..) | S::Loop(_) | S::Break(_) | S::Continue(_) => true,
+        S::For(..) | S::Span(..) | S::Loop(_) | S::Break(_) | S::Continue(_) => true,
         S::If(_, t, e) => has_loop_control(t) || has_loop_control(e),
         S::Let(_, b) => has_loop_control(b),
         _ => false,
@@ -421,6 +475,7 @@ fn reshaped(block: &[S], shape: Shape, in_loop: bool) -> Vec<S> {
             S::For(x, b) if uniform_loops => S::For(uniform(x), reshaped(b, shape, true)),
             S::For(x, b) => S::For(without_array(x), reshaped(b, shape, true)),
             S::Loop(b) => S::Loop(reshaped(b, shape, true)),
+            S::Span(r, b) => S::Span(*r, reshaped(b, shape, true)),
             S::Let(x, b) => S::Let(without_array(x), reshaped(b, shape, in_loop)),
             S::SetTemp(x) => S::SetTemp(without_array(x)),
             S::Break(c) => S::Break(loop_cond(c)),
@@ -610,7 +665,17 @@ impl Item<'_> {
                     }
                     flow
                 }
-                S::For(_, body) | S::Loop(body) => self.run(body, loops),
+                S::Span(r, body) if loops < DEPTH => r
+                    .values()
+                    .into_iter()
+                    .enumerate()
+                    .find_map(|(j, k)| {
+                        self.counters[loops] = j as u32;
+                        self.locals[3] ^= k;
+                        self.trip(body, loops)
+                    })
+                    .unwrap_or(Flow::Next),
+                S::For(_, body) | S::Loop(body) | S::Span(_, body) => self.run(body, loops),
                 S::Break(c) if loops > 0 && self.test(c) => Flow::Break,
                 S::Continue(c) if loops > 0 && self.test(c) => Flow::Continue,
                 S::Return(c) if !self.barriers && self.test(c) => Flow::Return,
@@ -864,7 +929,29 @@ impl Build {
                         self.block(body, loops + 1);
                     });
                 }
-                S::For(_, body) | S::Loop(body) => self.block(body, loops),
+                S::Span(r, body) if loops < DEPTH => {
+                    let counter = self.counters[loops];
+                    // The trip's number, counted before the body (which may `continue`).
+                    let trip = Var::new("span_trip", 0u32);
+                    // Read from locals, the ends and step are values kiln sees only at run time.
+                    let at = |v: i32| match r.at_run_time {
+                        true => Var::new("span_end", v).get(),
+                        false => lit(v),
+                    };
+                    let (start, end, step) = (at(r.start), at(r.end), at(r.step));
+                    let visit = |k: Val<i32>| {
+                        counter.set(trip.get());
+                        trip.set(trip.get() + 1u32);
+                        let v3 = self.locals[3];
+                        v3.set(v3.get() ^ k);
+                        self.block(body, loops + 1);
+                    };
+                    match r.inclusive {
+                        true => for_range_inclusive_step(start, end, step, visit),
+                        false => for_range_step(start, end, step, visit),
+                    }
+                }
+                S::For(_, body) | S::Loop(body) | S::Span(_, body) => self.block(body, loops),
                 S::Break(c) if loops > 0 => if_then(self.cond(c), break_),
                 S::Continue(c) if loops > 0 => if_then(self.cond(c), continue_),
                 S::Return(c) if self.function.is_none() => {
