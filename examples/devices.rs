@@ -9,10 +9,19 @@
 use kiln::prelude::*;
 fn main() -> Result<(), Error> {
     let gpus_only = std::env::args().nth(1).as_deref() == Some("gpu");
-    let devices: Vec<DeviceInfo> = Context::devices()
+    let (devices, unusable): (Vec<DeviceInfo>, Vec<DeviceInfo>) = Context::devices()
         .into_iter()
         .filter(|d| !gpus_only || d.class == DeviceClass::Gpu)
-        .collect();
+        .partition(|d| d.unusable.is_none());
+    for d in &unusable {
+        println!(
+            "  {}:{}  {}: does not open: {}",
+            d.backend,
+            d.index,
+            d.name,
+            d.unusable.as_deref().unwrap_or_default()
+        );
+    }
     println!("{} device(s):", devices.len());
     for d in &devices {
         println!(

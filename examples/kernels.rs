@@ -31,6 +31,7 @@ fn main() -> Result<(), kiln::Error> {
         x.len(),
         if ok { "ok" } else { "WRONG" }
     );
+    let mut wrong = !ok;
 
     let data: Vec<u8> = (0..1_000_000u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
@@ -44,6 +45,7 @@ fn main() -> Result<(), kiln::Error> {
         data.len(),
         if bins == want { "ok" } else { "WRONG" }
     );
+    wrong |= bins != want;
 
     // A closure kernel: `dt` and `floor` are captured and passed as parameters.
     let (dt, floor) = (0.25f32, -4.0f32);
@@ -83,6 +85,7 @@ fn main() -> Result<(), kiln::Error> {
         ps.len(),
         if ok { "ok" } else { "WRONG" }
     );
+    wrong |= !ok;
 
     let (w, h) = (72usize, 24usize);
     let mut out = vec![0u32; w * h];
@@ -101,6 +104,10 @@ fn main() -> Result<(), kiln::Error> {
             })
             .collect();
         println!("{line}");
+    }
+    if wrong {
+        eprintln!("a kernel gave a wrong answer");
+        std::process::exit(1);
     }
     Ok(())
 }

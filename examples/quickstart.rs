@@ -62,11 +62,13 @@ fn main() -> Result<(), Error> {
         .map(|x| (x + 100.0) as f64)
         .sum();
     println!("sum map-filter-map-sum {sum} (an f64 loop gives {exact})");
-    println!(
-        "result map-filter-map-sum within 1e-5 of an f64 loop: {}",
-        ((sum as f64 - exact) / exact).abs() < 1e-5
-    );
+    let close = ((sum as f64 - exact) / exact).abs() < 1e-5;
+    println!("result map-filter-map-sum within 1e-5 of an f64 loop: {close}");
     println!("result same-answer-twice {}", sum == sum_again);
+    if !close || sum != sum_again {
+        eprintln!("the fused query's sum is wrong");
+        std::process::exit(1);
+    }
 
     let scaled = timed("map to_vec", || {
         ctx.from(&xs).map(|x| x.mul_add(0.5, 1.0)).to_vec()

@@ -3,7 +3,7 @@
 #
 #   scripts/gpu.sh pack   here: builds every test binary, the benchmark and the examples in
 #                         release mode, strips them and packs them into target/gpu/kiln-gpu.tar.xz
-#                         (about 40 MB; carry that path to the GPU machine)
+#                         (about 48 MB; carry that path to the GPU machine; CI runs both steps on the CPU alone)
 #   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary with
 #                         KILN_REQUIRE=cpu,cuda on the CPU and CUDA only (KILN_TEST_ONLY), each
 #                         with an empty disk cache; the examples on cuda, their results diffed

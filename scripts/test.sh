@@ -14,6 +14,10 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export KILN_REQUIRE="${KILN_REQUIRE:-cpu,opencl,wgpu,gl,nvrtc,validators}"
 # Mesa's Vulkan loader complains on stderr without it.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+# The suite's disk cache is its own, empty at the start: never the user's ~/.cache/kiln.
+KILN_CACHE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-cache.XXXXXX")"
+export KILN_CACHE_DIR
+trap 'rm -rf "$KILN_CACHE_DIR"' EXIT
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1 \
@@ -70,4 +74,10 @@ done
 cargo run --release --example devices > /tmp/kiln-devices.out
 grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
+# scripts/gpu.sh, dry: pack every binary, then run the pack's tests, examples and a quick
+# benchmark on the CPU alone, as the GPU machine runs them on CUDA, so the script cannot rot.
+scripts/gpu.sh pack > /tmp/kiln-gpu-pack.log
+GPU_REQUIRE=cpu GPU_ONLY=cpu GPU_BACKEND=cpu GPU_PARTS=tests,examples,bench BENCH_ARGS=--quick \
+    OUT=/tmp/kiln-gpu-dry scripts/gpu.sh run > /tmp/kiln-gpu-dry.log 2>&1 \
+    || { tail -40 /tmp/kiln-gpu-dry.log; exit 1; }
 echo "kiln test suite passed"

@@ -111,7 +111,21 @@ impl KernelCache {
                 }
             }
         };
-        entry.1.get_or_init(compile).clone()
+        let result = entry.1.get_or_init(compile).clone();
+        if let Err(e) = &result {
+            if !remembered(e) {
+                // A transient failure: forget it, so the next use compiles again.
+                let mut map = self.map();
+                if map
+                    .map
+                    .get(&hash)
+                    .is_some_and(|(e, _)| Arc::ptr_eq(e, &entry))
+                {
+                    map.map.remove(&hash);
+                }
+            }
+        }
+        result
     }
 
     /// Every kernel in the cache (compiled or failed), in no particular order.
@@ -140,6 +154,16 @@ impl KernelCache {
     fn clear(&self) {
         self.map().map.clear();
     }
+}
+
+/// Whether a failed compile is kept in the cache: the compiler's verdict on a kernel (and
+/// what the device cannot do) stays the same, while a driver failing to load a binary, or an
+/// allocation failing, may not happen next time.
+fn remembered(e: &BackendError) -> bool {
+    matches!(
+        e,
+        BackendError::Compile { .. } | BackendError::Unsupported { .. }
+    )
 }
 
 /// Counters of a context's work, for tests and tuning.
@@ -243,9 +267,19 @@ impl Context {
                 Context::with_device(kind, index)
             }
             _ => {
+                // A backend whose driver reports devices but that does not open is said, at
+                // warn level, before the next one is tried: no silent fallback.
                 let gpu = [BackendKind::Cuda, BackendKind::Wgpu, BackendKind::OpenCl]
                     .into_iter()
-                    .filter_map(|k| open_backend(k, 0).ok())
+                    .filter_map(|k| {
+                        open_backend(k, 0)
+                            .inspect_err(|e| {
+                                if device_count(k) > 0 {
+                                    tracing::warn!("{k} device 0 is present but does not open, so Context::new() looks further: {e}");
+                                }
+                            })
+                            .ok()
+                    })
                     .find(|b| b.info().class == kiln_backend::DeviceClass::Gpu);
                 match gpu {
                     Some(backend) => Ok(Context::from_backend(backend)),
@@ -270,9 +304,10 @@ impl Context {
         Ok(Context::from_backend(open_backend(kind, index)?))
     }
 
-    /// Every device kiln can open on this machine: the CPU, then each CUDA, OpenCL and wgpu
-    /// device in its backend's order. A device that its backend counts but that fails to open
-    /// is left out, with a `tracing` warning giving the reason.
+    /// Every device on this machine: the CPU, then each CUDA, OpenCL and wgpu device in its
+    /// backend's order. A device that its backend counts but that fails to open is listed too,
+    /// with [`DeviceInfo::unusable`] giving the reason (a CUDA GPU without a usable NVRTC,
+    /// say), and a `tracing` warning.
     pub fn devices() -> Vec<DeviceInfo> {
         [
             BackendKind::Cpu,
@@ -282,13 +317,19 @@ impl Context {
         ]
         .into_iter()
         .flat_map(|k| {
-            (0..device_count(k)).filter_map(move |i| {
-                open_backend(k, i)
-                    .inspect_err(|e| tracing::warn!("{k} device {i} does not open: {e}"))
-                    .ok()
+            (0..device_count(k)).map(move |i| match open_backend(k, i) {
+                Ok(b) => b.info().clone(),
+                Err(e) => {
+                    tracing::warn!("{k} device {i} does not open: {e}");
+                    let name = match k {
+                        BackendKind::Cuda => kiln_cuda::CudaBackend::device_name(i),
+                        _ => None,
+                    };
+                    let name = name.unwrap_or_else(|| format!("{k} device {i}"));
+                    DeviceInfo::unusable(k, i, name, e.to_string())
+                }
             })
         })
-        .map(|b| b.info().clone())
         .collect()
     }
 
@@ -510,5 +551,91 @@ impl Context {
         self.inner.launches.fetch_add(1, Ordering::Relaxed);
         compiled.launch(grid, args)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nothing;
+    impl CompiledKernel for Nothing {
+        fn launch(
+            &self,
+            _: &Grid,
+            _: &mut [LaunchArg<'_>],
+        ) -> std::result::Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    fn kernel() -> Kernel {
+        Kernel::build("k", |k| {
+            let _ = k.value::<u32>("n");
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn compile_errors_are_remembered_and_load_failures_tried_again() {
+        let cache = KernelCache::default();
+        let k = kernel();
+        let load_failure = || -> CompileResult {
+            Err(BackendError::Load {
+                backend: BackendKind::Cuda,
+                kernel: "k".into(),
+                reason: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+            })
+        };
+        assert!(cache.get_or_compile(&k, load_failure).is_err());
+        assert_eq!(cache.len(), 0, "a load failure is not kept");
+        let mut compiles = 0;
+        let ok = cache.get_or_compile(&k, || {
+            compiles += 1;
+            Ok(Arc::new(Nothing) as Arc<dyn CompiledKernel>)
+        });
+        assert!(ok.is_ok() && compiles == 1, "the next use compiles again");
+        let other = Kernel::build("other", |k| {
+            let _ = k.value::<u32>("m");
+        })
+        .unwrap();
+        let rejected = || -> CompileResult {
+            Err(BackendError::Compile {
+                backend: BackendKind::Cuda,
+                kernel: "other".into(),
+                log: "error".into(),
+                source_text: String::new(),
+            })
+        };
+        assert!(cache.get_or_compile(&other, rejected).is_err());
+        assert!(
+            cache.lookup(&other).is_some_and(|r| r.is_err()),
+            "a compile error is kept"
+        );
+    }
+
+    #[test]
+    fn the_kernel_cache_drops_the_least_recently_used_past_its_capacity() {
+        let cache = KernelCache::default();
+        cache.set_capacity(2);
+        let ks: Vec<Kernel> = (0..3)
+            .map(|i| {
+                Kernel::build(&format!("k{i}"), |k| {
+                    let _ = k.value::<u32>("n");
+                })
+                .unwrap()
+            })
+            .collect();
+        let compile = || Ok(Arc::new(Nothing) as Arc<dyn CompiledKernel>);
+        let _ = cache.get_or_compile(&ks[0], compile);
+        let _ = cache.get_or_compile(&ks[1], compile);
+        assert!(cache.lookup(&ks[0]).is_some(), "k0 used again, after k1");
+        let _ = cache.get_or_compile(&ks[2], compile);
+        assert_eq!(cache.len(), 2);
+        assert!(
+            cache.lookup(&ks[1]).is_none(),
+            "k1, least recently used, is dropped"
+        );
+        assert!(cache.lookup(&ks[0]).is_some() && cache.lookup(&ks[2]).is_some());
     }
 }

@@ -53,9 +53,11 @@ fn sixteen_threads_running_a_new_query_at_once_compile_it_once() {
         );
     }
     let stats = ctx.stats();
+    // Compiled, or loaded from a disk cache a run before filled (CUDA, OpenCL).
     assert_eq!(
-        stats.compilations, 2,
-        "partials and final kernels, each compiled once"
+        stats.compilations + stats.disk_hits,
+        2,
+        "partials and final kernels, each compiled (or loaded) once"
     );
     assert_eq!(stats.launches, 32);
     assert_eq!(ctx.cache().len(), 2);

@@ -238,12 +238,34 @@ pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
     if !nvrtc_present() {
         return;
     }
-    let compiled = kiln_cuda::compile_ptx(k, "sm_90")
+    let (nvrtc, assemble) = check_compilers();
+    let compiled = kiln_cuda::compile_ptx_with(nvrtc, k, "sm_90")
         .unwrap_or_else(|e| panic!("CUDA compile of `{}`: {e}", k.name));
-    if kiln_cuda::find_ptxas().is_some() || required().iter().any(|r| r == "nvrtc") {
+    if assemble {
         kiln_cuda::assemble(&compiled, &k.name, "sm_90")
             .unwrap_or_else(|e| panic!("ptxas of `{}`: {e}", k.name));
     }
+}
+
+/// The NVRTC the compile checks use and whether they assemble its PTX: with a `ptxas`, the
+/// newest NVRTC of at most ptxas's major version (a ptxas cannot read a newer NVRTC's PTX);
+/// without one, the newest NVRTC, unassembled (which `KILN_REQUIRE=nvrtc` refuses).
+fn check_compilers() -> (&'static kiln_cuda::Nvrtc, bool) {
+    static CHOICE: std::sync::OnceLock<(kiln_cuda::Nvrtc, bool)> = std::sync::OnceLock::new();
+    let (nvrtc, assemble) = CHOICE.get_or_init(|| {
+        let ptxas = kiln_cuda::find_ptxas();
+        let major = ptxas
+            .as_deref()
+            .and_then(kiln_cuda::ptxas_version)
+            .map(|v| v.0);
+        if ptxas.is_none() && required().iter().any(|r| r == "nvrtc") {
+            panic!("KILN_REQUIRE names nvrtc, but no ptxas is on PATH (or KILN_PTXAS)");
+        }
+        let nvrtc = kiln_cuda::Nvrtc::load(major)
+            .unwrap_or_else(|e| panic!("no NVRTC for ptxas of CUDA {major:?}: {e}"));
+        (nvrtc, ptxas.is_some())
+    });
+    (nvrtc, *assemble)
 }
 
 /// The documented accuracy of a math function on the current backend, in ulps of f32: 2

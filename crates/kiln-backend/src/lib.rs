@@ -118,6 +118,37 @@ pub struct DeviceInfo {
     pub max_loop_iterations: Option<u32>,
     /// Optional capabilities.
     pub features: Features,
+    /// Why kiln cannot run kernels on this device, for a device that its driver reports but
+    /// that does not open (`Context::devices` lists it with the reason); `None` for a device
+    /// that opens.
+    pub unusable: Option<String>,
+}
+
+impl DeviceInfo {
+    /// A device the driver reports (as `name`, where it could say) that does not open, for
+    /// `reason`: its capabilities are all zero or absent.
+    pub fn unusable(backend: BackendKind, index: u32, name: String, reason: String) -> DeviceInfo {
+        DeviceInfo {
+            backend,
+            name,
+            index,
+            class: if backend == BackendKind::Cpu {
+                DeviceClass::Cpu
+            } else {
+                DeviceClass::Gpu
+            },
+            memory_bytes: 0,
+            compute_units: 0,
+            max_group_size: 0,
+            subgroup_size: 0,
+            max_shared_bytes: 0,
+            max_buffer_bytes: 0,
+            indexed_private_arrays: false,
+            max_loop_iterations: None,
+            features: Features::default(),
+            unusable: Some(reason),
+        }
+    }
 }
 
 /// The launch shape: groups per axis, work items per group per axis, and the element count
@@ -255,6 +286,17 @@ pub enum BackendError {
         log: String,
         /// the generated source (or IR listing) that was compiled
         source_text: String,
+    },
+    /// The driver could not load a compiled kernel (a module load failing for lack of memory,
+    /// say). Unlike a compile error it is not remembered: the next use tries again.
+    #[error("backend {backend} could not load kernel `{kernel}`: {reason}")]
+    Load {
+        /// backend
+        backend: BackendKind,
+        /// kernel name
+        kernel: String,
+        /// the driver's error
+        reason: String,
     },
     /// The kernel uses something the device cannot do.
     #[error("backend {backend} does not support {feature}")]

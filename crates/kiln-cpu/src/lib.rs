@@ -120,6 +120,7 @@ impl CpuBackend {
                 subgroups: true,
                 atomics64: true,
             },
+            unusable: None,
         };
         Ok(CpuBackend {
             pool: Arc::new(MemoryPool::new(pool_capacity(info.memory_bytes))),

@@ -57,7 +57,15 @@ pub struct Compiled {
 /// `Unavailable` (no NVRTC), `Unsupported` (IR the writer cannot express) or `Compile` (the
 /// NVRTC log and the source).
 pub fn compile_ptx(kernel: &Kernel, arch: &str) -> Result<Compiled, BackendError> {
-    let nvrtc = Nvrtc::shared()?;
+    compile_ptx_with(Nvrtc::shared()?, kernel, arch)
+}
+
+/// [`compile_ptx`] with a given NVRTC (one whose PTX a given ptxas accepts, say).
+pub fn compile_ptx_with(
+    nvrtc: &Nvrtc,
+    kernel: &Kernel,
+    arch: &str,
+) -> Result<Compiled, BackendError> {
     let source = write_cuda(kernel)?;
     let ptx = nvrtc.compile(
         &kernel.name,
@@ -86,6 +94,17 @@ pub fn find_ptxas() -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join("ptxas"))
         .find(|p| p.is_file())
+}
+
+/// The (major, minor) release of the `ptxas` at `path` (`ptxas --version` says "release
+/// 12.9"); `None` when it cannot be run or says no release. A ptxas assembles the PTX of an
+/// NVRTC of its major version, not of a newer one.
+pub fn ptxas_version(path: &std::path::Path) -> Option<(u32, u32)> {
+    let out = Command::new(path).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let release = text.split("release ").nth(1)?;
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// Assembles PTX for `arch` with `ptxas` (into a temporary file that is removed). Fails with

@@ -1,10 +1,15 @@
 //! NVRTC, the CUDA C compiler library, loaded at run time by kiln itself so that both CUDA 12
 //! (`libnvrtc.so.12`) and CUDA 13 (`libnvrtc.so.13`) are found.
 //!
-//! [`Nvrtc::load`] tries, in order: the file `KILN_NVRTC` names (and nothing else when it is
-//! set), then each library name on the loader's path (`LD_LIBRARY_PATH`, the system folders),
-//! then the same names in `$CUDA_HOME/lib64`, `$CUDA_PATH/lib64` and `/usr/local/cuda/lib64`.
-//! Within each place the newest major version comes first.
+//! [`Nvrtc::load`] takes the file `KILN_NVRTC` names when it is set, and nothing else. Otherwise
+//! it tries every versioned NVRTC it can find, newest major version first, then the bare
+//! `libnvrtc.so` (so a distribution's old NVRTC on the loader's path never wins over a
+//! toolkit's): by name on the loader's path (`LD_LIBRARY_PATH`, the system folders), then in
+//! `$CUDA_HOME/lib64`, `$CUDA_PATH/lib64`, `$CONDA_PREFIX/lib`, the `nvidia-cuda-nvrtc`
+//! wheels' folders (`nvidia/cu13/lib`, `nvidia/cuda_nvrtc/lib` under the site-packages of
+//! `$VIRTUAL_ENV`, `$CONDA_PREFIX`, `~/.local`, `/usr/local` and `/usr`), `/usr/local/cuda/lib64`
+//! and `/usr/local/cuda-*/lib64`. The first that loads and whose major version the driver
+//! supports is used.
 
 use kiln_backend::{BackendError, BackendKind};
 use libloading::Library;
@@ -15,11 +20,22 @@ use std::sync::OnceLock;
 /// What kiln calls the library in errors: any major version of NVRTC it can load.
 pub const NVRTC_LIBRARY: &str = "libnvrtc (CUDA 12 or 13)";
 
-/// The file names NVRTC has, newest major version first.
+/// The file names NVRTC has and the major version each names (`None`: any), newest first.
+/// `.alt` builds are what some images ship instead (an H100 image had only
+/// `libnvrtc.alt.so.13` in `/usr/local/cuda/lib64`).
 #[cfg(windows)]
-const NAMES: [&str; 2] = ["nvrtc64_130_0.dll", "nvrtc64_120_0.dll"];
+const NAMES: [(&str, Option<u32>); 2] = [
+    ("nvrtc64_130_0.dll", Some(13)),
+    ("nvrtc64_120_0.dll", Some(12)),
+];
 #[cfg(not(windows))]
-const NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
+const NAMES: [(&str, Option<u32>); 5] = [
+    ("libnvrtc.so.13", Some(13)),
+    ("libnvrtc.alt.so.13", Some(13)),
+    ("libnvrtc.so.12", Some(12)),
+    ("libnvrtc.alt.so.12", Some(12)),
+    ("libnvrtc.so", None),
+];
 
 /// What NVRTC makes of a program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,6 +357,10 @@ impl Nvrtc {
 /// The NVRTC builtins libraries in the folder of `nvrtc` (none for a bare name, which the
 /// loader resolves together with its builtins).
 fn builtins_beside(nvrtc: &Path) -> Vec<PathBuf> {
+    // An `.alt` NVRTC opens the `.alt` builtins.
+    let alt = nvrtc
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains(".alt."));
     let Some(folder) = nvrtc.parent().filter(|f| !f.as_os_str().is_empty()) else {
         return Vec::new();
     };
@@ -353,7 +373,7 @@ fn builtins_beside(nvrtc: &Path) -> Vec<PathBuf> {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
             let name = name.strip_prefix("lib").unwrap_or(&name);
             name.starts_with("nvrtc-builtins")
-                && !name.contains(".alt.")
+                && name.contains(".alt.") == alt
                 && (name.contains(".so.") || name.ends_with(".dll"))
         })
         .collect();
@@ -372,18 +392,71 @@ fn candidates_from(var: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     if let Some(path) = var("KILN_NVRTC").filter(|p| !p.is_empty()) {
         return vec![PathBuf::from(path)];
     }
+    let set = |name: &str| var(name).filter(|p| !p.is_empty()).map(PathBuf::from);
     let mut folders: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|v| var(v).filter(|p| !p.is_empty()))
-        .map(|root| PathBuf::from(root).join(if cfg!(windows) { "bin" } else { "lib64" }))
+        .filter_map(|v| set(v))
+        .map(|root| root.join(if cfg!(windows) { "bin" } else { "lib64" }))
         .collect();
     if !cfg!(windows) {
+        folders.extend(set("CONDA_PREFIX").map(|p| p.join("lib")));
+        let home_local = set("HOME").map(|h| h.join(".local"));
+        let prefixes = [set("VIRTUAL_ENV"), set("CONDA_PREFIX"), home_local]
+            .into_iter()
+            .flatten()
+            .chain(["/usr/local", "/usr"].map(PathBuf::from));
+        for prefix in prefixes {
+            for packages in python_packages(&prefix.join("lib")) {
+                folders.push(packages.join("nvidia/cu13/lib"));
+                folders.push(packages.join("nvidia/cuda_nvrtc/lib"));
+            }
+        }
         folders.push(PathBuf::from("/usr/local/cuda/lib64"));
+        let mut versioned: Vec<PathBuf> = std::fs::read_dir("/usr/local")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+            })
+            .map(|p| p.join("lib64"))
+            .collect();
+        versioned.sort();
+        folders.extend(versioned.into_iter().rev());
     }
-    let mut out: Vec<PathBuf> = NAMES.iter().map(PathBuf::from).collect();
+    // By name on the loader's path first, then every file found in the folders.
+    let mut found: Vec<(Option<u32>, PathBuf)> = NAMES
+        .iter()
+        .map(|(n, major)| (*major, PathBuf::from(n)))
+        .collect();
     for folder in folders {
-        out.extend(NAMES.iter().map(|n| folder.join(n)));
+        for (name, major) in NAMES {
+            let path = folder.join(name);
+            if path.is_file() && !found.iter().any(|(_, p)| *p == path) {
+                found.push((major, path));
+            }
+        }
     }
+    // Newest major first, the bare name last; stable, so places keep their order.
+    found.sort_by_key(|(major, _)| std::cmp::Reverse(major.map_or(0, |m| m + 1)));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The `python3.*/site-packages` and `python3/dist-packages` folders under `lib`.
+fn python_packages(lib: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(lib)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+        })
+        .flat_map(|p| [p.join("site-packages"), p.join("dist-packages")])
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
     out
 }
 
@@ -413,21 +486,58 @@ mod tests {
     #[test]
     fn names_come_newest_first_then_the_toolkit_folders() {
         let got = candidates_from(env(&[("CUDA_HOME", "/opt/cuda")]));
-        let want: Vec<PathBuf> = [
+        // Folders that do not exist add nothing; names on the loader's path come first within
+        // each major version, the bare name last.
+        let names: Vec<PathBuf> = [
             "libnvrtc.so.13",
+            "libnvrtc.alt.so.13",
             "libnvrtc.so.12",
-            "libnvrtc.so",
-            "/opt/cuda/lib64/libnvrtc.so.13",
-            "/opt/cuda/lib64/libnvrtc.so.12",
-            "/opt/cuda/lib64/libnvrtc.so",
-            "/usr/local/cuda/lib64/libnvrtc.so.13",
-            "/usr/local/cuda/lib64/libnvrtc.so.12",
-            "/usr/local/cuda/lib64/libnvrtc.so",
+            "libnvrtc.alt.so.12",
         ]
         .iter()
         .map(PathBuf::from)
         .collect();
-        assert_eq!(got, want);
+        assert_eq!(&got[..2], &names[..2]);
+        assert_eq!(got.last(), Some(&PathBuf::from("libnvrtc.so")));
+        let majors: Vec<u32> = got
+            .iter()
+            .map(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.rsplit('.')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            })
+            .collect();
+        assert!(majors.windows(2).all(|w| w[0] >= w[1]), "{got:?}");
+    }
+
+    #[cfg(not(windows))]
+    #[test]
+    fn toolkit_and_wheel_folders_are_searched_newest_major_first() {
+        let root = std::env::temp_dir().join(format!("kiln-nvrtc-places-{}", std::process::id()));
+        let cuda12 = root.join("cuda12/lib64");
+        let wheel = root.join("venv/lib/python3.12/site-packages/nvidia/cu13/lib");
+        std::fs::create_dir_all(&cuda12).unwrap();
+        std::fs::create_dir_all(&wheel).unwrap();
+        std::fs::write(cuda12.join("libnvrtc.so.12"), b"").unwrap();
+        std::fs::write(wheel.join("libnvrtc.so.13"), b"").unwrap();
+        let (home, venv) = (root.join("cuda12"), root.join("venv"));
+        let got = candidates_from(env(&[
+            ("CUDA_HOME", home.to_str().unwrap()),
+            ("VIRTUAL_ENV", venv.to_str().unwrap()),
+        ]));
+        let at = |p: &Path| got.iter().position(|g| g == p).unwrap_or(usize::MAX);
+        let (w13, t12) = (
+            at(&wheel.join("libnvrtc.so.13")),
+            at(&cuda12.join("libnvrtc.so.12")),
+        );
+        assert!(
+            w13 < t12,
+            "the wheel's NVRTC 13 before the toolkit's 12: {got:?}"
+        );
+        assert!(t12 < at(Path::new("libnvrtc.so")), "{got:?}");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

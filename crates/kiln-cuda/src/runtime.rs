@@ -25,6 +25,19 @@ fn unavailable(library: &str, reason: impl std::fmt::Display) -> BackendError {
     }
 }
 
+/// Why `cuInit` failed, in words: the toolkit's stub `libcuda.so` (found before the driver's)
+/// says so itself.
+fn cuinit_failure(code: cudarc::driver::sys::CUresult) -> String {
+    match code {
+        cudarc::driver::sys::CUresult::CUDA_ERROR_STUB_LIBRARY => format!(
+            "the libcuda.so.1 found is the CUDA toolkit's stub (lib64/stubs), which only links \
+             programs: remove its folder from LD_LIBRARY_PATH so the NVIDIA driver's library is \
+             found ({code:?})"
+        ),
+        other => format!("cuInit failed: {other:?}"),
+    }
+}
+
 /// One NVIDIA GPU with its context and the stream every command goes to, in order.
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
@@ -56,8 +69,16 @@ impl CudaBackend {
             ));
         }
         let count = CudaContext::device_count()
-            .map_err(|e| unavailable(DRIVER_LIBRARY, format!("cuInit failed: {e}")))?;
+            .map_err(|e| unavailable(DRIVER_LIBRARY, cuinit_failure(e.0)))?;
         Ok(count.max(0) as u32)
+    }
+
+    /// The name the driver gives CUDA device `index`, read without creating a context (for
+    /// listing a device that does not open); `None` when the driver cannot say.
+    pub fn device_name(index: u32) -> Option<String> {
+        CudaBackend::device_count().ok()?;
+        let device = cudarc::driver::result::device::get(index as i32).ok()?;
+        cudarc::driver::result::device::get_name(device).ok()
     }
 
     /// Opens CUDA device `index` (the driver's ordinal) with the newest NVRTC that is not newer
@@ -80,6 +101,12 @@ impl CudaBackend {
                 count,
             });
         }
+        // NVRTC first: a machine with a driver but no usable compiler fails here, before a
+        // context takes device memory.
+        let mut driver = 0i32;
+        // SAFETY: writes one int; needs only cuInit, which device_count ran.
+        let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+        let nvrtc = Nvrtc::load((driver > 0).then_some(driver as u32 / 1000))?;
         let ctx = CudaContext::new(index as usize)
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("opening device {index}: {e}")))?;
         // One in-order stream carries every command, so cudarc's per-buffer events are not
@@ -97,10 +124,6 @@ impl CudaBackend {
             .compute_capability()
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("compute capability: {e}")))?;
         let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
-        let mut driver = 0i32;
-        // SAFETY: writes one int.
-        let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
-        let nvrtc = Nvrtc::load((driver > 0).then_some(driver as u32 / 1000))?;
         let (arch, output) = nvrtc.target_for((major * 10 + minor).max(0) as u32)?;
         let version = format!(
             "driver {driver} / nvrtc {}.{} / {arch} / {} / {name}",
@@ -136,6 +159,7 @@ impl CudaBackend {
                 subgroups: true,
                 atomics64: true,
             },
+            unusable: None,
         };
         Ok(CudaBackend {
             stream,
@@ -165,11 +189,10 @@ impl CudaBackend {
         source: &kiln_c::Source,
         binary: Vec<u8>,
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let fail = |e: String| BackendError::Compile {
+        let fail = |e: String| BackendError::Load {
             backend: BackendKind::Cuda,
             kernel: kernel.name.clone(),
-            log: e,
-            source_text: source.text.clone(),
+            reason: e,
         };
         let module = self
             .stream
@@ -643,6 +666,18 @@ fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::{check_grid, check_group};
+
+    #[test]
+    fn the_toolkits_stub_driver_library_is_named_as_such() {
+        use cudarc::driver::sys::CUresult;
+        let stub = super::cuinit_failure(CUresult::CUDA_ERROR_STUB_LIBRARY);
+        assert!(
+            stub.contains("stub") && stub.contains("LD_LIBRARY_PATH"),
+            "{stub}"
+        );
+        let other = super::cuinit_failure(CUresult::CUDA_ERROR_NO_DEVICE);
+        assert!(other.contains("CUDA_ERROR_NO_DEVICE"), "{other}");
+    }
 
     #[test]
     fn groups_past_the_devices_axes_or_the_functions_limit_are_refused() {

@@ -218,6 +218,7 @@ impl OpenClBackend {
                 atomics64: extensions.contains("cl_khr_int64_base_atomics")
                     && extensions.contains("cl_khr_int64_extended_atomics"),
             },
+            unusable: None,
         };
         let context = Context::from_device(&device)
             .map_err(|e| cl_error(format!("creating a context: {e}")))?;

@@ -335,6 +335,7 @@ impl WgpuBackend {
                 subgroups,
                 atomics64: false,
             },
+            unusable: None,
         };
         let version = format!(
             "wgpu 30 / {:?} / {} {} / {} / subgroups {}",
