@@ -500,7 +500,9 @@ mod tests {
         assert_eq!(&got[..2], &names[..2]);
         // Unversioned files last (the loader path's name, then any found in folders, such
         // as /usr/local/cuda-13/lib64/libnvrtc.so on a machine with a toolkit).
-        let bare = got.iter().position(|p| p.file_name().is_some_and(|n| n == "libnvrtc.so"));
+        let bare = got
+            .iter()
+            .position(|p| p.file_name().is_some_and(|n| n == "libnvrtc.so"));
         assert_eq!(bare.map(|i| &got[i]), Some(&PathBuf::from("libnvrtc.so")));
         assert!(
             got[bare.unwrap_or(0)..]
