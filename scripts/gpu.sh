@@ -52,8 +52,15 @@ run() {
     if ls /usr/local/cuda/lib64/libnvrtc.so.* >/dev/null 2>&1; then
         export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     else
-        lib="$(python3 -c 'import nvidia.cu13, os; print(os.path.join(nvidia.cu13.__path__[0], "lib"))' 2>/dev/null || true)"
-        export LD_LIBRARY_PATH="${lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        # The NVRTC wheels of CUDA 13 and 12, where pip put them; kiln picks the newest whose
+        # major the driver supports.
+        lib="$(python3 -c '
+import os, nvidia
+for root in nvidia.__path__:
+    for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+        if os.path.isdir(os.path.join(root, sub)):
+            print(os.path.join(root, sub))' 2>/dev/null | paste -sd: || true)"
+        if [ -n "$lib" ]; then export LD_LIBRARY_PATH="${lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
     fi
     # Only the backends named are tested (an NVIDIA OpenCL ICD or Vulkan driver there is tried
     # deliberately, with GPU_ONLY=cpu,cuda,opencl, never by accident).

@@ -1308,12 +1308,18 @@ enum Step {
     Store(Op, i32),
     /// `hist[(v op k) & 15] += 1`, atomically.
     Count(Op, i32),
+    /// `if (v op k) cmp m && { hist[v & 15] += 1; true } { out[i] = v + 1 }` (with `||` and
+    /// a right side giving `false` when `or`): the right side's effect happens only when
+    /// Rust's `&&` or `||` evaluates it. Built as `#[kiln::kernel]` builds such a right side,
+    /// under an `if`.
+    ShortCircuit(Op, i32, Cmp, i32, bool),
 }
 
 /// Kernels of a few steps without loops: what the CPU backend runs in unrolled runs of four
 /// quads, where a lane that returned in one quad stayed masked off in the next (the programs
 /// of [`random_control_flow_matches_an_interpreter_on_every_backend`] are too long to reach
-/// those runs). Checked against the same steps run by a plain Rust loop over the items.
+/// those runs), and `&&`/`||` whose right side has an effect. Checked against the same steps
+/// run by a plain Rust loop over the items.
 #[test]
 fn random_early_returns_in_short_kernels_match_plain_rust() {
     let contexts = common::contexts();
@@ -1329,6 +1335,8 @@ fn random_early_returns_in_short_kernels_match_plain_rust() {
         2 => (2u32..7, 0u32..7).prop_map(|(m, r)| Step::ReturnAt(m, r % m)),
         3 => (op(), small()).prop_map(|(o, k)| Step::Store(o, k)),
         1 => (op(), small()).prop_map(|(o, k)| Step::Count(o, k)),
+        2 => (op(), small(), cmp(), small(), any::<bool>())
+            .prop_map(|(o, k, c, m, or)| Step::ShortCircuit(o, k, c, m, or)),
     ];
     let sizes = proptest::sample::select(vec![16u32, 32, 64, 256, 1000]);
     let strategy = (
@@ -1361,6 +1369,19 @@ fn random_early_returns_in_short_kernels_match_plain_rust() {
                             let at = (bin(o, v, k) & 15i32).cast::<u32>();
                             hist.atomic_add(at, 1i32);
                         }
+                        Step::ShortCircuit(o, k, c, m, or) => {
+                            let left = compare_op(c, bin(o, v, k), lit(m));
+                            let slot = kiln::lang::Slot::<bool>::new("v");
+                            let right = || {
+                                hist.atomic_add((v & 15i32).cast::<u32>(), 1i32);
+                                slot.put(!or);
+                            };
+                            match or {
+                                false => if_else(left, right, || slot.put(false)),
+                                true => if_else(left, || slot.put(true), right),
+                            }
+                            if_then(slot.take(), || out.store(i, v + 1i32));
+                        }
                     }
                 }
             })
@@ -1385,6 +1406,22 @@ fn random_early_returns_in_short_kernels_match_plain_rust() {
                             }
                         }
                         Step::Count(o, k) => want_hist[(apply(o, v, k) & 15) as usize] += 1,
+                        Step::ShortCircuit(o, k, c, m, or) => {
+                            let left = compare(c, apply(o, v, k), m);
+                            let mut right = || {
+                                want_hist[(v & 15) as usize] += 1;
+                                !or
+                            };
+                            let taken = match or {
+                                false => left && right(),
+                                true => left || right(),
+                            };
+                            if taken {
+                                if let Some(slot) = want_out.get_mut(i as usize) {
+                                    *slot = v.wrapping_add(1);
+                                }
+                            }
+                        }
                         _ => {}
                     }
                 }

@@ -249,8 +249,10 @@ pub fn cuda_check_kernel(k: &kiln::ir::Kernel) {
 
 /// The NVRTC the compile checks use and whether they assemble its PTX: with a `ptxas`, the
 /// newest NVRTC of at most ptxas's major version (a ptxas cannot read a newer NVRTC's PTX);
-/// without one, the newest NVRTC, unassembled (which `KILN_REQUIRE=nvrtc` refuses).
-fn check_compilers() -> (&'static kiln_cuda::Nvrtc, bool) {
+/// without one, or without an NVRTC that old, the newest NVRTC, unassembled (which
+/// `KILN_REQUIRE=nvrtc` refuses). Call only
+/// where [`nvrtc_present`] is true.
+pub fn check_compilers() -> (&'static kiln_cuda::Nvrtc, bool) {
     static CHOICE: std::sync::OnceLock<(kiln_cuda::Nvrtc, bool)> = std::sync::OnceLock::new();
     let (nvrtc, assemble) = CHOICE.get_or_init(|| {
         let ptxas = kiln_cuda::find_ptxas();
@@ -261,9 +263,17 @@ fn check_compilers() -> (&'static kiln_cuda::Nvrtc, bool) {
         if ptxas.is_none() && required().iter().any(|r| r == "nvrtc") {
             panic!("KILN_REQUIRE names nvrtc, but no ptxas is on PATH (or KILN_PTXAS)");
         }
-        let nvrtc = kiln_cuda::Nvrtc::load(major)
-            .unwrap_or_else(|e| panic!("no NVRTC for ptxas of CUDA {major:?}: {e}"));
-        (nvrtc, ptxas.is_some())
+        match kiln_cuda::Nvrtc::load(major) {
+            Ok(nvrtc) => (nvrtc, ptxas.is_some()),
+            Err(e) if required().iter().any(|r| r == "nvrtc") => {
+                panic!("KILN_REQUIRE names nvrtc, but no NVRTC for ptxas of CUDA {major:?}: {e}")
+            }
+            Err(e) => {
+                println!("PTX left unassembled: no NVRTC for ptxas of CUDA {major:?}: {e}");
+                let nvrtc = kiln_cuda::Nvrtc::load(None).unwrap_or_else(|e| panic!("{e}"));
+                (nvrtc, false)
+            }
+        }
     });
     (nvrtc, *assemble)
 }

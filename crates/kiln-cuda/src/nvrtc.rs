@@ -177,7 +177,7 @@ impl Nvrtc {
             match Nvrtc::open(&path) {
                 Ok(n) if max_major.is_none_or(|m| n.version.0 <= m) => return Ok(n),
                 Ok(n) => tried.push(format!(
-                    "{} is NVRTC {}.{}, newer than the driver's CUDA {}",
+                    "{} is NVRTC {}.{}, newer than the CUDA {} allowed",
                     path.display(),
                     n.version.0,
                     n.version.1,
