@@ -2314,11 +2314,55 @@ fn nan_aware_extreme(vals: impl Iterator<Item = f32>, max: bool) -> f32 {
 }
 
 #[test]
+fn subgroup_operations_inside_device_functions() {
+    every_backend(|| {
+        // `twice` is `noinline` and `table` has an array local: on CUDA the first is inlined
+        // and the second takes the caller's lane mask.
+        let k = Kernel::build("subgroup_calls", |k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let u32t = Type::Scalar(ScalarType::U32);
+            let twice = device_fn::<u32>("twice", &[("x", u32t.clone())], true, |a| {
+                a[0].typed::<u32>().subgroup_add() * 2u32
+            });
+            let table = device_fn::<u32>("table", &[("x", u32t)], false, |a| {
+                let x = a[0].typed::<u32>();
+                let t = LocalArray::<u32>::new("t", 4);
+                t.set(x & 3u32, x);
+                t.get(x & 3u32).shuffle_xor(1u32)
+            });
+            let i = global_id(Axis::X);
+            out.store(i * 2u32, twice.call(&[i.erase()]));
+            out.store(i * 2u32 + 1u32, table.call(&[i.erase()]));
+        })
+        .unwrap();
+        let n = 128usize;
+        let mut out = vec![0u32; 2 * n];
+        ctx()
+            .launch_ir(
+                &k,
+                &Grid::linear(2, 64),
+                &mut [LaunchArg::read_write(&mut out)],
+            )
+            .unwrap();
+        let size = ctx().device().subgroup_size as usize;
+        for i in 0..n {
+            let (lane, base) = (i % size, i - i % size);
+            let sum: u32 = (base..base + size).map(|l| l as u32).sum();
+            let src = lane ^ 1;
+            let from = if src < size { base + src } else { i };
+            assert_eq!(out[2 * i], sum * 2, "item {i}, subgroup sum");
+            assert_eq!(out[2 * i + 1], from as u32, "item {i}, shuffle");
+        }
+    });
+}
+
+#[test]
 fn subgroup_operations_cover_the_active_lanes_only() {
     every_backend(|| {
         // 44 work items per group: not a multiple of 8, 16 or 32, so the last subgroup of each
         // group has fewer lanes. The operations run inside an `if` that differs from lane to
-        // lane, then again after some lanes returned.
+        // lane, then again after some lanes returned, then in a loop some lanes `continue` or
+        // leave with `break`.
         let (groups, group) = (3usize, 44usize);
         let n = groups * group;
         let xs: Vec<i32> = (0..n).map(|i| ((i * 37) % 23) as i32 - 11).collect();
@@ -2332,6 +2376,7 @@ fn subgroup_operations_cover_the_active_lanes_only() {
             })
             .collect();
         const OPS: usize = 15;
+        const PARTS: u32 = 3;
         let k = Kernel::build("subgroup_active", |k| {
             let x = k.buffer::<i32>("x", Access::Read);
             let f = k.buffer::<f32>("f", Access::Read);
@@ -2341,7 +2386,7 @@ fn subgroup_operations_cover_the_active_lanes_only() {
             let v = x.load(i);
             let fv = f.load(i);
             let record = |part: u32| {
-                let at = |j: u32| (i * 2 + part) * OPS as u32 + j;
+                let at = |j: u32| (i * PARTS + part) * OPS as u32 + j;
                 for (j, s) in [
                     v.shuffle(3u32),
                     v.shuffle_up(1u32),
@@ -2364,15 +2409,20 @@ fn subgroup_operations_cover_the_active_lanes_only() {
                 {
                     ints.store(at(j as u32), s);
                 }
-                floats.store((i * 2 + part) * 2, fv.subgroup_min());
-                floats.store((i * 2 + part) * 2 + 1, (-fv).subgroup_max());
+                floats.store((i * PARTS + part) * 2, fv.subgroup_min());
+                floats.store((i * PARTS + part) * 2 + 1, (-fv).subgroup_max());
             };
             if_then((v % 3).ne(0), || record(0));
             if_then((local_index() % 5u32).eq(4u32), return_);
             record(1);
+            for_range(0u32, 2u32, |j| {
+                if_then(((v + j.cast::<i32>()) % 4).eq(0), continue_);
+                if_then(j.eq(0u32), || if_then((v % 7).eq(1), break_));
+                if_then(j.eq(1u32), || record(2));
+            });
         })
         .unwrap();
-        let (mut ints, mut floats) = (vec![i32::MIN; n * 2 * OPS], vec![99f32; n * 4]);
+        let (mut ints, mut floats) = (vec![i32::MIN; n * 3 * OPS], vec![99f32; n * 6]);
         ctx()
             .launch_ir(
                 &k,
@@ -2386,7 +2436,15 @@ fn subgroup_operations_cover_the_active_lanes_only() {
             )
             .unwrap();
         let size = ctx().device().subgroup_size as usize;
-        let parts: [&dyn Fn(usize) -> bool; 2] = [&|i| xs[i] % 3 != 0, &|i| (i % group) % 5 != 4];
+        let returned = |i: usize| (i % group) % 5 == 4;
+        // In the loop: not left at trip 0 (`break` where the trip was not skipped), not
+        // skipped at trip 1.
+        let looped = |i: usize| {
+            let v = xs[i];
+            let left_at_trip_0 = v % 4 != 0 && v % 7 == 1;
+            !returned(i) && !left_at_trip_0 && (v + 1) % 4 != 0
+        };
+        let parts: [&dyn Fn(usize) -> bool; 3] = [&|i| xs[i] % 3 != 0, &|i| !returned(i), &looped];
         for (part, active) in parts.into_iter().enumerate() {
             for i in (0..n).filter(|&i| active(i)) {
                 let local = i % group;
@@ -2425,7 +2483,7 @@ fn subgroup_operations_cover_the_active_lanes_only() {
                     size as i32,
                     lane as i32,
                 ];
-                let at = (i * 2 + part) * OPS;
+                let at = (i * PARTS as usize + part) * OPS;
                 assert_eq!(&ints[at..at + OPS], &want, "part {part}, item {i}");
                 let fvals = || lanes.iter().map(|&l| fs[base + l]);
                 for (j, want) in [
@@ -2435,7 +2493,7 @@ fn subgroup_operations_cover_the_active_lanes_only() {
                 .into_iter()
                 .enumerate()
                 {
-                    let got = floats[(i * 2 + part) * 2 + j];
+                    let got = floats[(i * PARTS as usize + part) * 2 + j];
                     assert!(
                         got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                         "part {part}, item {i}, {}: {got} != {want}",

@@ -20,6 +20,8 @@
 use kiln_ir::*;
 use std::fmt::Write as _;
 
+mod lanes;
+
 /// Which C dialect to write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dialect {
@@ -71,6 +73,9 @@ pub struct Writer {
     /// The Rust line the statements being written come from, and whether the next line of
     /// output is already numbered as that line.
     at: Option<(u32, bool)>,
+    /// The lane masks of a CUDA kernel with subgroup operations (see the `lanes` module);
+    /// `None` elsewhere.
+    lanes: Option<lanes::Lanes>,
 }
 
 /// Stands for a `#line` directive that hands the numbering back to the generated source
@@ -80,13 +85,19 @@ const LINE_RESET: &str = "#line kiln_reset";
 /// Writes `kernel` in `dialect`. Fails for IR the writer cannot express (reported with what).
 pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
-    let k = kernel.with_names(safe);
+    // CUDA kernels with subgroup operations carry lane masks through their control flow,
+    // which the writer follows best with the device functions' statements in the body.
+    let k = match dialect == Dialect::Cuda && lanes::uses_subgroups(kernel) {
+        true => inline_calls(kernel).with_names(safe),
+        false => kernel.with_names(safe),
+    };
     Writer {
         d: dialect,
         helpers: Vec::new(),
         needs: Needs::default(),
         loop_id: 0,
         at: None,
+        lanes: None,
     }
     .kernel(&k)
 }
@@ -269,10 +280,18 @@ impl Writer {
     }
 
     fn kernel(mut self, k: &Kernel) -> W<Source> {
+        let tracked = self.d == Dialect::Cuda && lanes::uses_subgroups(k);
+        let with_mask = match tracked {
+            true => lanes::functions_using_subgroups(k),
+            false => Vec::new(),
+        };
         let mut body = String::new();
         for (fi, f) in k.functions.iter().enumerate() {
+            self.lanes = (with_mask.get(fi) == Some(&true))
+                .then(|| lanes::Lanes::new("kiln_lanes_in", with_mask.clone()));
             self.function(k, fi, f, &mut body)?;
         }
+        self.lanes = tracked.then(|| lanes::Lanes::new("kiln_lanes0", with_mask));
         let mut params = Vec::new();
         for p in &k.params {
             match &p.kind {
@@ -319,6 +338,13 @@ impl Writer {
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
         self.shared_decls(k, &mut inner)?;
+        if tracked {
+            // The lanes of this thread's warp that exist in the block.
+            let _ = writeln!(
+                inner,
+                "  unsigned int kiln_lanes0; {{ unsigned int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); unsigned int n = blockDim.x * blockDim.y * blockDim.z - (t & ~31u); kiln_lanes0 = n >= 32u ? 0xffffffffu : (1u << n) - 1u; }}"
+            );
+        }
         self.block(&cx, &k.body.block, &mut inner, 1)?;
         self.end_lines(&mut inner);
         match self.d {
@@ -515,6 +541,17 @@ impl Writer {
             name
         };
         let mut params = Vec::new();
+        if self.lanes.is_some() {
+            if lanes::returns_early(&f.body) {
+                return err(format!(
+                    "device function `{}` uses subgroup operations, keeps array locals (so it \
+                     is not inlined) and returns before its last statement: CUDA lane masks \
+                     cannot follow that; return once, at the end",
+                    f.name
+                ));
+            }
+            params.push("unsigned int kiln_lanes_in".to_string());
+        }
         for p in &f.params {
             let ParamKind::Value(t) = &p.kind else {
                 return err("device functions take values only");
@@ -575,6 +612,9 @@ impl Writer {
     }
 
     fn block(&mut self, cx: &Cx, b: &Block, out: &mut String, depth: usize) -> W<()> {
+        if self.lanes.is_some() {
+            return self.tracked_block(cx, &b.0, out, depth);
+        }
         for s in &b.0 {
             self.stmt(cx, s, out, depth)?;
         }
@@ -709,6 +749,19 @@ impl Writer {
                 cond,
                 accept,
                 reject,
+            } if self.lanes.is_some() => self.tracked_if(cx, *cond, accept, reject, out, depth)?,
+            Stmt::Loop { body, continuing } if self.lanes.is_some() => {
+                self.tracked_loop(cx, body, continuing, out, depth)?
+            }
+            Stmt::Break | Stmt::Continue if self.lanes.is_some() => {
+                let flag = self.jump_flag()?;
+                let value = if matches!(s, Stmt::Break) { 2 } else { 1 };
+                let _ = writeln!(out, "{pad}{flag} = {value};");
+            }
+            Stmt::If {
+                cond,
+                accept,
+                reject,
             } => {
                 let _ = writeln!(
                     out,
@@ -722,20 +775,7 @@ impl Writer {
                 }
                 let _ = writeln!(out, "{pad}}}");
             }
-            Stmt::Loop { body, continuing } => {
-                self.loop_id += 1;
-                let flag = format!("kiln_loop{}", self.loop_id);
-                if continuing.0.is_empty() {
-                    let _ = writeln!(out, "{pad}for (;;) {{");
-                } else {
-                    let _ = writeln!(out, "{pad}for (bool {flag} = true;; {flag} = false) {{");
-                    let _ = writeln!(out, "{pad}  if (!{flag}) {{");
-                    self.block(cx, continuing, out, depth + 2)?;
-                    let _ = writeln!(out, "{pad}  }}");
-                }
-                self.block(cx, body, out, depth + 1)?;
-                let _ = writeln!(out, "{pad}}}");
-            }
+            Stmt::Loop { body, continuing } => self.plain_loop(cx, body, continuing, out, depth)?,
             Stmt::Break => {
                 let _ = writeln!(out, "{pad}break;");
             }
@@ -769,11 +809,36 @@ impl Writer {
                 let _ = writeln!(out, "{pad}{b}");
             }
             Stmt::Barrier(BarrierScope::Subgroup) => {
-                if self.d == Dialect::Cuda {
-                    let _ = writeln!(out, "{pad}__syncwarp();");
+                if let Some(l) = &self.lanes {
+                    let _ = writeln!(out, "{pad}__syncwarp(__ballot_sync({}, 1));", l.current);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A loop as C writes it: `continuing` at the top of every iteration but the first.
+    fn plain_loop(
+        &mut self,
+        cx: &Cx,
+        body: &Block,
+        continuing: &Block,
+        out: &mut String,
+        depth: usize,
+    ) -> W<()> {
+        let pad = "  ".repeat(depth);
+        self.loop_id += 1;
+        let flag = format!("kiln_loop{}", self.loop_id);
+        if continuing.0.is_empty() {
+            let _ = writeln!(out, "{pad}for (;;) {{");
+        } else {
+            let _ = writeln!(out, "{pad}for (bool {flag} = true;; {flag} = false) {{");
+            let _ = writeln!(out, "{pad}  if (!{flag}) {{");
+            self.block(cx, continuing, out, depth + 2)?;
+            let _ = writeln!(out, "{pad}  }}");
+        }
+        self.block(cx, body, out, depth + 1)?;
+        let _ = writeln!(out, "{pad}}}");
         Ok(())
     }
 
@@ -1098,6 +1163,11 @@ impl Writer {
                     let at = cx.ty(*a)?;
                     for c in 0..at.flatten().len() {
                         flat_args.push(temp_name(*a, c, &at));
+                    }
+                }
+                if let Some(l) = &self.lanes {
+                    if l.functions.get(function.0 as usize) == Some(&true) {
+                        flat_args.insert(0, l.current.clone());
                     }
                 }
                 let call = format!("{}({})", f.name, flat_args.join(", "));
@@ -1516,6 +1586,10 @@ impl Writer {
             });
         }
         self.needs.subgroups = true;
+        let mask = match &self.lanes {
+            Some(l) => l.current.clone(),
+            None => return err("a CUDA subgroup operation outside lane tracking"),
+        };
         let t = self.t(s);
         let lane = lane.unwrap_or("0u");
         Ok(match op {
@@ -1525,9 +1599,9 @@ impl Writer {
             SubgroupOp::ShuffleUp => self.shuffle("up_", "l <= me", "me - l", s, x, lane),
             SubgroupOp::ShuffleDown => self.shuffle("down_", "l < 32u - me", "me + l", s, x, lane),
             SubgroupOp::ShuffleXor => self.shuffle("xor_", "(me ^ l) < 32u", "me ^ l", s, x, lane),
-            SubgroupOp::Ballot => format!("__ballot_sync(__activemask(), {x})"),
-            SubgroupOp::All => format!("(__all_sync(__activemask(), {x}) != 0)"),
-            SubgroupOp::Any => format!("(__any_sync(__activemask(), {x}) != 0)"),
+            SubgroupOp::Ballot => format!("__ballot_sync({mask}, {x})"),
+            SubgroupOp::All => format!("(__all_sync({mask}, {x}) != 0)"),
+            SubgroupOp::Any => format!("(__any_sync({mask}, {x}) != 0)"),
             SubgroupOp::ReduceAdd | SubgroupOp::ReduceMin | SubgroupOp::ReduceMax => {
                 // Integer sums wrap; float minimum and maximum follow kiln's NaN and
                 // signed-zero rule.
@@ -1543,8 +1617,8 @@ impl Writer {
                     _ => ("max", "(o > v ? o : v)".to_string()),
                 };
                 let h = format!("kiln_subgroup_{name}_{}", s.name());
-                self.helper(format!("// over the active lanes: a butterfly when all 32 are active, else a tree over their ranks\nstatic __device__ __forceinline__ {t} {h}({t} v) {{ {ACTIVE_LANES} if (m == 0xffffffffu) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync(m, v, d); v = {combine}; }} return v; }} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank + d < count; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank + d + 1u)) : me); if (has) v = {combine}; }} return __shfl_sync(m, v, __ffs(m) - 1); }}"));
-                format!("{h}({x})")
+                self.helper(format!("// over the active lanes: a butterfly when all 32 are active, else a tree over their ranks\nstatic __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} v) {{ {ACTIVE_LANES} if (m == 0xffffffffu) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync(m, v, d); v = {combine}; }} return v; }} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank + d < count; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank + d + 1u)) : me); if (has) v = {combine}; }} return __shfl_sync(m, v, __ffs(m) - 1); }}"));
+                format!("{h}({mask}, {x})")
             }
             SubgroupOp::InclusiveAdd | SubgroupOp::ExclusiveAdd => {
                 let add = self.binary(BinaryOp::Add, s, "v", "o")?;
@@ -1559,8 +1633,8 @@ impl Writer {
                 } else {
                     format!("{t} o = __shfl_sync(m, v, rank > 0u ? __fns(m, 0u, (int)rank) : me); return rank > 0u ? o : ({t})0;")
                 };
-                self.helper(format!("// over the active lanes below the caller (and the caller's own when inclusive)\nstatic __device__ __forceinline__ {t} {h}({t} v) {{ {ACTIVE_LANES} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank >= d; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank - d + 1u)) : me); if (has) v = {add}; }} {last} }}"));
-                format!("{h}({x})")
+                self.helper(format!("// over the active lanes below the caller (and the caller's own when inclusive)\nstatic __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} v) {{ {ACTIVE_LANES} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank >= d; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank - d + 1u)) : me); if (has) v = {add}; }} {last} }}"));
+                format!("{h}({mask}, {x})")
             }
         })
     }
@@ -1568,7 +1642,7 @@ impl Writer {
     /// A call of the CUDA shuffle helper `kind` on `s`, written on first use: the source lane
     /// is `source` when `valid` holds (both in terms of the caller's lane `me` and the
     /// operand `l`), and a source lane that is outside the warp or not active keeps the
-    /// caller's own value.
+    /// caller's own value. The caller's path mask is passed along.
     fn shuffle(
         &mut self,
         kind: &str,
@@ -1579,16 +1653,21 @@ impl Writer {
         lane: &str,
     ) -> String {
         let t = self.t(s);
+        let mask = self
+            .lanes
+            .as_ref()
+            .map_or("", |l| l.current.as_str())
+            .to_string();
         let h = format!("kiln_shuffle_{kind}{}", s.name());
-        self.helper(format!("static __device__ __forceinline__ {t} {h}({t} x, unsigned int l) {{ {ACTIVE_LANES} bool ok = {valid}; unsigned int src = ok ? {source} : me; {t} o = ({t})__shfl_sync(m, x, (int)src); return ok && ((m >> src) & 1u) ? o : x; }}"));
-        format!("{h}({x}, {lane})")
+        self.helper(format!("static __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} x, unsigned int l) {{ {ACTIVE_LANES} bool ok = {valid}; unsigned int src = ok ? {source} : me; {t} o = ({t})__shfl_sync(m, x, (int)src); return ok && ((m >> src) & 1u) ? o : x; }}"));
+        format!("{h}({mask}, {x}, {lane})")
     }
 }
 
-/// The start of every CUDA subgroup helper: the active lanes `m` (the lanes of the warp
-/// that exist, have not returned and reached this call together), their `count`, the
-/// caller's lane `me` and its `rank` among them.
-const ACTIVE_LANES: &str = "unsigned int m = __activemask(); unsigned int me = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u; unsigned int count = __popc(m); unsigned int rank = __popc(m & ((1u << me) - 1u)); (void)count; (void)rank;";
+/// The start of every CUDA subgroup helper: the active lanes `m` (those of the caller's path,
+/// `lanes`, that have not returned), their `count`, the caller's lane `me` and its `rank`
+/// among them.
+const ACTIVE_LANES: &str = "unsigned int m = __ballot_sync(lanes, 1); unsigned int me = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u; unsigned int count = __popc(m); unsigned int rank = __popc(m & ((1u << me) - 1u)); (void)count; (void)rank;";
 
 struct Vals {
     comps: Vec<String>,
@@ -1916,6 +1995,100 @@ mod tests {
         assert!(
             cl.contains("__local uchar v[128] __attribute__((aligned(16)));"),
             "{cl}"
+        );
+    }
+
+    /// A subgroup sum under an `if` in a loop that `continue`s and `break`s: the CUDA source
+    /// carries explicit lane masks (never `__activemask()`), balloted where paths split, and
+    /// the jumps become flags. The CUDA compile of every kernel the conformance suite writes
+    /// checks that such source compiles; only a GPU runs it.
+    #[test]
+    fn cuda_subgroup_operations_take_the_mask_of_their_path() {
+        let k = Kernel::build("masked", |k| {
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            let i = global_id(Axis::X);
+            if_then(i.ge(100u32), return_);
+            for_range(0u32, 8u32, |j| {
+                if_then((i + j).eq(5u32), continue_);
+                if_then(j.eq(6u32), break_);
+                if_then((i & 1u32).eq(0u32), || {
+                    out.atomic_add(i, (i + j).subgroup_add());
+                });
+            });
+            subgroup_barrier();
+            out.store(i, out.load(i) + i.gt(3u32).ballot());
+        })
+        .unwrap();
+        let cuda = write_kernel(&k, Dialect::Cuda).unwrap().text;
+        assert!(!cuda.contains("__activemask"), "{cuda}");
+        // At entry, the warp's lanes that exist in the block.
+        assert!(cuda.contains("unsigned int kiln_lanes0;"), "{cuda}");
+        // The loop balloted at the end of each iteration; the jumps set its flag.
+        assert!(cuda.contains("= __ballot_sync(kiln_iter"), "{cuda}");
+        assert!(cuda.contains(" = 1;") && cuda.contains(" = 2;"), "{cuda}");
+        assert!(!cuda.contains("continue;"), "{cuda}");
+        // The sum runs with the lanes of its `if`; the barrier and ballot with the kernel's.
+        assert!(cuda.contains("kiln_subgroup_add_u32(kiln_then"), "{cuda}");
+        assert!(
+            cuda.contains("__syncwarp(__ballot_sync(kiln_lanes0, 1));"),
+            "{cuda}"
+        );
+        assert!(cuda.contains("__ballot_sync(kiln_lanes0, "), "{cuda}");
+        // Device functions are inlined, `noinline` ones too; one with an array local stays a
+        // call that takes the caller's mask, and may not return early.
+        let with_functions = |early: bool| {
+            Kernel::build("calls", |k| {
+                let out = k.buffer::<u32>("out", Access::ReadWrite);
+                let u32t = Type::Scalar(ScalarType::U32);
+                let twice = device_fn::<u32>("twice", &[("x", u32t.clone())], true, |a| {
+                    a[0].typed::<u32>().subgroup_add() * 2u32
+                });
+                let table = device_fn::<u32>("table", &[("x", u32t)], false, |a| {
+                    let x = a[0].typed::<u32>();
+                    let t = LocalArray::<u32>::new("t", 4);
+                    t.set(x & 3u32, x);
+                    if early {
+                        if_then(x.eq(0u32), || return_value(x));
+                    }
+                    t.get(x & 3u32).shuffle_xor(1u32)
+                });
+                let i = global_id(Axis::X);
+                out.store(i, twice.call(&[i.erase()]) + table.call(&[i.erase()]));
+            })
+            .unwrap()
+        };
+        let cuda = write_kernel(&with_functions(false), Dialect::Cuda)
+            .unwrap()
+            .text;
+        let body = &cuda[cuda.find("extern \"C\"").unwrap()..];
+        assert!(
+            !body.contains("twice(") && body.contains("kiln_subgroup_add_u32(kiln_lanes0, "),
+            "{cuda}"
+        );
+        assert!(
+            cuda.contains("table(unsigned int kiln_lanes_in, "),
+            "{cuda}"
+        );
+        assert!(body.contains("table(kiln_lanes0, "), "{cuda}");
+        let refused = write_kernel(&with_functions(true), Dialect::Cuda).unwrap_err();
+        assert!(
+            refused.0.contains("`table`") && refused.0.contains("returns before"),
+            "{refused}"
+        );
+        assert!(write_kernel(&with_functions(true), Dialect::OpenCl).is_ok());
+        // A kernel without subgroup operations is written as before.
+        let plain = Kernel::build("plain", |k| {
+            let out = k.buffer::<u32>("out", Access::ReadWrite);
+            for_range(0u32, 8u32, |j| {
+                if_then(j.eq(6u32), break_);
+                out.store(j, j);
+            });
+        })
+        .unwrap();
+        let cuda = write_kernel(&plain, Dialect::Cuda).unwrap().text;
+        assert!(
+            cuda.contains("break;") && !cuda.contains("kiln_lanes"),
+            "{cuda}"
         );
     }
 }
