@@ -1519,3 +1519,87 @@ fn launch_extents_take_integer_literals_and_refuse_what_u32_cannot_hold() {
         }
     });
 }
+
+/// The generated code of the gallery's kernels and of a few queries, in kiln's IR listing,
+/// CUDA C, OpenCL C and WGSL, equals the files checked in under tests/snapshots/, so a change
+/// to what any writer emits shows in review. After an intended change, `KILN_BLESS=1` rewrites
+/// the files; review their diff before committing it.
+#[test]
+fn generated_code_matches_the_snapshots() {
+    let ctx = kiln::Context::with_backend(BackendKind::Cpu).unwrap();
+    let xs = vec![1f32, 2.0, 3.0];
+    let narrow = vec![1u8, 2, 3];
+    let chain = ctx
+        .from(&xs)
+        .map(|x| x * 2.0 + 1.0)
+        .filter(|x| x.gt(3.0))
+        .map(|x| x.sqrt());
+    let zipped = ctx.from(&narrow).zip(&narrow).map(|(a, b)| (a, a + b));
+    let queries: [(&str, &dyn Fn(kiln::Target) -> kiln::Result<String>); 2] = [
+        ("query_map_filter_map", &|t| chain.emit(t)),
+        ("query_zip_narrow", &|t| zipped.emit(t)),
+    ];
+    let kernels = [
+        saxpy().ir(),
+        stencil().ir(),
+        transpose_naive().ir(),
+        transpose_tiled().ir(),
+        histogram_global().ir(),
+        histogram_shared().ir(),
+        block_sum().ir(),
+        matmul_tiled().ir(),
+        nbody_step().ir(),
+        mandelbrot().ir(),
+        map_op::<Smooth>().ir(),
+        scale::<i32>().ir(),
+    ];
+    // Where the test was built, or the current folder (scripts/gpu.sh runs packed binaries
+    // from a copy of the repository elsewhere).
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let dir = match built.is_dir() {
+        true => built,
+        false => std::path::PathBuf::from("tests/snapshots"),
+    };
+    let bless = std::env::var_os("KILN_BLESS").is_some();
+    let mut stale = Vec::new();
+    let mut check = |name: String, text: String| {
+        let path = dir.join(&name);
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if want != text {
+            let line = want
+                .lines()
+                .zip(text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(want.lines().count().min(text.lines().count()));
+            stale.push(format!("{name} (first difference at line {})", line + 1));
+        }
+    };
+    let targets = [
+        (kiln::Target::Ir, "ir"),
+        (kiln::Target::CudaC, "cu"),
+        (kiln::Target::OpenClC, "cl"),
+        (kiln::Target::Wgsl, "wgsl"),
+    ];
+    for k in kernels {
+        let k = k.unwrap();
+        for (target, ext) in targets {
+            check(format!("{}.{ext}", k.name), kiln::emit(&k, target).unwrap());
+        }
+    }
+    for (name, emit) in queries {
+        for (target, ext) in targets {
+            check(format!("{name}.{ext}"), emit(target).unwrap());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated code differs from tests/snapshots/ in: {}. If the change is intended, run \
+         the test with KILN_BLESS=1 and review the snapshots' diff.",
+        stale.join(", ")
+    );
+}
