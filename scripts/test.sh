@@ -74,6 +74,11 @@ done
 cargo run --release --example devices > /tmp/kiln-devices.out
 grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
+# The CPU backend alone (`default-features = false, features = ["cpu"]`): the library's unit
+# tests (the other backends are typed `Unavailable`) and the quickstart.
+cargo test --release --no-default-features --features cpu --lib
+cargo run --release --no-default-features --features cpu --example quickstart > /tmp/kiln-cpu-only.out
+grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' /tmp/kiln-cpu-only.out
 # scripts/gpu.sh, dry: pack every binary, then run the pack's tests, examples and a quick
 # benchmark on the CPU alone, as the GPU machine runs them on CUDA, so the script cannot rot.
 scripts/gpu.sh pack > /tmp/kiln-gpu-pack.log

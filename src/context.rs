@@ -217,7 +217,7 @@ fn log_kernels() -> bool {
     std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"))
 }
 
-/// Opens device `index` of backend `kind`.
+/// Opens device `index` of backend `kind`; `Unavailable` when kiln was built without it.
 fn open_backend(kind: BackendKind, index: u32) -> Result<Arc<dyn Backend>> {
     match kind {
         BackendKind::Cpu if index > 0 => Err(Error::Backend(BackendError::NoSuchDevice {
@@ -225,23 +225,55 @@ fn open_backend(kind: BackendKind, index: u32) -> Result<Arc<dyn Backend>> {
             index,
             count: 1,
         })),
+        #[cfg(feature = "cpu")]
         BackendKind::Cpu => Ok(Arc::new(kiln_cpu::CpuBackend::new()?)),
+        #[cfg(feature = "opencl")]
         BackendKind::OpenCl => Ok(Arc::new(kiln_opencl::OpenClBackend::open(index)?)),
+        #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => Ok(Arc::new(kiln_wgpu::WgpuBackend::open(
             index,
             kiln_wgpu::WgpuOptions::default(),
         )?)),
+        #[cfg(feature = "cuda")]
         BackendKind::Cuda => Ok(Arc::new(kiln_cuda::CudaBackend::open(index)?)),
+        #[allow(unreachable_patterns)]
+        _ => Err(not_built(kind)),
     }
 }
 
-/// How many devices backend `kind` finds; 0 when its driver or library is absent.
+/// The error for a backend whose cargo feature was off when kiln was built.
+fn not_built(kind: BackendKind) -> Error {
+    Error::Backend(BackendError::Unavailable {
+        backend: kind,
+        library: format!("kiln's `{}` cargo feature", kind.name()),
+        reason: "kiln was built without it (enable the feature in Cargo.toml)".into(),
+    })
+}
+
+/// How many devices backend `kind` finds; 0 when its driver or library is absent, or kiln was
+/// built without it.
 fn device_count(kind: BackendKind) -> u32 {
     match kind {
+        #[cfg(feature = "cpu")]
         BackendKind::Cpu => 1,
+        #[cfg(feature = "opencl")]
         BackendKind::OpenCl => kiln_opencl::OpenClBackend::device_count().unwrap_or(0),
+        #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => kiln_wgpu::WgpuBackend::device_count(),
+        #[cfg(feature = "cuda")]
         BackendKind::Cuda => kiln_cuda::CudaBackend::device_count().unwrap_or(0),
+        #[allow(unreachable_patterns)]
+        _ => 0,
+    }
+}
+
+/// The name the driver gives device `index` of `kind` when it does not open, if it says one.
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+fn unusable_device_name(kind: BackendKind, index: u32) -> Option<String> {
+    match kind {
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => kiln_cuda::CudaBackend::device_name(index),
+        _ => None,
     }
 }
 
@@ -321,11 +353,8 @@ impl Context {
                 Ok(b) => b.info().clone(),
                 Err(e) => {
                     tracing::warn!("{k} device {i} does not open: {e}");
-                    let name = match k {
-                        BackendKind::Cuda => kiln_cuda::CudaBackend::device_name(i),
-                        _ => None,
-                    };
-                    let name = name.unwrap_or_else(|| format!("{k} device {i}"));
+                    let name =
+                        unusable_device_name(k, i).unwrap_or_else(|| format!("{k} device {i}"));
                     DeviceInfo::unusable(k, i, name, e.to_string())
                 }
             })
@@ -557,6 +586,37 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// scripts/test.sh runs this with the CPU backend alone too
+    /// (`--no-default-features --features cpu`).
+    #[test]
+    fn backends_left_out_of_the_build_are_typed_unavailable() {
+        let built = [
+            (BackendKind::Cpu, cfg!(feature = "cpu")),
+            (BackendKind::OpenCl, cfg!(feature = "opencl")),
+            (BackendKind::Wgpu, cfg!(feature = "wgpu")),
+            (BackendKind::Cuda, cfg!(feature = "cuda")),
+        ];
+        let devices = Context::devices();
+        for (kind, built) in built {
+            if built {
+                // A built backend's devices are listed as it counts them (the CPU: one).
+                let listed = devices.iter().filter(|d| d.backend == kind).count() as u32;
+                assert_eq!(listed, device_count(kind), "{kind}");
+                assert!(kind != BackendKind::Cpu || listed == 1);
+                continue;
+            }
+            assert_eq!(device_count(kind), 0);
+            assert!(devices.iter().all(|d| d.backend != kind));
+            match Context::with_backend(kind) {
+                Err(Error::Backend(e @ BackendError::Unavailable { .. })) => {
+                    assert!(e.to_string().contains("cargo feature"), "{e}")
+                }
+                Err(e) => panic!("{kind}: {e}"),
+                Ok(_) => panic!("{kind} opened without its feature"),
+            }
+        }
+    }
 
     struct Nothing;
     impl CompiledKernel for Nothing {

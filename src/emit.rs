@@ -3,7 +3,6 @@
 use crate::error::{Error, Result};
 use kiln_backend::{BackendError, BackendKind};
 use kiln_ir::{print_kernel, Kernel};
-use kiln_wgsl::{TranslateTarget, Translated};
 
 /// A language kiln writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,59 +48,99 @@ fn unsupported(backend: BackendKind, e: impl std::fmt::Display) -> Error {
     })
 }
 
-fn translated(kernel: &Kernel, target: TranslateTarget) -> Result<Translated> {
-    let shader = kiln_wgsl::write_kernel(kernel).map_err(|e| unsupported(BackendKind::Wgpu, e))?;
-    kiln_wgsl::translate(&shader.text, &shader.entry, TRANSLATION_GROUP_SIZE, target)
-        .map_err(|e| unsupported(BackendKind::Wgpu, format!("{target:?} translation: {e}")))
-}
-
 /// The SPIR-V module naga writes from the kernel's WGSL, for group size
-/// [`TRANSLATION_GROUP_SIZE`]. Fails like [`emit`].
+/// [`TRANSLATION_GROUP_SIZE`]. Fails like [`emit`], and with `Unsupported` when kiln was
+/// built without its `wgsl` feature.
 pub fn emit_spirv(kernel: &Kernel) -> Result<Vec<u32>> {
     kiln_ir::validate(kernel)?;
-    match translated(kernel, TranslateTarget::SpirV)? {
-        Translated::SpirV(words) => Ok(words),
-        Translated::Text(_) => Err(unsupported(BackendKind::Wgpu, "SPIR-V came back as text")),
-    }
+    wgsl::spirv(kernel)
 }
 
 /// The source of `kernel` in `target`. Fails with the validation error for invalid IR, or
 /// `Unsupported` naming the target when the writer (or naga's translation) cannot express
-/// the kernel.
+/// the kernel, or when kiln was built without its `wgsl` feature (WGSL and its translations).
 pub fn emit(kernel: &Kernel, target: Target) -> Result<String> {
     kiln_ir::validate(kernel)?;
-    let translate = match target {
-        Target::Ir => return Ok(print_kernel(kernel)),
-        Target::OpenClC | Target::CudaC => {
-            let (dialect, backend) = if target == Target::OpenClC {
-                (kiln_c::Dialect::OpenCl, BackendKind::OpenCl)
-            } else {
-                (kiln_c::Dialect::Cuda, BackendKind::Cuda)
-            };
-            return kiln_c::write_kernel(kernel, dialect)
-                .map(|s| s.text)
-                .map_err(|e| unsupported(backend, e));
-        }
-        Target::Wgsl => {
-            return kiln_wgsl::write_kernel(kernel)
-                .map(|s| s.text)
-                .map_err(|e| unsupported(BackendKind::Wgpu, e))
-        }
-        Target::Msl => TranslateTarget::Msl,
-        Target::Glsl => TranslateTarget::Glsl,
-        Target::Hlsl => TranslateTarget::Hlsl,
-        Target::SpirV => TranslateTarget::SpirV,
+    let c = |dialect, backend| {
+        kiln_c::write_kernel(kernel, dialect)
+            .map(|s| s.text)
+            .map_err(|e| unsupported(backend, e))
     };
-    Ok(match translated(kernel, translate)? {
-        Translated::Text(t) => t,
-        Translated::SpirV(words) => {
-            let mut text = format!("; SPIR-V, {} words\n", words.len());
-            for line in words.chunks(8) {
-                let hex: Vec<String> = line.iter().map(|w| format!("{w:08x}")).collect();
-                text += &hex.join(" ");
-                text.push('\n');
-            }
-            text
+    match target {
+        Target::Ir => Ok(print_kernel(kernel)),
+        Target::OpenClC => c(kiln_c::Dialect::OpenCl, BackendKind::OpenCl),
+        Target::CudaC => c(kiln_c::Dialect::Cuda, BackendKind::Cuda),
+        Target::Wgsl | Target::Msl | Target::Glsl | Target::Hlsl | Target::SpirV => {
+            wgsl::source(kernel, target)
         }
-    })
+    }
+}
+
+/// WGSL and naga's translations of it.
+#[cfg(feature = "wgsl")]
+mod wgsl {
+    use super::*;
+    use kiln_wgsl::{TranslateTarget, Translated};
+
+    fn translated(kernel: &Kernel, target: TranslateTarget) -> Result<Translated> {
+        let shader =
+            kiln_wgsl::write_kernel(kernel).map_err(|e| unsupported(BackendKind::Wgpu, e))?;
+        kiln_wgsl::translate(&shader.text, &shader.entry, TRANSLATION_GROUP_SIZE, target)
+            .map_err(|e| unsupported(BackendKind::Wgpu, format!("{target:?} translation: {e}")))
+    }
+
+    pub(super) fn spirv(kernel: &Kernel) -> Result<Vec<u32>> {
+        match translated(kernel, TranslateTarget::SpirV)? {
+            Translated::SpirV(words) => Ok(words),
+            Translated::Text(_) => Err(unsupported(BackendKind::Wgpu, "SPIR-V came back as text")),
+        }
+    }
+
+    /// `kernel` in WGSL or one of its translations (`target` is one of those).
+    pub(super) fn source(kernel: &Kernel, target: Target) -> Result<String> {
+        let translate = match target {
+            Target::Msl => TranslateTarget::Msl,
+            Target::Glsl => TranslateTarget::Glsl,
+            Target::Hlsl => TranslateTarget::Hlsl,
+            Target::SpirV => TranslateTarget::SpirV,
+            _ => {
+                return kiln_wgsl::write_kernel(kernel)
+                    .map(|s| s.text)
+                    .map_err(|e| unsupported(BackendKind::Wgpu, e))
+            }
+        };
+        Ok(match translated(kernel, translate)? {
+            Translated::Text(t) => t,
+            Translated::SpirV(words) => {
+                let mut text = format!("; SPIR-V, {} words\n", words.len());
+                for line in words.chunks(8) {
+                    let hex: Vec<String> = line.iter().map(|w| format!("{w:08x}")).collect();
+                    text += &hex.join(" ");
+                    text.push('\n');
+                }
+                text
+            }
+        })
+    }
+}
+
+/// Without the `wgsl` feature: WGSL and its translations are `Unsupported`.
+#[cfg(not(feature = "wgsl"))]
+mod wgsl {
+    use super::*;
+
+    fn not_built() -> Error {
+        unsupported(
+            BackendKind::Wgpu,
+            "WGSL and its translations: kiln was built without its `wgsl` (or `wgpu`) feature",
+        )
+    }
+
+    pub(super) fn spirv(_: &Kernel) -> Result<Vec<u32>> {
+        Err(not_built())
+    }
+
+    pub(super) fn source(_: &Kernel, _: Target) -> Result<String> {
+        Err(not_built())
+    }
 }
