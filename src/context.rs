@@ -477,49 +477,47 @@ impl Context {
             tracing::debug_span!("compile", kernel = %kernel.name, backend = %kind).entered();
         let hash = kernel_hash(kernel).to_string();
         let version = backend.compiler_version();
-        // The generated source is part of the key, so a change to a writer is a new entry.
-        // The CPU backend has neither a disk cache nor a source to log.
-        let source = if kind == BackendKind::Cpu {
-            String::new()
-        } else {
-            backend.generated_source(kernel)?
-        };
-        let key = [
-            hash.as_str(),
-            source.as_str(),
-            kind.name(),
-            info.name.as_str(),
-            version.as_str(),
-        ];
-        if kind != BackendKind::Cpu && log_kernels() {
+        // The source is written once: logged, part of the disk cache's key (so a change to a
+        // writer is a new entry), and compiled. A backend without a source (the CPU) has
+        // neither a log nor a disk cache.
+        let mut prepared = backend.prepare(kernel)?;
+        let source = prepared.text.take();
+        let key = source.as_deref().map(|source| {
+            [
+                hash.as_str(),
+                source,
+                kind.name(),
+                info.name.as_str(),
+                version.as_str(),
+            ]
+        });
+        if let (Some(source), true) = (&source, log_kernels()) {
             eprintln!("kiln {kind}: kernel `{}`\n{source}", kernel.name);
         }
-        let disk = self
-            .inner
-            .disk
-            .as_ref()
-            .filter(|_| kind != BackendKind::Cpu);
-        if let Some(binary) = disk.and_then(|d| d.load(&key)) {
-            match backend.load_binary(kernel, &binary) {
-                Ok(k) => {
-                    self.inner.disk_hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(k);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cached binary rejected; compiling again");
-                    disk.into_iter().for_each(|d| d.remove(&key));
+        let disk = self.inner.disk.as_ref().zip(key.as_ref());
+        if let Some((d, key)) = disk {
+            if let Some(binary) = d.load(key) {
+                match backend.load_binary(kernel, &prepared, &binary) {
+                    Ok(k) => {
+                        self.inner.disk_hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(k);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cached binary rejected; compiling again");
+                        d.remove(key);
+                    }
                 }
             }
         }
         self.inner.compilations.fetch_add(1, Ordering::Relaxed);
         let start = std::time::Instant::now();
-        let r = backend.compile_with_binary(kernel);
+        let r = backend.compile_prepared(kernel, prepared);
         let nanos = start.elapsed().as_nanos() as u64;
         self.inner.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
         tracing::debug!(ms = nanos as f64 / 1e6, ok = r.is_ok(), "compiled");
         let (compiled, binary) = r?;
-        if let (Some(d), Some(b)) = (disk, binary) {
-            if let Err(e) = d.store(&key, &b) {
+        if let (Some((d, key)), Some(b)) = (disk, binary) {
+            if let Err(e) = d.store(key, &b) {
                 tracing::warn!(error = %e, "could not write the kernel cache");
             }
         }

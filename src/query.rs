@@ -274,16 +274,15 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
     }
 }
 
-/// One work item per element of `n`, in groups of up to [`CHUNK`] work items. On the CPU
-/// backend the groups are as few as cover `n` and all of one size, `n` spread evenly and
-/// rounded up to a multiple of 64: it runs every work item of a grid, and a whole group of
-/// 16384 for 1000 elements took eight times as long as the elements' own work. The other
-/// backends keep whole groups: idle work items on a GPU exit at once, and PoCL and wgpu
-/// compile a kernel again for each new group size.
+/// One work item per element of `n`, in groups of up to [`CHUNK`] work items. Where the device
+/// fits groups to the work ([`DeviceInfo::fits_groups_to_work`](crate::DeviceInfo::fits_groups_to_work), the CPU
+/// backend) the groups are as few as cover `n` and all of one size, `n` spread evenly and
+/// rounded up to a multiple of 64: a whole group of 16384 for 1000 elements took eight times as
+/// long as the elements' own work there. Elsewhere groups stay whole.
 fn per_element_grid(ctx: &Context, n: usize) -> Grid {
     let largest = CHUNK.min(ctx.device().max_group_size).max(1);
     let groups = chunks_of(n, largest);
-    if ctx.device().backend != kiln_backend::BackendKind::Cpu {
+    if !ctx.device().fits_groups_to_work {
         return Grid::linear(groups, largest);
     }
     let group = (n.div_ceil(groups as usize).max(1) as u32)

@@ -108,6 +108,11 @@ pub struct DeviceInfo {
     /// false for CPU adapters of wgpu (llvmpipe), whose compiler expands every such access
     /// into code for each element, so large arrays are slow to compile and to run.
     pub indexed_private_arrays: bool,
+    /// Whether query plans size a launch's groups to its work: true for the CPU backend,
+    /// which runs every work item of a grid (an idle one costs as much as a busy one) and
+    /// compiles once for any group size; false where idle work items exit at once (GPUs) or
+    /// a new group size compiles the kernel again (PoCL, wgpu), so groups stay whole.
+    pub fits_groups_to_work: bool,
     /// The most loop iterations a work item may run in total, all its loops together, where
     /// the device stops them silently past that; `None` where loops run as long as they
     /// need. Mesa's llvmpipe stops a SIMD batch of work items after 65535 passes of all their
@@ -144,6 +149,7 @@ impl DeviceInfo {
             max_shared_bytes: 0,
             max_buffer_bytes: 0,
             indexed_private_arrays: false,
+            fits_groups_to_work: false,
             max_loop_iterations: None,
             features: Features::default(),
             unusable: Some(reason),
@@ -347,22 +353,82 @@ pub trait CompiledKernel: Send + Sync {
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError>;
 }
 
+/// A kernel made ready to compile by [`Backend::prepare`]: its source, written once and read
+/// by the log, the disk cache and the compiler.
+pub struct Prepared {
+    /// The generated source as text: what `KILN_LOG=kernels` prints and what the disk cache's
+    /// key holds. `None` where the backend compiles the IR itself (the CPU backend), which
+    /// has no source to log and no binary to cache. Backends read only `written`, so a caller
+    /// may take the text.
+    pub text: Option<String>,
+    /// The writer's whole output (source, entry point, what the kernel needs), which only the
+    /// backend that prepared it reads back ([`Prepared::written`]).
+    pub written: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Prepared {
+    /// The writer's output as the type `backend` wrote. Fails with `Unsupported` when the
+    /// kernel was prepared by another backend.
+    pub fn written<T: 'static>(&self, backend: BackendKind) -> Result<&T, BackendError> {
+        self.written
+            .downcast_ref()
+            .ok_or_else(|| BackendError::Unsupported {
+                backend,
+                feature: "a kernel prepared by another backend".into(),
+            })
+    }
+
+    /// The writer's output as the type `backend` wrote, by value; fails as
+    /// [`Prepared::written`].
+    pub fn into_written<T: 'static>(self, backend: BackendKind) -> Result<T, BackendError> {
+        self.written
+            .downcast()
+            .map(|b| *b)
+            .map_err(|_| BackendError::Unsupported {
+                backend,
+                feature: "a kernel prepared by another backend".into(),
+            })
+    }
+}
+
 /// A device that compiles and runs kiln kernels.
 pub trait Backend: Send + Sync {
     /// The device's description.
     fn info(&self) -> &DeviceInfo;
 
-    /// Compiles a validated kernel. Fails with [`BackendError::Compile`] (log and source) or
+    /// Writes the source this backend compiles for a validated kernel on this device. Fails
+    /// with `Unsupported` when the writer cannot express the kernel or the device lacks a
+    /// feature it needs.
+    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError>;
+
+    /// Compiles a kernel [`Backend::prepare`] prepared, and returns with it a binary that
+    /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one.
+    /// Fails with [`BackendError::Compile`] (log and source) or
     /// [`BackendError::Unsupported`] (a feature the device lacks).
-    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError>;
+    #[allow(clippy::type_complexity)]
+    fn compile_prepared(
+        &self,
+        kernel: &Kernel,
+        prepared: Prepared,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError>;
+
+    /// Prepares and compiles a validated kernel; fails as those two do.
+    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+        Ok(self.compile_prepared(kernel, self.prepare(kernel)?)?.0)
+    }
 
     /// A string that changes when the compiler, driver or build options change (part of cache
     /// keys).
     fn compiler_version(&self) -> String;
 
     /// The source this backend compiles for `kernel` on this device (the IR listing for the
-    /// CPU backend). Fails with `Unsupported` when the writer cannot express the kernel.
-    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError>;
+    /// CPU backend). Fails like [`Backend::prepare`].
+    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        Ok(self
+            .prepare(kernel)?
+            .text
+            .unwrap_or_else(|| kiln_ir::print_kernel(kernel)))
+    }
 
     /// Allocates `bytes` of device memory. Its contents are unspecified until written (kiln
     /// fills every allocation whole, by an upload, a copy or a kernel, before anything reads
@@ -390,23 +456,13 @@ pub trait Backend: Send + Sync {
         bytes: usize,
     ) -> Result<(), BackendError>;
 
-    /// Compiles like [`Backend::compile`] and also returns a binary that
-    /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one
-    /// (the default has none).
-    #[allow(clippy::type_complexity)]
-    fn compile_with_binary(
-        &self,
-        kernel: &Kernel,
-    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
-        Ok((self.compile(kernel)?, None))
-    }
-
-    /// Rebuilds a kernel from a binary made by [`Backend::compile_with_binary`] for the same
-    /// kernel, device and compiler. Fails with `Unsupported` when the backend has no binaries,
-    /// or the driver's error when it rejects the binary.
+    /// Rebuilds a kernel from a binary made by [`Backend::compile_prepared`] for the same
+    /// prepared kernel, device and compiler. Fails with `Unsupported` when the backend has no
+    /// binaries, or the driver's error when it rejects the binary.
     fn load_binary(
         &self,
         kernel: &Kernel,
+        _prepared: &Prepared,
         _binary: &[u8],
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         Err(BackendError::Unsupported {

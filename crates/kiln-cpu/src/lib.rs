@@ -113,6 +113,7 @@ impl CpuBackend {
             max_shared_bytes: MAX_SHARED_BYTES,
             max_buffer_bytes: host_memory_bytes(),
             indexed_private_arrays: true,
+            fits_groups_to_work: true,
             max_loop_iterations: None,
             features: Features {
                 f64: true,
@@ -150,8 +151,20 @@ impl Backend for CpuBackend {
         "cranelift-0.135".into()
     }
 
-    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
-        Ok(kiln_ir::print_kernel(kernel))
+    /// Cranelift compiles the IR itself: nothing is written.
+    fn prepare(&self, _kernel: &Kernel) -> Result<Prepared, BackendError> {
+        Ok(Prepared {
+            text: None,
+            written: Box::new(()),
+        })
+    }
+
+    fn compile_prepared(
+        &self,
+        kernel: &Kernel,
+        _prepared: Prepared,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
+        Ok((self.compile_ir(kernel)?, None))
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
@@ -221,8 +234,12 @@ impl Backend for CpuBackend {
             .for_each(|(d, s)| d.copy_from_slice(s));
         Ok(())
     }
+}
 
-    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+impl CpuBackend {
+    /// Compiles a kernel with Cranelift. Fails with `Compile` (the IR listing as source) or
+    /// `Unsupported`.
+    fn compile_ir(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let compile_err = |log: String| BackendError::Compile {
             backend: BackendKind::Cpu,
             kernel: kernel.name.clone(),

@@ -152,6 +152,7 @@ impl CudaBackend {
                 .max(attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as u64),
             max_buffer_bytes: memory,
             indexed_private_arrays: true,
+            fits_groups_to_work: false,
             max_loop_iterations: None,
             features: Features {
                 f64: true,
@@ -258,19 +259,20 @@ impl Backend for CudaBackend {
         self.version.clone()
     }
 
-    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
-        write_cuda(kernel).map(|s| s.text)
+    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
+        let source = write_cuda(kernel)?;
+        Ok(Prepared {
+            text: Some(source.text.clone()),
+            written: Box::new(source),
+        })
     }
 
-    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        Ok(self.compile_with_binary(kernel)?.0)
-    }
-
-    fn compile_with_binary(
+    fn compile_prepared(
         &self,
         kernel: &Kernel,
+        prepared: Prepared,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
-        let source = write_cuda(kernel)?;
+        let source: &kiln_c::Source = prepared.written(BackendKind::Cuda)?;
         let binary = self.nvrtc.compile(
             &kernel.name,
             &source.text,
@@ -278,16 +280,17 @@ impl Backend for CudaBackend {
             &NVRTC_OPTIONS,
             self.output,
         )?;
-        Ok((self.load(kernel, &source, binary.clone())?, Some(binary)))
+        Ok((self.load(kernel, source, binary.clone())?, Some(binary)))
     }
 
     fn load_binary(
         &self,
         kernel: &Kernel,
+        prepared: &Prepared,
         binary: &[u8],
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let source = write_cuda(kernel)?;
-        self.load(kernel, &source, binary.to_vec())
+        let source: &kiln_c::Source = prepared.written(BackendKind::Cuda)?;
+        self.load(kernel, source, binary.to_vec())
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {

@@ -207,6 +207,7 @@ impl OpenClBackend {
             max_shared_bytes: device.local_mem_size().unwrap_or(0),
             max_buffer_bytes: device.max_mem_alloc_size().unwrap_or(u64::MAX),
             indexed_private_arrays: true,
+            fits_groups_to_work: false,
             max_loop_iterations: None,
             features: Features {
                 f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)
@@ -252,13 +253,15 @@ impl Backend for OpenClBackend {
         self.version.clone()
     }
 
-    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
-        write_kernel(kernel, Dialect::OpenCl)
-            .map(|s| s.text)
-            .map_err(|e| BackendError::Unsupported {
-                backend: BackendKind::OpenCl,
-                feature: e.to_string(),
-            })
+    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
+        let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
+            backend: BackendKind::OpenCl,
+            feature: e.to_string(),
+        })?;
+        Ok(Prepared {
+            text: Some(src.text.clone()),
+            written: Box::new(src),
+        })
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
@@ -363,15 +366,12 @@ impl Backend for OpenClBackend {
             .map_err(|e| self.copy_err(format!("waiting for the queue: {e}")))
     }
 
-    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        Ok(self.compile_with_binary(kernel)?.0)
-    }
-
-    fn compile_with_binary(
+    fn compile_prepared(
         &self,
         kernel: &Kernel,
+        prepared: Prepared,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
-        let src = self.source(kernel)?;
+        let src = self.source(&prepared)?;
         let program =
             Program::create_and_build_from_source(&self.shared.context, &src.text, BUILD_OPTIONS)
                 .map_err(|log| BackendError::Compile {
@@ -385,15 +385,16 @@ impl Backend for OpenClBackend {
             .ok()
             .and_then(|b| b.into_iter().next())
             .filter(|b| !b.is_empty());
-        Ok((self.finish(kernel, &src, program)?, binary))
+        Ok((self.finish(kernel, src, program)?, binary))
     }
 
     fn load_binary(
         &self,
         kernel: &Kernel,
+        prepared: &Prepared,
         binary: &[u8],
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let src = self.source(kernel)?;
+        let src = self.source(prepared)?;
         let program =
             Program::create_and_build_from_binary(&self.shared.context, &[binary], BUILD_OPTIONS)
                 .map_err(|e| BackendError::Compile {
@@ -402,7 +403,7 @@ impl Backend for OpenClBackend {
                 log: format!("loading a cached program binary: {e}"),
                 source_text: src.text.clone(),
             })?;
-        self.finish(kernel, &src, program)
+        self.finish(kernel, src, program)
     }
 }
 
@@ -415,12 +416,9 @@ impl OpenClBackend {
         }
     }
 
-    /// The OpenCL C for `kernel`, after checking the device has what it needs.
-    fn source(&self, kernel: &Kernel) -> Result<kiln_c::Source, BackendError> {
-        let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
-            backend: BackendKind::OpenCl,
-            feature: e.to_string(),
-        })?;
+    /// The OpenCL C of a prepared kernel, after checking the device has what it needs.
+    fn source<'p>(&self, prepared: &'p Prepared) -> Result<&'p kiln_c::Source, BackendError> {
+        let src: &kiln_c::Source = prepared.written(BackendKind::OpenCl)?;
         let features = &self.shared.info.features;
         let missing = [
             (src.needs.f64, features.f64, "f64 (cl_khr_fp64)"),

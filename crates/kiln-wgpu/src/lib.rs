@@ -328,6 +328,7 @@ impl WgpuBackend {
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             indexed_private_arrays: a.device_type != wgpu::DeviceType::Cpu,
+            fits_groups_to_work: false,
             max_loop_iterations: loop_limit,
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),
@@ -549,8 +550,12 @@ impl Backend for WgpuBackend {
         self.version.clone()
     }
 
-    fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
-        self.write(kernel).map(|s| s.text)
+    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
+        let shader = self.write(kernel)?;
+        Ok(Prepared {
+            text: Some(shader.text.clone()),
+            written: Box::new(shader),
+        })
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
@@ -636,8 +641,13 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        let shader = self.write(kernel)?;
+    /// wgpu keeps no binaries: the second value is always `None`.
+    fn compile_prepared(
+        &self,
+        kernel: &Kernel,
+        prepared: Prepared,
+    ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
+        let shader: Shader = prepared.into_written(BackendKind::Wgpu)?;
         let missing = [
             (
                 shader.needs.f64,
@@ -743,7 +753,7 @@ impl Backend for WgpuBackend {
             kernels.push(kernel.name.clone());
             kernels.len() as u32
         });
-        Ok(Arc::new(WgpuKernel {
+        let compiled = Arc::new(WgpuKernel {
             kernel: Arc::new(kernel.clone()),
             fault_tag,
             shader,
@@ -752,7 +762,8 @@ impl Backend for WgpuBackend {
             pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
             shared: self.shared.clone(),
-        }))
+        });
+        Ok((compiled, None))
     }
 }
 
