@@ -248,7 +248,11 @@ impl PlanCache {
             .iter()
             .map(|(_, j)| (constant_param_name(*j), *j))
             .collect();
-        let kernels = compile_all(hoist_constants(&slots, build)?, &names, &compile)?;
+        let parameterized: Vec<Kernel> = build()?
+            .into_iter()
+            .map(|k| hoist_constants(k, &slots))
+            .collect();
+        let kernels = compile_all(parameterized, &names, &compile)?;
         let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
         if !shapes.map.contains_key(&hash) {
             let keep = shapes.capacity.saturating_sub(1);

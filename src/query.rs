@@ -251,18 +251,14 @@ fn fingerprint_of(
     settings: &[u32],
     emit: impl FnOnce(&KernelScope),
 ) -> Option<Fingerprint> {
-    let (shape, constants) = constants::record_constants(|| {
-        Kernel::build_unvalidated(plan, |k| {
-            for s in settings {
-                lit(*s);
-            }
-            emit(k);
-        })
+    let built = Kernel::build_unvalidated(plan, |k| {
+        for s in settings {
+            lit(*s);
+        }
+        emit(k);
     });
-    Some(Fingerprint {
-        shape: shape.ok()?,
-        constants,
-    })
+    let (shape, constants) = constants::record_constants(built.ok()?);
+    Some(Fingerprint { shape, constants })
 }
 
 /// Stores each of `vals` to an output of its own, so a fingerprint records which values

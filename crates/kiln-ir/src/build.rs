@@ -213,6 +213,10 @@ struct KernelState {
     functions: Vec<Function>,
     fns: Vec<FnState>,
     errors: Vec<String>,
+    /// The user closure running ([`crate::constants::user_code`]) and how many literals it
+    /// has emitted in the body so far.
+    region: Option<(u32, u32)>,
+    user_literals: Vec<(Handle, crate::constants::ConstantSlot)>,
 }
 
 thread_local! {
@@ -319,23 +323,29 @@ pub fn lit<T: Scalar>(v: T) -> Val<T> {
     Val::from_raw(literal(v.to_value()))
 }
 
-/// Appends the constant `v`, or, where a tap of [`crate::constants`] makes it a parameter, a
-/// read of that parameter (declared on first use).
+/// Appends the constant `v`; in the body, inside user code, its slot is recorded
+/// ([`Kernel::user_literals`]).
 fn literal(v: ScalarValue) -> Raw {
-    let in_body = || with_kernel(|k| k.fns.len() == 1).unwrap_or(false);
-    if let Some(j) = (crate::constants::in_user_code() && in_body())
-        .then(|| crate::constants::parameter_for_literal(v))
-        .flatten()
-    {
-        let name = crate::constants::constant_param_name(j);
-        let declared = with_kernel(|k| k.params.iter().position(|p| p.name == name)).flatten();
-        let i = match declared {
-            Some(i) => i as u32,
-            None => add_param(&name, ParamKind::Value(Type::Scalar(v.ty()))),
-        };
-        return push(Expr::Param(i), &[]);
+    let raw = push(Expr::Literal(v), &[]);
+    if raw != POISON {
+        with_kernel(|k| {
+            if let (1, Some((closure, index))) = (k.fns.len(), &mut k.region) {
+                let slot = crate::constants::ConstantSlot {
+                    closure: *closure,
+                    index: *index,
+                };
+                *index += 1;
+                k.user_literals.push((raw.h, slot));
+            }
+        });
     }
-    push(Expr::Literal(v), &[])
+    raw
+}
+
+/// Makes `region` the user-code region of the kernel being built and returns the one it
+/// replaces; `None` when no kernel is being built.
+pub(crate) fn swap_region(region: Option<(u32, u32)>) -> Option<Option<(u32, u32)>> {
+    with_kernel(|k| std::mem::replace(&mut k.region, region))
 }
 
 /// Values convertible to `Val<T>`: a `Val<T>` or a plain `T` (which becomes a constant).
@@ -1197,6 +1207,8 @@ impl Kernel {
                 functions: Vec::new(),
                 fns: vec![new_fn("", Vec::new(), None)],
                 errors: Vec::new(),
+                region: None,
+                user_literals: Vec::new(),
             })
         });
         body(&KernelScope { id });
@@ -1211,6 +1223,7 @@ impl Kernel {
             shared: state.shared,
             functions: state.functions,
             body: f.body,
+            user_literals: state.user_literals,
         };
         if let Some(e) = state.errors.into_iter().next() {
             return Err(IrError {

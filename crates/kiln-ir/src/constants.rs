@@ -2,12 +2,13 @@
 //!
 //! A query's closures emit IR, and a value a closure captures (`move |x| x * k`) arrives as a
 //! literal. To compile such a query once for every `k` instead of once per `k`, kiln's query
-//! planner marks where user code runs ([`user_code`]) and builds kernels under one of two
-//! taps:
+//! planner marks where user code runs ([`user_code`]): each literal user code emits in a
+//! kernel body is recorded with its [`ConstantSlot`] in [`Kernel::user_literals`]. Two passes
+//! over a built kernel then turn literals into value parameters:
 //!
-//! * [`record_constants`]: every literal that user code emits in the kernel body becomes a
-//!   value parameter named after its [`ConstantSlot`]'s position in the record, and the
-//!   literal's value is recorded. The kernel is then the query's shape without its constants.
+//! * [`record_constants`]: every literal of user code becomes a value parameter named after
+//!   its slot's position in the record, and the literal's value is recorded. The kernel is
+//!   then the query's shape without its constants.
 //! * [`hoist_constants`]: the literals of the chosen slots become those parameters; the rest
 //!   stay literals.
 //!
@@ -15,11 +16,11 @@
 //! application of the closure emits: a closure emits the same literals, in the same order,
 //! each time it is applied to values of the same types, so the slot names the same constant in
 //! every kernel of a plan. Literals inside device functions are not slots: a device function
-//! captures nothing, and its body is built once per kernel.
+//! captures nothing, and its body is built once per kernel. The builder emits the same IR
+//! with or without these passes; only the record of origins depends on [`user_code`].
 
-use crate::types::ScalarValue;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use crate::ir::{Expr, Kernel, Param, ParamKind};
+use crate::types::{ScalarValue, Type};
 
 /// Where a literal of user code sits: the closure that emitted it and the literal's position
 /// among those one application of the closure emits.
@@ -46,102 +47,82 @@ pub fn constant_param_name(j: usize) -> String {
     format!("kiln_const{j}")
 }
 
-enum Tap {
-    Record(RecordedConstants),
-    Hoist(HashMap<ConstantSlot, usize>),
-}
-
-/// The user closure running and how many literals it has emitted so far.
-type Region = Option<(u32, u32)>;
-
-thread_local! {
-    static TAP: RefCell<Option<Tap>> = const { RefCell::new(None) };
-    /// The user closure running under a tap and how many literals it has emitted (`None`
-    /// outside user code or without a tap). Apart from `TAP` so that the check for it, made
-    /// for every literal, is one load.
-    static REGION: Cell<Region> = const { Cell::new(None) };
-}
-
 /// Runs `f`, the application of user closure number `closure`, so that the literals it emits
-/// in the kernel body are slots of that closure. Without a tap (see the module) it only runs
-/// `f`.
+/// in the body of the kernel being built are recorded as slots of that closure. Outside a
+/// kernel build it only runs `f`.
 pub fn user_code<R>(closure: u32, f: impl FnOnce() -> R) -> R {
-    if TAP.with(|t| t.borrow().is_none()) {
-        return f();
-    }
     /// Gives the enclosing region back when `f` returns or unwinds.
-    struct Restore(Region);
+    struct Restore(Option<(u32, u32)>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            REGION.set(self.0);
+            crate::build::swap_region(self.0);
         }
     }
-    let _restore = Restore(REGION.replace(Some((closure, 0))));
-    f()
-}
-
-/// Puts the tap and region that were current before [`with_tap`] back when dropped, also on
-/// unwinding, so a panic in user code leaves no tap behind.
-struct TapGuard(Option<(Option<Tap>, Region)>);
-
-impl Drop for TapGuard {
-    fn drop(&mut self) {
-        if let Some((tap, region)) = self.0.take() {
-            TAP.with(|t| *t.borrow_mut() = tap);
-            REGION.set(region);
+    match crate::build::swap_region(Some((closure, 0))) {
+        Some(outer) => {
+            let _restore = Restore(outer);
+            f()
         }
+        None => f(),
     }
 }
 
-fn with_tap<R>(tap: Tap, f: impl FnOnce() -> R) -> (R, Tap) {
-    let outer_tap = TAP.with(|t| t.borrow_mut().replace(tap));
-    let mut guard = TapGuard(Some((outer_tap, REGION.take())));
-    let r = f();
-    let (outer_tap, outer_region) = guard.0.take().expect("set above");
-    let tap = TAP.with(|t| std::mem::replace(&mut *t.borrow_mut(), outer_tap));
-    REGION.set(outer_region);
-    (r, tap.expect("set above"))
-}
-
-/// Runs `f` (which builds kernels) so that every literal user code emits in a kernel body
-/// becomes a value parameter, and returns what `f` returned with the constants recorded.
-pub fn record_constants<R>(f: impl FnOnce() -> R) -> (R, RecordedConstants) {
-    match with_tap(Tap::Record(RecordedConstants::default()), f) {
-        (r, Tap::Record(recorded)) => (r, recorded),
-        (_, Tap::Hoist(_)) => unreachable!("with_tap gives back the tap it was given"),
-    }
-}
-
-/// Runs `f` (which builds kernels) so that the literals of user code in `hoisted` slots become
-/// value parameters named [`constant_param_name`]`(j)`, `j` being the number paired with the
-/// slot; other literals stay literals.
-pub fn hoist_constants<R>(hoisted: &[(ConstantSlot, usize)], f: impl FnOnce() -> R) -> R {
-    with_tap(Tap::Hoist(hoisted.iter().copied().collect()), f).0
-}
-
-/// True while user code runs under a tap: only then may a literal become a parameter.
-pub(crate) fn in_user_code() -> bool {
-    REGION.get().is_some()
-}
-
-/// The number of the constant parameter a literal of value `v` that is about to be emitted in
-/// a kernel body should read instead, under the current tap; `None` keeps the literal. Counts
-/// the literal as the next of the running closure's.
-pub(crate) fn parameter_for_literal(v: ScalarValue) -> Option<usize> {
-    let (closure, index) = REGION.get()?;
-    REGION.set(Some((closure, index + 1)));
-    let slot = ConstantSlot { closure, index };
-    TAP.with(|t| match t.borrow_mut().as_mut()? {
-        Tap::Record(rec) => Some(match rec.slots.iter().position(|s| *s == slot) {
+/// `kernel` with every literal of user code in its body replaced by a read of a value
+/// parameter (one per slot, named [`constant_param_name`] of its position in the record,
+/// appended after the kernel's parameters), and the record of the slots and values.
+pub fn record_constants(kernel: Kernel) -> (Kernel, RecordedConstants) {
+    let mut rec = RecordedConstants::default();
+    let k = parameterize(kernel, |slot, v| {
+        Some(match rec.slots.iter().position(|s| *s == slot) {
             Some(j) => j,
             None => {
                 rec.slots.push(slot);
                 rec.values.push(v);
                 rec.slots.len() - 1
             }
-        }),
-        Tap::Hoist(map) => map.get(&slot).copied(),
+        })
+    });
+    (k, rec)
+}
+
+/// `kernel` with the literals of user code in `hoisted` slots replaced by reads of value
+/// parameters named [`constant_param_name`]`(j)`, `j` being the number paired with the slot
+/// (appended after the kernel's parameters); other literals stay literals.
+pub fn hoist_constants(kernel: Kernel, hoisted: &[(ConstantSlot, usize)]) -> Kernel {
+    parameterize(kernel, |slot, _| {
+        hoisted.iter().find(|(s, _)| *s == slot).map(|(_, j)| *j)
     })
+}
+
+/// `kernel` with each user literal for which `choose` gives a number `j` read from the value
+/// parameter [`constant_param_name`]`(j)` (declared on first use); the literals replaced
+/// leave [`Kernel::user_literals`].
+fn parameterize(
+    mut k: Kernel,
+    mut choose: impl FnMut(ConstantSlot, ScalarValue) -> Option<usize>,
+) -> Kernel {
+    for (h, slot) in std::mem::take(&mut k.user_literals) {
+        let Some(Expr::Literal(v)) = k.body.exprs.get(h.index()).cloned() else {
+            continue;
+        };
+        let Some(j) = choose(slot, v) else {
+            k.user_literals.push((h, slot));
+            continue;
+        };
+        let name = constant_param_name(j);
+        let i = match k.params.iter().position(|p| p.name == name) {
+            Some(i) => i,
+            None => {
+                k.params.push(Param {
+                    name,
+                    kind: ParamKind::Value(Type::Scalar(v.ty())),
+                });
+                k.params.len() - 1
+            }
+        };
+        k.body.exprs[h.index()] = Expr::Param(i as u32);
+    }
+    k
 }
 
 #[cfg(test)]
@@ -188,7 +169,7 @@ mod tests {
 
     #[test]
     fn recording_makes_each_literal_of_user_code_in_the_body_a_parameter() {
-        let (k, rec) = record_constants(build);
+        let (k, rec) = record_constants(build());
         let slot = |index| ConstantSlot { closure: 7, index };
         assert_eq!(rec.slots, [slot(0), slot(1)]);
         assert_eq!(rec.values, [ScalarValue::F32(3.0), ScalarValue::F32(2.0)]);
@@ -199,13 +180,16 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_in_user_code_leaves_no_tap_behind() {
-        let r = std::panic::catch_unwind(|| {
-            record_constants(|| user_code(1, || panic!("user code panics")))
-        });
+    fn user_code_outside_a_kernel_build_only_runs() {
+        assert_eq!(user_code(1, || 5), 5);
+        let r = std::panic::catch_unwind(|| user_code(1, || panic!("user code panics")));
         assert!(r.is_err());
-        assert_eq!(params(&build()), ["x"]);
-        assert_eq!(literals(&build()), [2.0, 2.0, 3.0, 3.0, 5.0]);
+        let k = build();
+        assert_eq!(params(&k), ["x"]);
+        assert_eq!(literals(&k), [2.0, 2.0, 3.0, 3.0, 5.0]);
+        // Two applications of the closure: its two literals, twice, in order.
+        let slots: Vec<u32> = k.user_literals.iter().map(|(_, s)| s.index).collect();
+        assert_eq!(slots, [0, 1, 0, 1]);
     }
 
     #[test]
@@ -214,10 +198,15 @@ mod tests {
             closure: 7,
             index: 1,
         };
-        let k = hoist_constants(&[(slot, 4)], build);
+        let plain = build();
+        let k = hoist_constants(plain.clone(), &[(slot, 4)]);
         assert_eq!(params(&k), ["x", "kiln_const4"]);
         assert_eq!(literals(&k), [3.0, 3.0, 5.0]);
-        let plain = build();
+        assert_eq!(
+            k.user_literals.len(),
+            2,
+            "the slots left as literals stay recorded"
+        );
         assert_eq!(params(&plain), ["x"]);
         assert_eq!(literals(&plain), [2.0, 2.0, 3.0, 3.0, 5.0]);
     }

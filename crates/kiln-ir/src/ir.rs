@@ -705,6 +705,13 @@ pub struct Kernel {
     pub functions: Vec<Function>,
     /// The kernel body.
     pub body: Body,
+    /// The literals of the body that user code emitted (inside
+    /// [`user_code`](crate::constants::user_code)), each with its slot, in the order they
+    /// were emitted: what [`record_constants`](crate::constants::record_constants) and
+    /// [`hoist_constants`](crate::constants::hoist_constants) turn into parameters. Writers
+    /// ignore it; equality and the structural hash include it (the same build gives the same
+    /// record).
+    pub user_literals: Vec<(Handle, crate::constants::ConstantSlot)>,
 }
 
 impl Kernel {
