@@ -22,7 +22,7 @@
 //! locals) and uses subgroup operations takes the caller's mask as its first parameter, and
 //! may not return before its last statement.
 
-use crate::{Cx, W};
+use crate::{err, Cx, Dialect, Writer, W};
 use kiln_ir::*;
 use std::fmt::Write as _;
 
@@ -156,7 +156,7 @@ pub(crate) fn returns_early(body: &Body) -> bool {
     })
 }
 
-impl crate::Writer {
+impl Writer {
     /// The tracking state; only called while tracking.
     fn tracking(&mut self) -> W<&mut Lanes> {
         self.lanes
@@ -322,3 +322,102 @@ impl crate::Writer {
         Ok(())
     }
 }
+
+impl Writer {
+    pub(crate) fn subgroup(
+        &mut self,
+        op: SubgroupOp,
+        s: ScalarType,
+        x: &str,
+        lane: Option<&str>,
+    ) -> W<String> {
+        if self.d == Dialect::OpenCl {
+            return Ok(match op {
+                SubgroupOp::Ballot => format!("((uint)({x} ? 1 : 0))"),
+                SubgroupOp::ExclusiveAdd => self.lit(ScalarValue::zero(s)),
+                _ => x.to_string(),
+            });
+        }
+        self.needs.subgroups = true;
+        let mask = match &self.lanes {
+            Some(l) => l.current.clone(),
+            None => return err("a CUDA subgroup operation outside lane tracking"),
+        };
+        let t = self.t(s);
+        let lane = lane.unwrap_or("0u");
+        Ok(match op {
+            SubgroupOp::Shuffle | SubgroupOp::Broadcast => {
+                self.shuffle("", "l < 32u", "l", s, x, lane)
+            }
+            SubgroupOp::ShuffleUp => self.shuffle("up_", "l <= me", "me - l", s, x, lane),
+            SubgroupOp::ShuffleDown => self.shuffle("down_", "l < 32u - me", "me + l", s, x, lane),
+            SubgroupOp::ShuffleXor => self.shuffle("xor_", "(me ^ l) < 32u", "me ^ l", s, x, lane),
+            SubgroupOp::Ballot => format!("__ballot_sync({mask}, {x})"),
+            SubgroupOp::All => format!("(__all_sync({mask}, {x}) != 0)"),
+            SubgroupOp::Any => format!("(__any_sync({mask}, {x}) != 0)"),
+            SubgroupOp::ReduceAdd | SubgroupOp::ReduceMin | SubgroupOp::ReduceMax => {
+                // Integer sums wrap; float minimum and maximum follow kiln's NaN and
+                // signed-zero rule.
+                let (name, combine) = match op {
+                    SubgroupOp::ReduceAdd => ("add", self.binary(BinaryOp::Add, s, "v", "o")?),
+                    SubgroupOp::ReduceMin if s.is_float() => {
+                        ("min", format!("{}(v, o)", self.min_max(false, s)))
+                    }
+                    SubgroupOp::ReduceMax if s.is_float() => {
+                        ("max", format!("{}(v, o)", self.min_max(true, s)))
+                    }
+                    SubgroupOp::ReduceMin => ("min", "(o < v ? o : v)".to_string()),
+                    _ => ("max", "(o > v ? o : v)".to_string()),
+                };
+                let h = format!("kiln_subgroup_{name}_{}", s.name());
+                self.helper(format!("// over the active lanes: a butterfly when all 32 are active, else a tree over their ranks\nstatic __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} v) {{ {ACTIVE_LANES} if (m == 0xffffffffu) {{ for (int d = 16; d > 0; d >>= 1) {{ {t} o = __shfl_xor_sync(m, v, d); v = {combine}; }} return v; }} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank + d < count; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank + d + 1u)) : me); if (has) v = {combine}; }} return __shfl_sync(m, v, __ffs(m) - 1); }}"));
+                format!("{h}({mask}, {x})")
+            }
+            SubgroupOp::InclusiveAdd | SubgroupOp::ExclusiveAdd => {
+                let add = self.binary(BinaryOp::Add, s, "v", "o")?;
+                let inclusive = op == SubgroupOp::InclusiveAdd;
+                let h = format!(
+                    "kiln_subgroup_{}_{}",
+                    if inclusive { "inclusive" } else { "exclusive" },
+                    s.name()
+                );
+                let last = if inclusive {
+                    "return v;".to_string()
+                } else {
+                    format!("{t} o = __shfl_sync(m, v, rank > 0u ? __fns(m, 0u, (int)rank) : me); return rank > 0u ? o : ({t})0;")
+                };
+                self.helper(format!("// over the active lanes below the caller (and the caller's own when inclusive)\nstatic __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} v) {{ {ACTIVE_LANES} for (unsigned int d = 1u; d < count; d <<= 1) {{ bool has = rank >= d; {t} o = __shfl_sync(m, v, has ? __fns(m, 0u, (int)(rank - d + 1u)) : me); if (has) v = {add}; }} {last} }}"));
+                format!("{h}({mask}, {x})")
+            }
+        })
+    }
+
+    /// A call of the CUDA shuffle helper `kind` on `s`, written on first use: the source lane
+    /// is `source` when `valid` holds (both in terms of the caller's lane `me` and the
+    /// operand `l`), and a source lane that is outside the warp or not active keeps the
+    /// caller's own value. The caller's path mask is passed along.
+    pub(crate) fn shuffle(
+        &mut self,
+        kind: &str,
+        valid: &str,
+        source: &str,
+        s: ScalarType,
+        x: &str,
+        lane: &str,
+    ) -> String {
+        let t = self.t(s);
+        let mask = self
+            .lanes
+            .as_ref()
+            .map_or("", |l| l.current.as_str())
+            .to_string();
+        let h = format!("kiln_shuffle_{kind}{}", s.name());
+        self.helper(format!("static __device__ __forceinline__ {t} {h}(unsigned int lanes, {t} x, unsigned int l) {{ {ACTIVE_LANES} bool ok = {valid}; unsigned int src = ok ? {source} : me; {t} o = ({t})__shfl_sync(m, x, (int)src); return ok && ((m >> src) & 1u) ? o : x; }}"));
+        format!("{h}({mask}, {x}, {lane})")
+    }
+}
+
+/// The start of every CUDA subgroup helper: the active lanes `m` (those of the caller's path,
+/// `lanes`, that have not returned), their `count`, the caller's lane `me` and its `rank`
+/// among them.
+const ACTIVE_LANES: &str = "unsigned int m = __ballot_sync(lanes, 1); unsigned int me = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u; unsigned int count = __popc(m); unsigned int rank = __popc(m & ((1u << me) - 1u)); (void)count; (void)rank;";

@@ -1,0 +1,223 @@
+//! Where kernels keep their data in C: buffers, shared arrays (CUDA's dynamic region
+//! included) and private locals, and how an element of a buffer or shared array is read or
+//! written.
+
+use crate::*;
+use kiln_ir::*;
+use std::fmt::Write as _;
+
+/// The most bytes of fixed-size `__shared__` arrays a CUDA block may declare; ptxas refuses
+/// more, although devices since Volta offer more to blocks that opt in at launch.
+pub const CUDA_STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
+/// True when the CUDA writer places `kernel`'s fixed-size shared arrays in the dynamic region
+/// as well (each at the next 16-byte boundary, in declaration order, before any dynamic one
+/// that follows it): they add up to more than [`CUDA_STATIC_SHARED_LIMIT`].
+pub fn cuda_fixed_shared_in_dynamic_region(kernel: &Kernel) -> bool {
+    let fixed: u64 = kernel
+        .shared
+        .iter()
+        .filter_map(|s| match s.len {
+            SharedLen::Static(n) => Some(n as u64 * s.elem.size() as u64),
+            SharedLen::Dynamic => None,
+        })
+        .sum();
+    fixed > CUDA_STATIC_SHARED_LIMIT
+}
+
+/// True when the CUDA writer declares `kernel`'s extern shared array: it has a dynamic shared
+/// array, or its fixed-size ones are placed there ([`cuda_fixed_shared_in_dynamic_region`]).
+pub fn cuda_uses_dynamic_region(kernel: &Kernel) -> bool {
+    kernel.shared.iter().any(|s| s.len == SharedLen::Dynamic)
+        || cuda_fixed_shared_in_dynamic_region(kernel)
+}
+
+/// Bytes of dynamic shared memory a CUDA launch of `kernel` needs when its shared arrays have
+/// `lengths` elements (in declaration order): each array in the region starts at a 16-byte
+/// boundary of the one extern array the writer declares. The region holds the dynamic arrays,
+/// and the fixed-size ones too where [`cuda_fixed_shared_in_dynamic_region`] says so.
+pub fn dynamic_shared_bytes(kernel: &Kernel, lengths: &[u32]) -> u64 {
+    let fixed_too = cuda_fixed_shared_in_dynamic_region(kernel);
+    kernel
+        .shared
+        .iter()
+        .zip(lengths)
+        .filter(|(s, _)| fixed_too || s.len == SharedLen::Dynamic)
+        .map(|(s, &n)| (n as u64 * s.elem.size() as u64).div_ceil(16) * 16)
+        .sum()
+}
+
+pub(crate) fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {
+    match m {
+        Memory::Buffer(i) => match k.params.get(i as usize) {
+            Some(Param {
+                name,
+                kind: ParamKind::Buffer { elem, .. },
+            }) => Ok((name.clone(), elem.clone())),
+            _ => err(format!("parameter {i} is not a buffer")),
+        },
+        Memory::Shared(i) => k
+            .shared
+            .get(i as usize)
+            .map(|s| (s.name.clone(), s.elem.clone()))
+            .ok_or_else(|| WriteError(format!("no shared array {i}"))),
+    }
+}
+
+/// Memory form of a scalar type (`bool` is stored as one unsigned byte).
+pub(crate) fn mem_type(d: Dialect, s: ScalarType) -> &'static str {
+    if s == ScalarType::Bool {
+        c_type(d, ScalarType::U8)
+    } else {
+        c_type(d, s)
+    }
+}
+
+impl Writer {
+    pub(crate) fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
+        let mut first_dynamic = true;
+        let fixed_in_region = self.d == Dialect::Cuda && cuda_fixed_shared_in_dynamic_region(k);
+        for s in &k.shared {
+            for (sc, _) in s.elem.flatten() {
+                self.note_type(sc);
+            }
+            // Structs and vectors are bytes here, read through wider pointers: 16-byte aligned.
+            let (ty, count, align) = match &s.elem {
+                Type::Scalar(sc) => (mem_type(self.d, *sc).to_string(), 1, ""),
+                other => (self.t(ScalarType::U8).to_string(), other.size(), "16"),
+            };
+            match (s.len, self.d) {
+                (SharedLen::Static(n), Dialect::OpenCl) => {
+                    let aligned = match align {
+                        "" => String::new(),
+                        a => format!(" __attribute__((aligned({a})))"),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "  __local {ty} {}[{}]{aligned};",
+                        s.name,
+                        (n as u64 * count as u64).max(1)
+                    );
+                    let _ = writeln!(out, "  const uint {}_len = {n}u;", s.name);
+                }
+                (SharedLen::Static(n), Dialect::Cuda) if !fixed_in_region => {
+                    let aligned = match align {
+                        "" => String::new(),
+                        a => format!("__align__({a}) "),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "  __shared__ {aligned}{ty} {}[{}];",
+                        s.name,
+                        (n as u64 * count as u64).max(1)
+                    );
+                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
+                }
+                (SharedLen::Static(n), Dialect::Cuda) => {
+                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
+                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
+                }
+                (SharedLen::Dynamic, Dialect::OpenCl) => {
+                    let _ = writeln!(
+                        out,
+                        "  __local {ty}* {} = (__local {ty}*){}_mem;",
+                        s.name, s.name
+                    );
+                }
+                (SharedLen::Dynamic, Dialect::Cuda) => {
+                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Declares shared array `s` (whose `_len` is in scope) in CUDA's one extern array, at
+    /// the next 16-byte boundary (the layout `dynamic_shared_bytes` counts); the first call
+    /// declares the extern array.
+    pub(crate) fn dynamic_region_array(
+        &self,
+        first: &mut bool,
+        ty: &str,
+        s: &kiln_ir::SharedDecl,
+        out: &mut String,
+    ) {
+        if std::mem::take(first) {
+            let _ = writeln!(
+                out,
+                "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  unsigned long long kiln_shared_at = 0ull;"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
+            s.name
+        );
+        let _ = writeln!(
+            out,
+            "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
+            s.name,
+            s.elem.size()
+        );
+    }
+
+    pub(crate) fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
+        for (i, l) in cx.body.locals.iter().enumerate() {
+            match &l.ty {
+                Type::Array(e, n) => {
+                    for (s, _) in e.flatten() {
+                        self.note_type(s);
+                    }
+                    let comps = e.flatten().len();
+                    for (c, (s, _)) in e.flatten().into_iter().enumerate() {
+                        let name = if comps == 1 {
+                            cx.local_name(i)
+                        } else {
+                            format!("{}_{c}", cx.local_name(i))
+                        };
+                        let _ = writeln!(out, "  {} {name}[{}] = {{0}};", self.t(s), (*n).max(1));
+                    }
+                }
+                t => {
+                    for (c, (s, _)) in t.flatten().into_iter().enumerate() {
+                        self.note_type(s);
+                        let _ = writeln!(
+                            out,
+                            "  {} {} = {};",
+                            self.t(s),
+                            component_name(&cx.local_name(i), c, t.flatten().len()),
+                            self.lit(ScalarValue::zero(s))
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An lvalue/rvalue for component `off` of element `i` of a memory.
+    pub(crate) fn elem_ref(
+        &self,
+        name: &str,
+        elem: &Type,
+        sc: ScalarType,
+        off: u32,
+        i: &str,
+        memory: Memory,
+    ) -> String {
+        let mt = mem_type(self.d, sc);
+        if matches!(elem, Type::Scalar(_)) {
+            return format!("{name}[{i}]");
+        }
+        let space = match (self.d, memory) {
+            (Dialect::OpenCl, Memory::Buffer(_)) => "__global ",
+            (Dialect::OpenCl, Memory::Shared(_)) => "__local ",
+            _ => "",
+        };
+        let byte = self.t(ScalarType::U8);
+        format!(
+            "*(({space}{mt}*)(({space}{byte}*){name} + (size_t){i} * {}u + {off}u))",
+            elem.size()
+        )
+    }
+}
