@@ -44,6 +44,7 @@ for line in sys.stdin:
 run() {
     OUT="${OUT:-target/gpu/out}"
     mkdir -p "$OUT/logs"
+    rm -f "$OUT/failures.txt"
     rm -rf target/gpu/bin
     tar -C target/gpu -xJf "$PACK"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt" \
