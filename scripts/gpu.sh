@@ -4,7 +4,8 @@
 #   scripts/gpu.sh pack   here: builds every test binary, the benchmark and the examples in
 #                         release mode, strips them and packs them into target/gpu/kiln-gpu.tar.xz
 #                         (about 48 MB; carry that path to the GPU machine; CI runs both steps on the CPU alone)
-#   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary with
+#   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary (each
+#                         module of the integration tests' one binary apart) with
 #                         KILN_REQUIRE=cpu,cuda on the CPU and CUDA only (KILN_TEST_ONLY), each
 #                         with an empty disk cache; the examples on cuda, their results diffed
 #                         against the CPU's; the full benchmark with --json, caches off; and the
@@ -71,16 +72,29 @@ for root in nvidia.__path__:
     local failed=0 summary=""
     if [[ ",$parts," == *,tests,* ]]; then
         for t in target/gpu/bin/test-*; do
-            name="$(basename "$t")"
-            rm -rf "$cache"
-            local start=$SECONDS
-            if KILN_CACHE_DIR="$cache" timeout "${GPU_TEST_TIMEOUT:-300}" "$t" > "$OUT/logs/$name.log" 2>&1; then
-                summary+="$name ($((SECONDS - start)) s): $(grep -E '^test result' "$OUT/logs/$name.log" | tail -1)"$'\n'
-            else
-                failed=1
-                summary+="$name ($((SECONDS - start)) s): FAILED (see logs/$name.log)"$'\n'
-                grep -E "^---- |panicked" "$OUT/logs/$name.log" | head -40 >> "$OUT/failures.txt" || true
+            # The integration tests are one binary (tests/it): each of its modules runs as a
+            # part of its own, with its own log, timeout and empty cache.
+            local modules="-"
+            if [ "$(basename "$t")" = test-it ]; then
+                modules="$("$t" --list 2>/dev/null | sed -n 's/^\([a-z_]*\)::.*: test$/\1/p' | sort -u)"
             fi
+            for module in $modules; do
+                local name filter=()
+                name="$(basename "$t")"
+                if [ "$module" != - ]; then
+                    name="$name-$module"
+                    filter=("$module::")
+                fi
+                rm -rf "$cache"
+                local start=$SECONDS
+                if KILN_CACHE_DIR="$cache" timeout "${GPU_TEST_TIMEOUT:-300}" "$t" ${filter[@]+"${filter[@]}"} > "$OUT/logs/$name.log" 2>&1; then
+                    summary+="$name ($((SECONDS - start)) s): $(grep -E '^test result' "$OUT/logs/$name.log" | tail -1)"$'\n'
+                else
+                    failed=1
+                    summary+="$name ($((SECONDS - start)) s): FAILED (see logs/$name.log)"$'\n'
+                    grep -E "^---- |panicked" "$OUT/logs/$name.log" | head -40 >> "$OUT/failures.txt" || true
+                fi
+            done
         done
     fi
     if [[ ",$parts," == *,examples,* ]]; then

@@ -1,5 +1,5 @@
 //! The kernel gallery: kernels written as Rust functions with `#[kiln::kernel]`. The
-//! `kernels` example runs some of them, tests/kernels.rs checks every one against a plain Rust
+//! `kernels` example runs some of them, tests/it/kernels.rs checks every one against a plain Rust
 //! loop on every backend, and the benchmark times the transposes and histograms.
 //!
 //! Each kernel is an ordinary function; `ctx.launch(saxpy, n, (a, &x, &mut y))` runs it.

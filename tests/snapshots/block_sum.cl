@@ -8,14 +8,14 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
   uint i_3 = 0u;
   __local float per_subgroup[256];
   const uint per_subgroup_len = 256u;
-  #line 77 "tests/../examples/gallery/mod.rs"
-  #line 78 "tests/../examples/gallery/mod.rs"
+  #line 77 "tests/it/../../examples/gallery/mod.rs"
+  #line 78 "tests/it/../../examples/gallery/mod.rs"
   const uint t0 = ((uint)get_global_id(0));
   #line 78
   const float t1 = ((t0 < data_len) ? data[t0] : 0e+0f);
   #line 78
   v_0 = t1;
-  #line 80 "tests/../examples/gallery/mod.rs"
+  #line 80 "tests/it/../../examples/gallery/mod.rs"
   const uint t2 = 1u;
   #line 80
   const uint t3 = 2u;
@@ -23,7 +23,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
   const uint t4 = kiln_div_u32(t2, t3);
   #line 80
   offset_1 = t4;
-  #line 81 "tests/../examples/gallery/mod.rs"
+  #line 81 "tests/it/../../examples/gallery/mod.rs"
   for (;;) {
     #line 81
     const uint t5 = offset_1;
@@ -38,7 +38,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
       #line 81
       break;
     }
-    #line 82 "tests/../examples/gallery/mod.rs"
+    #line 82 "tests/it/../../examples/gallery/mod.rs"
     const float t9 = v_0;
     #line 82
     const float t10 = v_0;
@@ -50,7 +50,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
     const float t13 = (t9 + t12);
     #line 82
     v_0 = t13;
-    #line 83 "tests/../examples/gallery/mod.rs"
+    #line 83 "tests/it/../../examples/gallery/mod.rs"
     const uint t14 = offset_1;
     #line 83
     const uint t15 = 2u;
@@ -59,9 +59,9 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
     #line 83
     offset_1 = t16;
   }
-  #line 85 "tests/../examples/gallery/mod.rs"
+  #line 85 "tests/it/../../examples/gallery/mod.rs"
   const uint t17 = ((uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2))));
-  #line 86 "tests/../examples/gallery/mod.rs"
+  #line 86 "tests/it/../../examples/gallery/mod.rs"
   const uint t18 = 0u;
   #line 86
   const uint t19 = 0u;
@@ -69,14 +69,14 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
   const bool t20 = (t18 == t19);
   #line 86
   if (t20) {
-    #line 87 "tests/../examples/gallery/mod.rs"
+    #line 87 "tests/it/../../examples/gallery/mod.rs"
     const float t21 = v_0;
     #line 87
     if (t17 < per_subgroup_len) { per_subgroup[t17] = t21; }
   }
-  #line 89 "tests/../examples/gallery/mod.rs"
+  #line 89 "tests/it/../../examples/gallery/mod.rs"
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  #line 90 "tests/../examples/gallery/mod.rs"
+  #line 90 "tests/it/../../examples/gallery/mod.rs"
   const uint t22 = ((uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2))));
   #line 90
   const uint t23 = 0u;
@@ -84,7 +84,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
   const bool t24 = (t22 == t23);
   #line 90
   if (t24) {
-    #line 91 "tests/../examples/gallery/mod.rs"
+    #line 91 "tests/it/../../examples/gallery/mod.rs"
     const uint t25 = ((uint)get_local_size(0));
     #line 91
     const uint t26 = 1u;
@@ -98,11 +98,11 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
     const uint t30 = 1u;
     #line 91
     const uint t31 = kiln_div_u32(t29, t30);
-    #line 92 "tests/../examples/gallery/mod.rs"
+    #line 92 "tests/it/../../examples/gallery/mod.rs"
     const float t32 = 0e+0f;
     #line 92
     total_2 = t32;
-    #line 93 "tests/../examples/gallery/mod.rs"
+    #line 93 "tests/it/../../examples/gallery/mod.rs"
     const uint t33 = 0u;
     #line 93
     const uint t34 = 1u;
@@ -127,7 +127,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
         #line 93
         break;
       }
-      #line 94 "tests/../examples/gallery/mod.rs"
+      #line 94 "tests/it/../../examples/gallery/mod.rs"
       const float t37 = total_2;
       #line 94
       const float t38 = ((t35 < per_subgroup_len) ? per_subgroup[t35] : 0e+0f);
@@ -136,7 +136,7 @@ __kernel void block_sum(__global const float* data, uint data_len, __global floa
       #line 94
       total_2 = t39;
     }
-    #line 96 "tests/../examples/gallery/mod.rs"
+    #line 96 "tests/it/../../examples/gallery/mod.rs"
     const uint t42 = ((uint)get_group_id(0));
     #line 96
     const float t43 = total_2;

@@ -9,14 +9,14 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
   __shared__ float per_subgroup[256];
   const unsigned int per_subgroup_len = 256u;
   unsigned int kiln_lanes0; { unsigned int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); unsigned int n = blockDim.x * blockDim.y * blockDim.z - (t & ~31u); kiln_lanes0 = n >= 32u ? 0xffffffffu : (1u << n) - 1u; }
-  #line 77 "tests/../examples/gallery/mod.rs"
-  #line 78 "tests/../examples/gallery/mod.rs"
+  #line 77 "tests/it/../../examples/gallery/mod.rs"
+  #line 78 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t0 = (blockIdx.x * blockDim.x + threadIdx.x);
   #line 78
   const float t1 = ((t0 < data_len) ? data[t0] : 0e+0f);
   #line 78
   v_0 = t1;
-  #line 80 "tests/../examples/gallery/mod.rs"
+  #line 80 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t2 = 32u;
   #line 80
   const unsigned int t3 = 2u;
@@ -24,7 +24,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
   const unsigned int t4 = kiln_div_u32(t2, t3);
   #line 80
   offset_1 = t4;
-  #line 81 "tests/../examples/gallery/mod.rs"
+  #line 81 "tests/it/../../examples/gallery/mod.rs"
   unsigned int kiln_iter1 = kiln_lanes0;
   int kiln_jump1 = 0;
   for (;;) {
@@ -44,7 +44,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
     }
     const unsigned int kiln_then3 = __ballot_sync(kiln_iter1, kiln_jump1 == 0);
     if (kiln_jump1 == 0) {
-      #line 82 "tests/../examples/gallery/mod.rs"
+      #line 82 "tests/it/../../examples/gallery/mod.rs"
       const float t9 = v_0;
       #line 82
       const float t10 = v_0;
@@ -56,7 +56,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
       const float t13 = (t9 + t12);
       #line 82
       v_0 = t13;
-      #line 83 "tests/../examples/gallery/mod.rs"
+      #line 83 "tests/it/../../examples/gallery/mod.rs"
       const unsigned int t14 = offset_1;
       #line 83
       const unsigned int t15 = 2u;
@@ -67,9 +67,9 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
     }
     { const unsigned int kiln_stay1 = __ballot_sync(kiln_iter1, kiln_jump1 != 2); if (kiln_jump1 == 2) break; kiln_iter1 = kiln_stay1; }
   }
-  #line 85 "tests/../examples/gallery/mod.rs"
+  #line 85 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t17 = ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5);
-  #line 86 "tests/../examples/gallery/mod.rs"
+  #line 86 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t18 = ((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
   #line 86
   const unsigned int t19 = 0u;
@@ -77,14 +77,14 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
   const bool t20 = (t18 == t19);
   #line 86
   if (t20) {
-    #line 87 "tests/../examples/gallery/mod.rs"
+    #line 87 "tests/it/../../examples/gallery/mod.rs"
     const float t21 = v_0;
     #line 87
     if (t17 < per_subgroup_len) { per_subgroup[t17] = t21; }
   }
-  #line 89 "tests/../examples/gallery/mod.rs"
+  #line 89 "tests/it/../../examples/gallery/mod.rs"
   __syncthreads();
-  #line 90 "tests/../examples/gallery/mod.rs"
+  #line 90 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t22 = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
   #line 90
   const unsigned int t23 = 0u;
@@ -92,7 +92,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
   const bool t24 = (t22 == t23);
   #line 90
   if (t24) {
-    #line 91 "tests/../examples/gallery/mod.rs"
+    #line 91 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t25 = blockDim.x;
     #line 91
     const unsigned int t26 = 32u;
@@ -106,11 +106,11 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
     const unsigned int t30 = 32u;
     #line 91
     const unsigned int t31 = kiln_div_u32(t29, t30);
-    #line 92 "tests/../examples/gallery/mod.rs"
+    #line 92 "tests/it/../../examples/gallery/mod.rs"
     const float t32 = 0e+0f;
     #line 92
     total_2 = t32;
-    #line 93 "tests/../examples/gallery/mod.rs"
+    #line 93 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t33 = 0u;
     #line 93
     const unsigned int t34 = 1u;
@@ -135,7 +135,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
         #line 93
         break;
       }
-      #line 94 "tests/../examples/gallery/mod.rs"
+      #line 94 "tests/it/../../examples/gallery/mod.rs"
       const float t37 = total_2;
       #line 94
       const float t38 = ((t35 < per_subgroup_len) ? per_subgroup[t35] : 0e+0f);
@@ -144,7 +144,7 @@ extern "C" __global__ void block_sum(const float* data, unsigned int data_len, f
       #line 94
       total_2 = t39;
     }
-    #line 96 "tests/../examples/gallery/mod.rs"
+    #line 96 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t42 = blockIdx.x;
     #line 96
     const float t43 = total_2;

@@ -25,17 +25,17 @@ fn block_sum(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(lo
   var offset_1: u32 = 0u;
   var total_2: f32 = 0e0f;
   var i_3: u32 = 0u;
-  // tests/../examples/gallery/mod.rs:77
-  // tests/../examples/gallery/mod.rs:78
+  // tests/it/../../examples/gallery/mod.rs:77
+  // tests/it/../../examples/gallery/mod.rs:78
   let t0: u32 = (kiln_gid.x * kiln_group_x + kiln_lid.x);
   let t1: f32 = select(0e0f, data[t0], t0 < data_len);
   v_0 = t1;
-  // tests/../examples/gallery/mod.rs:80
+  // tests/it/../../examples/gallery/mod.rs:80
   let t2: u32 = 1u;
   var t3: u32 = 2u;
   let t4: u32 = kiln_div_u32(t2, t3);
   offset_1 = t4;
-  // tests/../examples/gallery/mod.rs:81
+  // tests/it/../../examples/gallery/mod.rs:81
   loop {
     let t5: u32 = offset_1;
     var t6: u32 = 0u;
@@ -44,38 +44,38 @@ fn block_sum(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(lo
     if (t8) {
       break;
     }
-    // tests/../examples/gallery/mod.rs:82
+    // tests/it/../../examples/gallery/mod.rs:82
     let t9: f32 = v_0;
     let t10: f32 = v_0;
     let t11: u32 = offset_1;
     let t12: f32 = t10;
     let t13: f32 = (t9 + t12);
     v_0 = t13;
-    // tests/../examples/gallery/mod.rs:83
+    // tests/it/../../examples/gallery/mod.rs:83
     let t14: u32 = offset_1;
     var t15: u32 = 2u;
     let t16: u32 = kiln_div_u32(t14, t15);
     offset_1 = t16;
   }
-  // tests/../examples/gallery/mod.rs:85
+  // tests/it/../../examples/gallery/mod.rs:85
   let t17: u32 = kiln_lindex;
-  // tests/../examples/gallery/mod.rs:86
+  // tests/it/../../examples/gallery/mod.rs:86
   let t18: u32 = 0u;
   var t19: u32 = 0u;
   let t20: bool = (t18 == t19);
   if (t20) {
-    // tests/../examples/gallery/mod.rs:87
+    // tests/it/../../examples/gallery/mod.rs:87
     let t21: f32 = v_0;
     if (t17 < 256u) { per_subgroup[t17] = t21; }
   }
-  // tests/../examples/gallery/mod.rs:89
+  // tests/it/../../examples/gallery/mod.rs:89
   storageBarrier(); workgroupBarrier();
-  // tests/../examples/gallery/mod.rs:90
+  // tests/it/../../examples/gallery/mod.rs:90
   let t22: u32 = kiln_lindex;
   var t23: u32 = 0u;
   let t24: bool = (t22 == t23);
   if (t24) {
-    // tests/../examples/gallery/mod.rs:91
+    // tests/it/../../examples/gallery/mod.rs:91
     let t25: u32 = kiln_group_x;
     let t26: u32 = 1u;
     let t27: u32 = (t25 + t26);
@@ -83,10 +83,10 @@ fn block_sum(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(lo
     let t29: u32 = (t27 - t28);
     let t30: u32 = 1u;
     let t31: u32 = kiln_div_u32(t29, t30);
-    // tests/../examples/gallery/mod.rs:92
+    // tests/it/../../examples/gallery/mod.rs:92
     var t32: f32 = 0e0f;
     total_2 = t32;
-    // tests/../examples/gallery/mod.rs:93
+    // tests/it/../../examples/gallery/mod.rs:93
     var t33: u32 = 0u;
     var t34: u32 = 1u;
     i_3 = t33;
@@ -96,7 +96,7 @@ fn block_sum(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(lo
       if (t36) {
         break;
       }
-      // tests/../examples/gallery/mod.rs:94
+      // tests/it/../../examples/gallery/mod.rs:94
       let t37: f32 = total_2;
       let t38: f32 = select(0e0f, per_subgroup[t35], t35 < 256u);
       let t39: f32 = (t37 + t38);
@@ -107,7 +107,7 @@ fn block_sum(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(lo
         i_3 = t41;
       }
     }
-    // tests/../examples/gallery/mod.rs:96
+    // tests/it/../../examples/gallery/mod.rs:96
     let t42: u32 = kiln_gid.x;
     let t43: f32 = total_2;
     if (t42 < partial_len) { partial[t42] = t43; }

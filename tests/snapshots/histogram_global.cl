@@ -8,7 +8,7 @@ __kernel void histogram_global(__global const uchar* data, uint data_len, __glob
   const bool t4 = (t3 < t2);
   const bool t5 = (t1 && t4);
   if (t5) {
-    #line 53 "tests/../examples/gallery/mod.rs"
+    #line 53 "tests/it/../../examples/gallery/mod.rs"
     const uchar t6 = ((t3 < data_len) ? data[t3] : ((uchar)0));
     #line 53
     const uint t7 = ((uint)t6);

@@ -7,7 +7,7 @@ extern "C" __global__ void histogram_global(const unsigned char* data, unsigned 
   const bool t4 = (t3 < t2);
   const bool t5 = (t1 && t4);
   if (t5) {
-    #line 53 "tests/../examples/gallery/mod.rs"
+    #line 53 "tests/it/../../examples/gallery/mod.rs"
     const unsigned char t6 = ((t3 < data_len) ? data[t3] : ((unsigned char)0));
     #line 53
     const unsigned int t7 = ((unsigned int)t6);

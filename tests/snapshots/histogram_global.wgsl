@@ -27,7 +27,7 @@ fn histogram_global(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
   let t4: bool = (t3 < t2);
   let t5: bool = (t1 && t4);
   if (t5) {
-    // tests/../examples/gallery/mod.rs:53
+    // tests/it/../../examples/gallery/mod.rs:53
     let t6_b = t3 * 1u; let t6: u32 = select(0u, ((data[(t6_b + 0u) >> 2u] >> (((t6_b + 0u) & 3u) * 8u)) & 0xffu), t3 < data_len);
     let t7: u32 = u32(t6);
     var t8: u32 = 1u;

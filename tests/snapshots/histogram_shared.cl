@@ -10,12 +10,12 @@ __kernel void histogram_shared(__global const uchar* data, uint data_len, __glob
   uint k_5 = 0u;
   __local uint local_[256];
   const uint local__len = 256u;
-  #line 59 "tests/../examples/gallery/mod.rs"
-  #line 60 "tests/../examples/gallery/mod.rs"
+  #line 59 "tests/it/../../examples/gallery/mod.rs"
+  #line 60 "tests/it/../../examples/gallery/mod.rs"
   const uint t0 = ((uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2))));
   #line 60
   const uint t1 = ((uint)get_local_size(0));
-  #line 61 "tests/../examples/gallery/mod.rs"
+  #line 61 "tests/it/../../examples/gallery/mod.rs"
   const uint t2 = 256u;
   #line 61
   i_0 = t0;
@@ -70,14 +70,14 @@ __kernel void histogram_shared(__global const uchar* data, uint data_len, __glob
     }
     #line 61
     const uint t16 = i_0;
-    #line 62 "tests/../examples/gallery/mod.rs"
+    #line 62 "tests/it/../../examples/gallery/mod.rs"
     const uint t17 = 0u;
     #line 62
     if (t16 < local__len) { local_[t16] = t17; }
   }
-  #line 64 "tests/../examples/gallery/mod.rs"
+  #line 64 "tests/it/../../examples/gallery/mod.rs"
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  #line 65 "tests/../examples/gallery/mod.rs"
+  #line 65 "tests/it/../../examples/gallery/mod.rs"
   const uint t22 = ((uint)get_global_id(0));
   #line 65
   const uint t23 = data_len;
@@ -136,7 +136,7 @@ __kernel void histogram_shared(__global const uchar* data, uint data_len, __glob
     }
     #line 65
     const uint t38 = i_2;
-    #line 66 "tests/../examples/gallery/mod.rs"
+    #line 66 "tests/it/../../examples/gallery/mod.rs"
     const uchar t39 = ((t38 < data_len) ? data[t38] : ((uchar)0));
     #line 66
     const uint t40 = ((uint)t39);
@@ -145,9 +145,9 @@ __kernel void histogram_shared(__global const uchar* data, uint data_len, __glob
     #line 66
     const uint t42 = ((t40 < local__len) ? atomic_add((volatile __local uint*)&local_[t40], t41) : 0u);
   }
-  #line 68 "tests/../examples/gallery/mod.rs"
+  #line 68 "tests/it/../../examples/gallery/mod.rs"
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  #line 69 "tests/../examples/gallery/mod.rs"
+  #line 69 "tests/it/../../examples/gallery/mod.rs"
   const uint t47 = 256u;
   #line 69
   i_4 = t0;
@@ -202,7 +202,7 @@ __kernel void histogram_shared(__global const uchar* data, uint data_len, __glob
     }
     #line 69
     const uint t61 = i_4;
-    #line 70 "tests/../examples/gallery/mod.rs"
+    #line 70 "tests/it/../../examples/gallery/mod.rs"
     const uint t62 = ((t61 < local__len) ? local_[t61] : 0u);
     #line 70
     const uint t63 = ((t61 < bins_len) ? atomic_add((volatile __global uint*)&bins[t61], t62) : 0u);

@@ -9,12 +9,12 @@ extern "C" __global__ void histogram_shared(const unsigned char* data, unsigned 
   unsigned int k_5 = 0u;
   __shared__ unsigned int local_[256];
   const unsigned int local__len = 256u;
-  #line 59 "tests/../examples/gallery/mod.rs"
-  #line 60 "tests/../examples/gallery/mod.rs"
+  #line 59 "tests/it/../../examples/gallery/mod.rs"
+  #line 60 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t0 = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
   #line 60
   const unsigned int t1 = blockDim.x;
-  #line 61 "tests/../examples/gallery/mod.rs"
+  #line 61 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t2 = 256u;
   #line 61
   i_0 = t0;
@@ -69,14 +69,14 @@ extern "C" __global__ void histogram_shared(const unsigned char* data, unsigned 
     }
     #line 61
     const unsigned int t16 = i_0;
-    #line 62 "tests/../examples/gallery/mod.rs"
+    #line 62 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t17 = 0u;
     #line 62
     if (t16 < local__len) { local_[t16] = t17; }
   }
-  #line 64 "tests/../examples/gallery/mod.rs"
+  #line 64 "tests/it/../../examples/gallery/mod.rs"
   __syncthreads();
-  #line 65 "tests/../examples/gallery/mod.rs"
+  #line 65 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t22 = (blockIdx.x * blockDim.x + threadIdx.x);
   #line 65
   const unsigned int t23 = data_len;
@@ -135,7 +135,7 @@ extern "C" __global__ void histogram_shared(const unsigned char* data, unsigned 
     }
     #line 65
     const unsigned int t38 = i_2;
-    #line 66 "tests/../examples/gallery/mod.rs"
+    #line 66 "tests/it/../../examples/gallery/mod.rs"
     const unsigned char t39 = ((t38 < data_len) ? data[t38] : ((unsigned char)0));
     #line 66
     const unsigned int t40 = ((unsigned int)t39);
@@ -144,9 +144,9 @@ extern "C" __global__ void histogram_shared(const unsigned char* data, unsigned 
     #line 66
     const unsigned int t42 = ((t40 < local__len) ? atomicAdd(&local_[t40], t41) : 0u);
   }
-  #line 68 "tests/../examples/gallery/mod.rs"
+  #line 68 "tests/it/../../examples/gallery/mod.rs"
   __syncthreads();
-  #line 69 "tests/../examples/gallery/mod.rs"
+  #line 69 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t47 = 256u;
   #line 69
   i_4 = t0;
@@ -201,7 +201,7 @@ extern "C" __global__ void histogram_shared(const unsigned char* data, unsigned 
     }
     #line 69
     const unsigned int t61 = i_4;
-    #line 70 "tests/../examples/gallery/mod.rs"
+    #line 70 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t62 = ((t61 < local__len) ? local_[t61] : 0u);
     #line 70
     const unsigned int t63 = ((t61 < bins_len) ? atomicAdd(&bins[t61], t62) : 0u);

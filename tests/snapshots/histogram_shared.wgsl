@@ -27,11 +27,11 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
   var k_3: u32 = 0u;
   var i_4: u32 = 0u;
   var k_5: u32 = 0u;
-  // tests/../examples/gallery/mod.rs:59
-  // tests/../examples/gallery/mod.rs:60
+  // tests/it/../../examples/gallery/mod.rs:59
+  // tests/it/../../examples/gallery/mod.rs:60
   let t0: u32 = kiln_lindex;
   let t1: u32 = kiln_group_x;
-  // tests/../examples/gallery/mod.rs:61
+  // tests/it/../../examples/gallery/mod.rs:61
   var t2: u32 = 256u;
   i_0 = t0;
   var t3: u32 = 0u;
@@ -53,7 +53,7 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
       break;
     }
     let t16: u32 = i_0;
-    // tests/../examples/gallery/mod.rs:62
+    // tests/it/../../examples/gallery/mod.rs:62
     var t17: u32 = 0u;
     if (t16 < 256u) { atomicStore(&local[t16], t17); }
     continuing {
@@ -65,9 +65,9 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
       k_1 = t21;
     }
   }
-  // tests/../examples/gallery/mod.rs:64
+  // tests/it/../../examples/gallery/mod.rs:64
   storageBarrier(); workgroupBarrier();
-  // tests/../examples/gallery/mod.rs:65
+  // tests/it/../../examples/gallery/mod.rs:65
   let t22: u32 = (kiln_gid.x * kiln_group_x + kiln_lid.x);
   let t23: u32 = data_len;
   let t24: u32 = (kiln_groups.x * kiln_group_x);
@@ -91,7 +91,7 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
       break;
     }
     let t38: u32 = i_2;
-    // tests/../examples/gallery/mod.rs:66
+    // tests/it/../../examples/gallery/mod.rs:66
     let t39_b = t38 * 1u; let t39: u32 = select(0u, ((data[(t39_b + 0u) >> 2u] >> (((t39_b + 0u) & 3u) * 8u)) & 0xffu), t38 < data_len);
     let t40: u32 = u32(t39);
     var t41: u32 = 1u;
@@ -105,9 +105,9 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
       k_3 = t46;
     }
   }
-  // tests/../examples/gallery/mod.rs:68
+  // tests/it/../../examples/gallery/mod.rs:68
   storageBarrier(); workgroupBarrier();
-  // tests/../examples/gallery/mod.rs:69
+  // tests/it/../../examples/gallery/mod.rs:69
   var t47: u32 = 256u;
   i_4 = t0;
   var t48: u32 = 0u;
@@ -129,7 +129,7 @@ fn histogram_shared(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @bui
       break;
     }
     let t61: u32 = i_4;
-    // tests/../examples/gallery/mod.rs:70
+    // tests/it/../../examples/gallery/mod.rs:70
     let t62: u32 = select(0u, atomicLoad(&local[t61]), t61 < 256u);
     var t63_a: u32 = 0u; if (t61 < bins_len) { t63_a = atomicAdd(&bins[t61], t62); } let t63: u32 = t63_a;
     continuing {

@@ -17,7 +17,7 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
   const bool t11 = (t10 < t9);
   const bool t12 = (t8 && t11);
   if (t12) {
-    #line 166 "tests/../examples/gallery/mod.rs"
+    #line 166 "tests/it/../../examples/gallery/mod.rs"
     const float t13 = ((float)t6);
     #line 166
     const float t14 = 3e+0f;
@@ -31,7 +31,7 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
     const float t18 = -2e+0f;
     #line 166
     const float t19 = (t18 + t17);
-    #line 167 "tests/../examples/gallery/mod.rs"
+    #line 167 "tests/it/../../examples/gallery/mod.rs"
     const float t20 = ((float)t10);
     #line 167
     const float t21 = 2.5e+0f;
@@ -45,19 +45,19 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
     const float t25 = -1.25e+0f;
     #line 167
     const float t26 = (t25 + t24);
-    #line 168 "tests/../examples/gallery/mod.rs"
+    #line 168 "tests/it/../../examples/gallery/mod.rs"
     const float t27 = 0e+0f;
     #line 168
     zx_0 = t27;
-    #line 169 "tests/../examples/gallery/mod.rs"
+    #line 169 "tests/it/../../examples/gallery/mod.rs"
     const float t28 = 0e+0f;
     #line 169
     zy_1 = t28;
-    #line 170 "tests/../examples/gallery/mod.rs"
+    #line 170 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t29 = 0u;
     #line 170
     n_2 = t29;
-    #line 171 "tests/../examples/gallery/mod.rs"
+    #line 171 "tests/it/../../examples/gallery/mod.rs"
     for (;;) {
       #line 171
       const unsigned int t30 = n_2;
@@ -90,7 +90,7 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
         #line 171
         break;
       }
-      #line 172 "tests/../examples/gallery/mod.rs"
+      #line 172 "tests/it/../../examples/gallery/mod.rs"
       const float t43 = zx_0;
       #line 172
       const float t44 = zx_0;
@@ -106,7 +106,7 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
       const float t49 = (t45 - t48);
       #line 172
       const float t50 = (t49 + t19);
-      #line 173 "tests/../examples/gallery/mod.rs"
+      #line 173 "tests/it/../../examples/gallery/mod.rs"
       const float t51 = zx_0;
       #line 173
       const float t52 = 2e+0f;
@@ -120,9 +120,9 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
       const float t56 = (t55 + t26);
       #line 173
       zy_1 = t56;
-      #line 174 "tests/../examples/gallery/mod.rs"
+      #line 174 "tests/it/../../examples/gallery/mod.rs"
       zx_0 = t50;
-      #line 175 "tests/../examples/gallery/mod.rs"
+      #line 175 "tests/it/../../examples/gallery/mod.rs"
       const unsigned int t57 = n_2;
       #line 175
       const unsigned int t58 = 1u;
@@ -131,7 +131,7 @@ extern "C" __global__ void mandelbrot(unsigned int width, unsigned int height, u
       #line 175
       n_2 = t59;
     }
-    #line 177 "tests/../examples/gallery/mod.rs"
+    #line 177 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t60 = ((unsigned int)((unsigned int)t10 * (unsigned int)t0));
     #line 177
     const unsigned int t61 = ((unsigned int)((unsigned int)t60 + (unsigned int)t6));

@@ -41,7 +41,7 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
   let t11: bool = (t10 < t9);
   let t12: bool = (t8 && t11);
   if (t12) {
-    // tests/../examples/gallery/mod.rs:166
+    // tests/it/../../examples/gallery/mod.rs:166
     let t13: f32 = kiln_f32_of_u32(t6);
     var t14: f32 = 3e0f;
     let t15: f32 = (t14 * t13);
@@ -49,7 +49,7 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
     let t17: f32 = (t15 / t16);
     var t18: f32 = (-2e0f);
     let t19: f32 = (t18 + t17);
-    // tests/../examples/gallery/mod.rs:167
+    // tests/it/../../examples/gallery/mod.rs:167
     let t20: f32 = kiln_f32_of_u32(t10);
     var t21: f32 = 2.5e0f;
     let t22: f32 = (t21 * t20);
@@ -57,16 +57,16 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
     let t24: f32 = (t22 / t23);
     var t25: f32 = (-1.25e0f);
     let t26: f32 = (t25 + t24);
-    // tests/../examples/gallery/mod.rs:168
+    // tests/it/../../examples/gallery/mod.rs:168
     var t27: f32 = 0e0f;
     zx_0 = t27;
-    // tests/../examples/gallery/mod.rs:169
+    // tests/it/../../examples/gallery/mod.rs:169
     var t28: f32 = 0e0f;
     zy_1 = t28;
-    // tests/../examples/gallery/mod.rs:170
+    // tests/it/../../examples/gallery/mod.rs:170
     var t29: u32 = 0u;
     n_2 = t29;
-    // tests/../examples/gallery/mod.rs:171
+    // tests/it/../../examples/gallery/mod.rs:171
     loop {
       let t30: u32 = n_2;
       let t31: bool = (t30 < t2);
@@ -84,7 +84,7 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
       if (t42) {
         break;
       }
-      // tests/../examples/gallery/mod.rs:172
+      // tests/it/../../examples/gallery/mod.rs:172
       let t43: f32 = zx_0;
       let t44: f32 = zx_0;
       let t45: f32 = (t43 * t44);
@@ -93,7 +93,7 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
       let t48: f32 = (t46 * t47);
       let t49: f32 = (t45 - t48);
       let t50: f32 = (t49 + t19);
-      // tests/../examples/gallery/mod.rs:173
+      // tests/it/../../examples/gallery/mod.rs:173
       let t51: f32 = zx_0;
       var t52: f32 = 2e0f;
       let t53: f32 = (t52 * t51);
@@ -101,15 +101,15 @@ fn mandelbrot(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
       let t55: f32 = (t53 * t54);
       let t56: f32 = (t55 + t26);
       zy_1 = t56;
-      // tests/../examples/gallery/mod.rs:174
+      // tests/it/../../examples/gallery/mod.rs:174
       zx_0 = t50;
-      // tests/../examples/gallery/mod.rs:175
+      // tests/it/../../examples/gallery/mod.rs:175
       let t57: u32 = n_2;
       var t58: u32 = 1u;
       let t59: u32 = (t57 + t58);
       n_2 = t59;
     }
-    // tests/../examples/gallery/mod.rs:177
+    // tests/it/../../examples/gallery/mod.rs:177
     let t60: u32 = (t10 * t0);
     let t61: u32 = (t60 + t6);
     let t62: u32 = n_2;

@@ -7,7 +7,7 @@ static inline float smoothstep_(float e0, float e1, float x) {
   const float t0 = e0;
   const float t1 = e1;
   const float t2 = x;
-  #line 215 "tests/../examples/gallery/mod.rs"
+  #line 215 "tests/it/../../examples/gallery/mod.rs"
   const float t3 = (t2 - t0);
   #line 215
   const float t4 = (t1 - t0);
@@ -19,7 +19,7 @@ static inline float smoothstep_(float e0, float e1, float x) {
   const float t7 = 1e+0f;
   #line 215
   const float t8 = kiln_min_f32(kiln_max_f32(t5, t6), t7);
-  #line 216 "tests/../examples/gallery/mod.rs"
+  #line 216 "tests/it/../../examples/gallery/mod.rs"
   const float t9 = (t8 * t8);
   #line 216
   const float t10 = 2e+0f;
@@ -44,7 +44,7 @@ __kernel void map_op(__global const float* x, uint x_len, __global float* y, uin
   const bool t4 = (t3 < t2);
   const bool t5 = (t1 && t4);
   if (t5) {
-    #line 203 "tests/../examples/gallery/mod.rs"
+    #line 203 "tests/it/../../examples/gallery/mod.rs"
     const float t6 = ((t3 < x_len) ? x[t3] : 0e+0f);
     #line 203
     const float t7 = 0e+0f;

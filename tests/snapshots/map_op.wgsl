@@ -18,14 +18,14 @@ fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
   let t0: f32 = e0;
   let t1: f32 = e1;
   let t2: f32 = x;
-  // tests/../examples/gallery/mod.rs:215
+  // tests/it/../../examples/gallery/mod.rs:215
   let t3: f32 = (t2 - t0);
   let t4: f32 = (t1 - t0);
   let t5: f32 = (t3 / t4);
   var t6: f32 = 0e0f;
   var t7: f32 = 1e0f;
   let t8: f32 = kiln_min_f32(kiln_max_f32(t5, t6), t7);
-  // tests/../examples/gallery/mod.rs:216
+  // tests/it/../../examples/gallery/mod.rs:216
   let t9: f32 = (t8 * t8);
   var t10: f32 = 2e0f;
   let t11: f32 = (t10 * t8);
@@ -53,7 +53,7 @@ fn map_op(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(local
   let t4: bool = (t3 < t2);
   let t5: bool = (t1 && t4);
   if (t5) {
-    // tests/../examples/gallery/mod.rs:203
+    // tests/it/../../examples/gallery/mod.rs:203
     let t6: f32 = select(0e0f, x[t3], t3 < x_len);
     var t7: f32 = 0e0f;
     var t8: f32 = 1e1f;

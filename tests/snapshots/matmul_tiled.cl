@@ -13,13 +13,13 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
   __local float tb[256];
   const uint tb_len = 256u;
   const uint t0 = n;
-  #line 104 "tests/../examples/gallery/mod.rs"
-  #line 105 "tests/../examples/gallery/mod.rs"
-  #line 106 "tests/../examples/gallery/mod.rs"
+  #line 104 "tests/it/../../examples/gallery/mod.rs"
+  #line 105 "tests/it/../../examples/gallery/mod.rs"
+  #line 106 "tests/it/../../examples/gallery/mod.rs"
   const uint t1 = ((uint)get_local_id(0));
   #line 106
   const uint t2 = ((uint)get_local_id(1));
-  #line 107 "tests/../examples/gallery/mod.rs"
+  #line 107 "tests/it/../../examples/gallery/mod.rs"
   const uint t3 = ((uint)get_group_id(0));
   #line 107
   const uint t4 = 16u;
@@ -27,7 +27,7 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
   const uint t5 = ((uint)((uint)t3 * (uint)t4));
   #line 107
   const uint t6 = ((uint)((uint)t5 + (uint)t1));
-  #line 108 "tests/../examples/gallery/mod.rs"
+  #line 108 "tests/it/../../examples/gallery/mod.rs"
   const uint t7 = ((uint)get_group_id(1));
   #line 108
   const uint t8 = 16u;
@@ -35,11 +35,11 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
   const uint t9 = ((uint)((uint)t7 * (uint)t8));
   #line 108
   const uint t10 = ((uint)((uint)t9 + (uint)t2));
-  #line 109 "tests/../examples/gallery/mod.rs"
+  #line 109 "tests/it/../../examples/gallery/mod.rs"
   const float t11 = 0e+0f;
   #line 109
   acc_0 = t11;
-  #line 110 "tests/../examples/gallery/mod.rs"
+  #line 110 "tests/it/../../examples/gallery/mod.rs"
   const uint t12 = 0u;
   #line 110
   const uint t13 = 16u;
@@ -96,7 +96,7 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
     }
     #line 110
     const uint t27 = i_1;
-    #line 111 "tests/../examples/gallery/mod.rs"
+    #line 111 "tests/it/../../examples/gallery/mod.rs"
     const uint t28 = 16u;
     #line 111
     const uint t29 = ((uint)((uint)t2 * (uint)t28));
@@ -132,7 +132,7 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
     const float t40 = v_3;
     #line 111
     if (t30 < ta_len) { ta[t30] = t40; }
-    #line 116 "tests/../examples/gallery/mod.rs"
+    #line 116 "tests/it/../../examples/gallery/mod.rs"
     const uint t41 = 16u;
     #line 116
     const uint t42 = ((uint)((uint)t2 * (uint)t41));
@@ -168,9 +168,9 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
     const float t53 = v_4;
     #line 116
     if (t43 < tb_len) { tb[t43] = t53; }
-    #line 121 "tests/../examples/gallery/mod.rs"
+    #line 121 "tests/it/../../examples/gallery/mod.rs"
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    #line 122 "tests/../examples/gallery/mod.rs"
+    #line 122 "tests/it/../../examples/gallery/mod.rs"
     const uint t54 = 0u;
     #line 122
     const uint t55 = 16u;
@@ -197,7 +197,7 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
         #line 122
         break;
       }
-      #line 123 "tests/../examples/gallery/mod.rs"
+      #line 123 "tests/it/../../examples/gallery/mod.rs"
       const float t59 = acc_0;
       #line 123
       const uint t60 = 16u;
@@ -222,10 +222,10 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
       #line 123
       acc_0 = t69;
     }
-    #line 125 "tests/../examples/gallery/mod.rs"
+    #line 125 "tests/it/../../examples/gallery/mod.rs"
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
   }
-  #line 127 "tests/../examples/gallery/mod.rs"
+  #line 127 "tests/it/../../examples/gallery/mod.rs"
   const bool t76 = (t10 < t0);
   #line 127
   const bool t77 = (t6 < t0);
@@ -233,7 +233,7 @@ __kernel void matmul_tiled(__global const float* a, uint a_len, __global const f
   const bool t78 = (t76 && t77);
   #line 127
   if (t78) {
-    #line 128 "tests/../examples/gallery/mod.rs"
+    #line 128 "tests/it/../../examples/gallery/mod.rs"
     const uint t79 = ((uint)((uint)t10 * (uint)t0));
     #line 128
     const uint t80 = ((uint)((uint)t79 + (uint)t6));

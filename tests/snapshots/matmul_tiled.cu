@@ -12,13 +12,13 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
   __shared__ float tb[256];
   const unsigned int tb_len = 256u;
   const unsigned int t0 = n;
-  #line 104 "tests/../examples/gallery/mod.rs"
-  #line 105 "tests/../examples/gallery/mod.rs"
-  #line 106 "tests/../examples/gallery/mod.rs"
+  #line 104 "tests/it/../../examples/gallery/mod.rs"
+  #line 105 "tests/it/../../examples/gallery/mod.rs"
+  #line 106 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t1 = threadIdx.x;
   #line 106
   const unsigned int t2 = threadIdx.y;
-  #line 107 "tests/../examples/gallery/mod.rs"
+  #line 107 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t3 = blockIdx.x;
   #line 107
   const unsigned int t4 = 16u;
@@ -26,7 +26,7 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
   const unsigned int t5 = ((unsigned int)((unsigned int)t3 * (unsigned int)t4));
   #line 107
   const unsigned int t6 = ((unsigned int)((unsigned int)t5 + (unsigned int)t1));
-  #line 108 "tests/../examples/gallery/mod.rs"
+  #line 108 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t7 = blockIdx.y;
   #line 108
   const unsigned int t8 = 16u;
@@ -34,11 +34,11 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
   const unsigned int t9 = ((unsigned int)((unsigned int)t7 * (unsigned int)t8));
   #line 108
   const unsigned int t10 = ((unsigned int)((unsigned int)t9 + (unsigned int)t2));
-  #line 109 "tests/../examples/gallery/mod.rs"
+  #line 109 "tests/it/../../examples/gallery/mod.rs"
   const float t11 = 0e+0f;
   #line 109
   acc_0 = t11;
-  #line 110 "tests/../examples/gallery/mod.rs"
+  #line 110 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t12 = 0u;
   #line 110
   const unsigned int t13 = 16u;
@@ -95,7 +95,7 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
     }
     #line 110
     const unsigned int t27 = i_1;
-    #line 111 "tests/../examples/gallery/mod.rs"
+    #line 111 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t28 = 16u;
     #line 111
     const unsigned int t29 = ((unsigned int)((unsigned int)t2 * (unsigned int)t28));
@@ -131,7 +131,7 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
     const float t40 = v_3;
     #line 111
     if (t30 < ta_len) { ta[t30] = t40; }
-    #line 116 "tests/../examples/gallery/mod.rs"
+    #line 116 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t41 = 16u;
     #line 116
     const unsigned int t42 = ((unsigned int)((unsigned int)t2 * (unsigned int)t41));
@@ -167,9 +167,9 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
     const float t53 = v_4;
     #line 116
     if (t43 < tb_len) { tb[t43] = t53; }
-    #line 121 "tests/../examples/gallery/mod.rs"
+    #line 121 "tests/it/../../examples/gallery/mod.rs"
     __syncthreads();
-    #line 122 "tests/../examples/gallery/mod.rs"
+    #line 122 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t54 = 0u;
     #line 122
     const unsigned int t55 = 16u;
@@ -196,7 +196,7 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
         #line 122
         break;
       }
-      #line 123 "tests/../examples/gallery/mod.rs"
+      #line 123 "tests/it/../../examples/gallery/mod.rs"
       const float t59 = acc_0;
       #line 123
       const unsigned int t60 = 16u;
@@ -221,10 +221,10 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
       #line 123
       acc_0 = t69;
     }
-    #line 125 "tests/../examples/gallery/mod.rs"
+    #line 125 "tests/it/../../examples/gallery/mod.rs"
     __syncthreads();
   }
-  #line 127 "tests/../examples/gallery/mod.rs"
+  #line 127 "tests/it/../../examples/gallery/mod.rs"
   const bool t76 = (t10 < t0);
   #line 127
   const bool t77 = (t6 < t0);
@@ -232,7 +232,7 @@ extern "C" __global__ void matmul_tiled(const float* a, unsigned int a_len, cons
   const bool t78 = (t76 && t77);
   #line 127
   if (t78) {
-    #line 128 "tests/../examples/gallery/mod.rs"
+    #line 128 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t79 = ((unsigned int)((unsigned int)t10 * (unsigned int)t0));
     #line 128
     const unsigned int t80 = ((unsigned int)((unsigned int)t79 + (unsigned int)t6));

@@ -32,25 +32,25 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
   var v_4: f32 = 0e0f;
   var i_5: u32 = 0u;
   let t0: u32 = n;
-  // tests/../examples/gallery/mod.rs:104
-  // tests/../examples/gallery/mod.rs:105
-  // tests/../examples/gallery/mod.rs:106
+  // tests/it/../../examples/gallery/mod.rs:104
+  // tests/it/../../examples/gallery/mod.rs:105
+  // tests/it/../../examples/gallery/mod.rs:106
   let t1: u32 = kiln_lid.x;
   let t2: u32 = kiln_lid.y;
-  // tests/../examples/gallery/mod.rs:107
+  // tests/it/../../examples/gallery/mod.rs:107
   let t3: u32 = kiln_gid.x;
   var t4: u32 = 16u;
   let t5: u32 = (t3 * t4);
   let t6: u32 = (t5 + t1);
-  // tests/../examples/gallery/mod.rs:108
+  // tests/it/../../examples/gallery/mod.rs:108
   let t7: u32 = kiln_gid.y;
   var t8: u32 = 16u;
   let t9: u32 = (t7 * t8);
   let t10: u32 = (t9 + t2);
-  // tests/../examples/gallery/mod.rs:109
+  // tests/it/../../examples/gallery/mod.rs:109
   var t11: f32 = 0e0f;
   acc_0 = t11;
-  // tests/../examples/gallery/mod.rs:110
+  // tests/it/../../examples/gallery/mod.rs:110
   var t12: u32 = 0u;
   var t13: u32 = 16u;
   i_1 = t12;
@@ -73,7 +73,7 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
       break;
     }
     let t27: u32 = i_1;
-    // tests/../examples/gallery/mod.rs:111
+    // tests/it/../../examples/gallery/mod.rs:111
     var t28: u32 = 16u;
     let t29: u32 = (t2 * t28);
     let t30: u32 = (t29 + t1);
@@ -93,7 +93,7 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
     }
     let t40: f32 = v_3;
     if (t30 < 256u) { ta[t30] = t40; }
-    // tests/../examples/gallery/mod.rs:116
+    // tests/it/../../examples/gallery/mod.rs:116
     var t41: u32 = 16u;
     let t42: u32 = (t2 * t41);
     let t43: u32 = (t42 + t1);
@@ -113,9 +113,9 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
     }
     let t53: f32 = v_4;
     if (t43 < 256u) { tb[t43] = t53; }
-    // tests/../examples/gallery/mod.rs:121
+    // tests/it/../../examples/gallery/mod.rs:121
     storageBarrier(); workgroupBarrier();
-    // tests/../examples/gallery/mod.rs:122
+    // tests/it/../../examples/gallery/mod.rs:122
     var t54: u32 = 0u;
     var t55: u32 = 16u;
     var t56: u32 = 1u;
@@ -126,7 +126,7 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
       if (t58) {
         break;
       }
-      // tests/../examples/gallery/mod.rs:123
+      // tests/it/../../examples/gallery/mod.rs:123
       let t59: f32 = acc_0;
       var t60: u32 = 16u;
       let t61: u32 = (t2 * t60);
@@ -145,7 +145,7 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
         i_5 = t71;
       }
     }
-    // tests/../examples/gallery/mod.rs:125
+    // tests/it/../../examples/gallery/mod.rs:125
     storageBarrier(); workgroupBarrier();
     continuing {
       let t72: u32 = i_1;
@@ -156,12 +156,12 @@ fn matmul_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin
       k_2 = t75;
     }
   }
-  // tests/../examples/gallery/mod.rs:127
+  // tests/it/../../examples/gallery/mod.rs:127
   let t76: bool = (t10 < t0);
   let t77: bool = (t6 < t0);
   let t78: bool = (t76 && t77);
   if (t78) {
-    // tests/../examples/gallery/mod.rs:128
+    // tests/it/../../examples/gallery/mod.rs:128
     let t79: u32 = (t10 * t0);
     let t80: u32 = (t79 + t6);
     let t81: f32 = acc_0;

@@ -13,25 +13,25 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
   const bool t5 = (t4 < t3);
   const bool t6 = (t2 && t5);
   if (t6) {
-    #line 145 "tests/../examples/gallery/mod.rs"
+    #line 145 "tests/it/../../examples/gallery/mod.rs"
     const float t7 = ((t4 < px_len) ? px[t4] : 0e+0f);
     #line 145
     const float t8 = ((t4 < py_len) ? py[t4] : 0e+0f);
     #line 145
     const float t9 = ((t4 < pz_len) ? pz[t4] : 0e+0f);
-    #line 146 "tests/../examples/gallery/mod.rs"
+    #line 146 "tests/it/../../examples/gallery/mod.rs"
     const float t10 = 0e+0f;
     #line 146
     ax_0 = t10;
-    #line 147 "tests/../examples/gallery/mod.rs"
+    #line 147 "tests/it/../../examples/gallery/mod.rs"
     const float t11 = 0e+0f;
     #line 147
     ay_1 = t11;
-    #line 148 "tests/../examples/gallery/mod.rs"
+    #line 148 "tests/it/../../examples/gallery/mod.rs"
     const float t12 = 0e+0f;
     #line 148
     az_2 = t12;
-    #line 149 "tests/../examples/gallery/mod.rs"
+    #line 149 "tests/it/../../examples/gallery/mod.rs"
     const uint t13 = px_len;
     #line 149
     const uint t14 = 0u;
@@ -58,7 +58,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
         #line 149
         break;
       }
-      #line 150 "tests/../examples/gallery/mod.rs"
+      #line 150 "tests/it/../../examples/gallery/mod.rs"
       const float t18 = px[t16];
       #line 150
       const float t19 = (t18 - t7);
@@ -70,7 +70,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       const float t22 = ((t16 < pz_len) ? pz[t16] : 0e+0f);
       #line 150
       const float t23 = (t22 - t9);
-      #line 151 "tests/../examples/gallery/mod.rs"
+      #line 151 "tests/it/../../examples/gallery/mod.rs"
       const float t24 = (t19 * t19);
       #line 151
       const float t25 = (t21 * t21);
@@ -84,9 +84,9 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       const float t29 = 9.999999776482582e-3f;
       #line 151
       const float t30 = (t28 + t29);
-      #line 152 "tests/../examples/gallery/mod.rs"
+      #line 152 "tests/it/../../examples/gallery/mod.rs"
       const float t31 = (1.0f / sqrt(t30));
-      #line 153 "tests/../examples/gallery/mod.rs"
+      #line 153 "tests/it/../../examples/gallery/mod.rs"
       const float t32 = ((t16 < mass_len) ? mass[t16] : 0e+0f);
       #line 153
       const float t33 = (t32 * t31);
@@ -94,7 +94,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       const float t34 = (t33 * t31);
       #line 153
       const float t35 = (t34 * t31);
-      #line 154 "tests/../examples/gallery/mod.rs"
+      #line 154 "tests/it/../../examples/gallery/mod.rs"
       const float t36 = ax_0;
       #line 154
       const float t37 = (t19 * t35);
@@ -102,7 +102,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       const float t38 = (t36 + t37);
       #line 154
       ax_0 = t38;
-      #line 155 "tests/../examples/gallery/mod.rs"
+      #line 155 "tests/it/../../examples/gallery/mod.rs"
       const float t39 = ay_1;
       #line 155
       const float t40 = (t21 * t35);
@@ -110,7 +110,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       const float t41 = (t39 + t40);
       #line 155
       ay_1 = t41;
-      #line 156 "tests/../examples/gallery/mod.rs"
+      #line 156 "tests/it/../../examples/gallery/mod.rs"
       const float t42 = az_2;
       #line 156
       const float t43 = (t23 * t35);
@@ -119,7 +119,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
       #line 156
       az_2 = t44;
     }
-    #line 158 "tests/../examples/gallery/mod.rs"
+    #line 158 "tests/it/../../examples/gallery/mod.rs"
     const float t47 = ((t4 < vx_len) ? vx[t4] : 0e+0f);
     #line 158
     const float t48 = ax_0;
@@ -129,7 +129,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
     const float t50 = (t47 + t49);
     #line 158
     if (t4 < vx_len) { vx[t4] = t50; }
-    #line 159 "tests/../examples/gallery/mod.rs"
+    #line 159 "tests/it/../../examples/gallery/mod.rs"
     const float t51 = ((t4 < vy_len) ? vy[t4] : 0e+0f);
     #line 159
     const float t52 = ay_1;
@@ -139,7 +139,7 @@ __kernel void nbody_step(__global const float* px, uint px_len, __global const f
     const float t54 = (t51 + t53);
     #line 159
     if (t4 < vy_len) { vy[t4] = t54; }
-    #line 160 "tests/../examples/gallery/mod.rs"
+    #line 160 "tests/it/../../examples/gallery/mod.rs"
     const float t55 = ((t4 < vz_len) ? vz[t4] : 0e+0f);
     #line 160
     const float t56 = az_2;

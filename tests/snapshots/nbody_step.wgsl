@@ -43,20 +43,20 @@ fn nbody_step(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
   let t5: bool = (t4 < t3);
   let t6: bool = (t2 && t5);
   if (t6) {
-    // tests/../examples/gallery/mod.rs:145
+    // tests/it/../../examples/gallery/mod.rs:145
     let t7: f32 = select(0e0f, px[t4], t4 < px_len);
     let t8: f32 = select(0e0f, py[t4], t4 < py_len);
     let t9: f32 = select(0e0f, pz[t4], t4 < pz_len);
-    // tests/../examples/gallery/mod.rs:146
+    // tests/it/../../examples/gallery/mod.rs:146
     var t10: f32 = 0e0f;
     ax_0 = t10;
-    // tests/../examples/gallery/mod.rs:147
+    // tests/it/../../examples/gallery/mod.rs:147
     var t11: f32 = 0e0f;
     ay_1 = t11;
-    // tests/../examples/gallery/mod.rs:148
+    // tests/it/../../examples/gallery/mod.rs:148
     var t12: f32 = 0e0f;
     az_2 = t12;
-    // tests/../examples/gallery/mod.rs:149
+    // tests/it/../../examples/gallery/mod.rs:149
     let t13: u32 = px_len;
     var t14: u32 = 0u;
     var t15: u32 = 1u;
@@ -67,14 +67,14 @@ fn nbody_step(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
       if (t17) {
         break;
       }
-      // tests/../examples/gallery/mod.rs:150
+      // tests/it/../../examples/gallery/mod.rs:150
       let t18: f32 = px[t16];
       let t19: f32 = (t18 - t7);
       let t20: f32 = select(0e0f, py[t16], t16 < py_len);
       let t21: f32 = (t20 - t8);
       let t22: f32 = select(0e0f, pz[t16], t16 < pz_len);
       let t23: f32 = (t22 - t9);
-      // tests/../examples/gallery/mod.rs:151
+      // tests/it/../../examples/gallery/mod.rs:151
       let t24: f32 = (t19 * t19);
       let t25: f32 = (t21 * t21);
       let t26: f32 = (t24 + t25);
@@ -82,24 +82,24 @@ fn nbody_step(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
       let t28: f32 = (t26 + t27);
       var t29: f32 = 1e-2f;
       let t30: f32 = (t28 + t29);
-      // tests/../examples/gallery/mod.rs:152
+      // tests/it/../../examples/gallery/mod.rs:152
       let t31: f32 = (1e0f / sqrt(t30));
-      // tests/../examples/gallery/mod.rs:153
+      // tests/it/../../examples/gallery/mod.rs:153
       let t32: f32 = select(0e0f, mass[t16], t16 < mass_len);
       let t33: f32 = (t32 * t31);
       let t34: f32 = (t33 * t31);
       let t35: f32 = (t34 * t31);
-      // tests/../examples/gallery/mod.rs:154
+      // tests/it/../../examples/gallery/mod.rs:154
       let t36: f32 = ax_0;
       let t37: f32 = (t19 * t35);
       let t38: f32 = (t36 + t37);
       ax_0 = t38;
-      // tests/../examples/gallery/mod.rs:155
+      // tests/it/../../examples/gallery/mod.rs:155
       let t39: f32 = ay_1;
       let t40: f32 = (t21 * t35);
       let t41: f32 = (t39 + t40);
       ay_1 = t41;
-      // tests/../examples/gallery/mod.rs:156
+      // tests/it/../../examples/gallery/mod.rs:156
       let t42: f32 = az_2;
       let t43: f32 = (t23 * t35);
       let t44: f32 = (t42 + t43);
@@ -110,19 +110,19 @@ fn nbody_step(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(l
         i_3 = t46;
       }
     }
-    // tests/../examples/gallery/mod.rs:158
+    // tests/it/../../examples/gallery/mod.rs:158
     let t47: f32 = select(0e0f, vx[t4], t4 < vx_len);
     let t48: f32 = ax_0;
     let t49: f32 = (t48 * t0);
     let t50: f32 = (t47 + t49);
     if (t4 < vx_len) { vx[t4] = t50; }
-    // tests/../examples/gallery/mod.rs:159
+    // tests/it/../../examples/gallery/mod.rs:159
     let t51: f32 = select(0e0f, vy[t4], t4 < vy_len);
     let t52: f32 = ay_1;
     let t53: f32 = (t52 * t0);
     let t54: f32 = (t51 + t53);
     if (t4 < vy_len) { vy[t4] = t54; }
-    // tests/../examples/gallery/mod.rs:160
+    // tests/it/../../examples/gallery/mod.rs:160
     let t55: f32 = select(0e0f, vz[t4], t4 < vz_len);
     let t56: f32 = az_2;
     let t57: f32 = (t56 * t0);

@@ -9,7 +9,7 @@ __kernel void saxpy(float a, __global const float* x, uint x_len, __global float
   const bool t5 = (t4 < t3);
   const bool t6 = (t2 && t5);
   if (t6) {
-    #line 12 "tests/../examples/gallery/mod.rs"
+    #line 12 "tests/it/../../examples/gallery/mod.rs"
     const float t7 = ((t4 < x_len) ? x[t4] : 0e+0f);
     #line 12
     const float t8 = (t0 * t7);

@@ -8,7 +8,7 @@ extern "C" __global__ void saxpy(float a, const float* x, unsigned int x_len, fl
   const bool t5 = (t4 < t3);
   const bool t6 = (t2 && t5);
   if (t6) {
-    #line 12 "tests/../examples/gallery/mod.rs"
+    #line 12 "tests/it/../../examples/gallery/mod.rs"
     const float t7 = ((t4 < x_len) ? x[t4] : 0e+0f);
     #line 12
     const float t8 = (t0 * t7);

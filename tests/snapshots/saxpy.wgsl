@@ -29,7 +29,7 @@ fn saxpy(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(local_
   let t5: bool = (t4 < t3);
   let t6: bool = (t2 && t5);
   if (t6) {
-    // tests/../examples/gallery/mod.rs:12
+    // tests/it/../../examples/gallery/mod.rs:12
     let t7: f32 = select(0e0f, x[t4], t4 < x_len);
     let t8: f32 = (t0 * t7);
     let t9: f32 = select(0e0f, y[t4], t4 < y_len);

@@ -9,7 +9,7 @@ __kernel void scale(__global const int* x, uint x_len, int k, __global int* y, u
   const bool t5 = (t4 < t3);
   const bool t6 = (t2 && t5);
   if (t6) {
-    #line 209 "tests/../examples/gallery/mod.rs"
+    #line 209 "tests/it/../../examples/gallery/mod.rs"
     const int t7 = ((t4 < x_len) ? x[t4] : ((int)0));
     #line 209
     const int t8 = ((int)((uint)t7 * (uint)t0));

@@ -8,7 +8,7 @@ extern "C" __global__ void scale(const int* x, unsigned int x_len, int k, int* y
   const bool t5 = (t4 < t3);
   const bool t6 = (t2 && t5);
   if (t6) {
-    #line 209 "tests/../examples/gallery/mod.rs"
+    #line 209 "tests/it/../../examples/gallery/mod.rs"
     const int t7 = ((t4 < x_len) ? x[t4] : ((int)0));
     #line 209
     const int t8 = ((int)((unsigned int)t7 * (unsigned int)t0));

@@ -29,7 +29,7 @@ fn scale(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(local_
   let t5: bool = (t4 < t3);
   let t6: bool = (t2 && t5);
   if (t6) {
-    // tests/../examples/gallery/mod.rs:209
+    // tests/it/../../examples/gallery/mod.rs:209
     let t7: i32 = select(0i, x[t4], t4 < x_len);
     let t8: i32 = (t7 * t0);
     if (t4 < y_len) { y[t4] = t8; }

@@ -20,8 +20,8 @@ __kernel void stencil(__global const float* src, uint src_len, uint src_rows, ui
   const bool t14 = (t13 < t12);
   const bool t15 = (t11 && t14);
   if (t15) {
-    #line 19 "tests/../examples/gallery/mod.rs"
-    #line 20 "tests/../examples/gallery/mod.rs"
+    #line 19 "tests/it/../../examples/gallery/mod.rs"
+    #line 20 "tests/it/../../examples/gallery/mod.rs"
     const uint t16 = 0u;
     #line 20
     const bool t17 = (t9 > t16);
@@ -69,7 +69,7 @@ __kernel void stencil(__global const float* src, uint src_len, uint src_rows, ui
     const bool t30 = v_1;
     #line 20
     if (t30) {
-      #line 21 "tests/../examples/gallery/mod.rs"
+      #line 21 "tests/it/../../examples/gallery/mod.rs"
       const uint t31 = 1u;
       #line 21
       const uint t32 = ((uint)((uint)t9 - (uint)t31));
@@ -155,7 +155,7 @@ __kernel void stencil(__global const float* src, uint src_len, uint src_rows, ui
       const float t72 = ((t71 < src_len) ? src[t71] : 0e+0f);
       #line 21
       const float t73 = (t62 + t72);
-      #line 22 "tests/../examples/gallery/mod.rs"
+      #line 22 "tests/it/../../examples/gallery/mod.rs"
       const float t74 = 2.5e-1f;
       #line 22
       const float t75 = (t74 * t73);
@@ -194,7 +194,7 @@ __kernel void stencil(__global const float* src, uint src_len, uint src_rows, ui
       #line 22
       if (t91 < dst_len) { dst[t91] = t84; }
     } else {
-      #line 24 "tests/../examples/gallery/mod.rs"
+      #line 24 "tests/it/../../examples/gallery/mod.rs"
       const bool t92 = (t13 < t0);
       #line 24
       const bool t93 = (t9 < t1);

@@ -19,8 +19,8 @@ extern "C" __global__ void stencil(const float* src, unsigned int src_len, unsig
   const bool t14 = (t13 < t12);
   const bool t15 = (t11 && t14);
   if (t15) {
-    #line 19 "tests/../examples/gallery/mod.rs"
-    #line 20 "tests/../examples/gallery/mod.rs"
+    #line 19 "tests/it/../../examples/gallery/mod.rs"
+    #line 20 "tests/it/../../examples/gallery/mod.rs"
     const unsigned int t16 = 0u;
     #line 20
     const bool t17 = (t9 > t16);
@@ -68,7 +68,7 @@ extern "C" __global__ void stencil(const float* src, unsigned int src_len, unsig
     const bool t30 = v_1;
     #line 20
     if (t30) {
-      #line 21 "tests/../examples/gallery/mod.rs"
+      #line 21 "tests/it/../../examples/gallery/mod.rs"
       const unsigned int t31 = 1u;
       #line 21
       const unsigned int t32 = ((unsigned int)((unsigned int)t9 - (unsigned int)t31));
@@ -154,7 +154,7 @@ extern "C" __global__ void stencil(const float* src, unsigned int src_len, unsig
       const float t72 = ((t71 < src_len) ? src[t71] : 0e+0f);
       #line 21
       const float t73 = (t62 + t72);
-      #line 22 "tests/../examples/gallery/mod.rs"
+      #line 22 "tests/it/../../examples/gallery/mod.rs"
       const float t74 = 2.5e-1f;
       #line 22
       const float t75 = (t74 * t73);
@@ -193,7 +193,7 @@ extern "C" __global__ void stencil(const float* src, unsigned int src_len, unsig
       #line 22
       if (t91 < dst_len) { dst[t91] = t84; }
     } else {
-      #line 24 "tests/../examples/gallery/mod.rs"
+      #line 24 "tests/it/../../examples/gallery/mod.rs"
       const bool t92 = (t13 < t0);
       #line 24
       const bool t93 = (t9 < t1);

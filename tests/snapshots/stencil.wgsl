@@ -46,8 +46,8 @@ fn stencil(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(loca
   let t14: bool = (t13 < t12);
   let t15: bool = (t11 && t14);
   if (t15) {
-    // tests/../examples/gallery/mod.rs:19
-    // tests/../examples/gallery/mod.rs:20
+    // tests/it/../../examples/gallery/mod.rs:19
+    // tests/it/../../examples/gallery/mod.rs:20
     var t16: u32 = 0u;
     let t17: bool = (t9 > t16);
     var t18: u32 = 0u;
@@ -74,7 +74,7 @@ fn stencil(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(loca
     }
     let t30: bool = v_1;
     if (t30) {
-      // tests/../examples/gallery/mod.rs:21
+      // tests/it/../../examples/gallery/mod.rs:21
       var t31: u32 = 1u;
       let t32: u32 = (t9 - t31);
       let t33: bool = (t13 < t0);
@@ -118,7 +118,7 @@ fn stencil(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(loca
       let t71: u32 = select(t70, t69, t67);
       let t72: f32 = select(0e0f, src[t71], t71 < src_len);
       let t73: f32 = (t62 + t72);
-      // tests/../examples/gallery/mod.rs:22
+      // tests/it/../../examples/gallery/mod.rs:22
       var t74: f32 = 2.5e-1f;
       let t75: f32 = (t74 * t73);
       let t76: bool = (t13 < t0);
@@ -139,7 +139,7 @@ fn stencil(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @builtin(loca
       let t91: u32 = select(t90, t89, t87);
       if (t91 < dst_len) { dst[t91] = t84; }
     } else {
-      // tests/../examples/gallery/mod.rs:24
+      // tests/it/../../examples/gallery/mod.rs:24
       let t92: bool = (t13 < t0);
       let t93: bool = (t9 < t1);
       let t94: bool = (t92 && t93);

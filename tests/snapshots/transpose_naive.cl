@@ -18,7 +18,7 @@ __kernel void transpose_naive(__global const float* a, uint a_len, uint a_rows, 
   const bool t14 = (t13 < t12);
   const bool t15 = (t11 && t14);
   if (t15) {
-    #line 31 "tests/../examples/gallery/mod.rs"
+    #line 31 "tests/it/../../examples/gallery/mod.rs"
     const bool t16 = (t13 < t0);
     #line 31
     const bool t17 = (t9 < t1);

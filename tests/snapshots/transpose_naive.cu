@@ -17,7 +17,7 @@ extern "C" __global__ void transpose_naive(const float* a, unsigned int a_len, u
   const bool t14 = (t13 < t12);
   const bool t15 = (t11 && t14);
   if (t15) {
-    #line 31 "tests/../examples/gallery/mod.rs"
+    #line 31 "tests/it/../../examples/gallery/mod.rs"
     const bool t16 = (t13 < t0);
     #line 31
     const bool t17 = (t9 < t1);

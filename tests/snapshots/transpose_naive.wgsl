@@ -44,7 +44,7 @@ fn transpose_naive(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @buil
   let t14: bool = (t13 < t12);
   let t15: bool = (t11 && t14);
   if (t15) {
-    // tests/../examples/gallery/mod.rs:31
+    // tests/it/../../examples/gallery/mod.rs:31
     let t16: bool = (t13 < t0);
     let t17: bool = (t9 < t1);
     let t18: bool = (t16 && t17);

@@ -9,12 +9,12 @@ __kernel void transpose_tiled(__global const float* a, uint a_len, uint a_rows, 
   const uint t3 = t_rows;
   const uint t4 = t_cols;
   const uint t5 = t_stride;
-  #line 42 "tests/../examples/gallery/mod.rs"
-  #line 43 "tests/../examples/gallery/mod.rs"
+  #line 42 "tests/it/../../examples/gallery/mod.rs"
+  #line 43 "tests/it/../../examples/gallery/mod.rs"
   const uint t6 = ((uint)get_local_id(0));
   #line 43
   const uint t7 = ((uint)get_local_id(1));
-  #line 44 "tests/../examples/gallery/mod.rs"
+  #line 44 "tests/it/../../examples/gallery/mod.rs"
   const uint t8 = ((uint)get_group_id(0));
   #line 44
   const uint t9 = 16u;
@@ -26,7 +26,7 @@ __kernel void transpose_tiled(__global const float* a, uint a_len, uint a_rows, 
   const uint t12 = 16u;
   #line 44
   const uint t13 = ((uint)((uint)t11 * (uint)t12));
-  #line 45 "tests/../examples/gallery/mod.rs"
+  #line 45 "tests/it/../../examples/gallery/mod.rs"
   const uint t14 = 17u;
   #line 45
   const uint t15 = ((uint)((uint)t7 * (uint)t14));
@@ -54,9 +54,9 @@ __kernel void transpose_tiled(__global const float* a, uint a_len, uint a_rows, 
   const float t26 = ((t25 < a_len) ? a[t25] : 0e+0f);
   #line 45
   if (t16 < tile_len) { tile[t16] = t26; }
-  #line 46 "tests/../examples/gallery/mod.rs"
+  #line 46 "tests/it/../../examples/gallery/mod.rs"
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  #line 47 "tests/../examples/gallery/mod.rs"
+  #line 47 "tests/it/../../examples/gallery/mod.rs"
   const uint t27 = ((uint)((uint)t10 + (uint)t7));
   #line 47
   const uint t28 = ((uint)((uint)t13 + (uint)t6));

@@ -8,12 +8,12 @@ extern "C" __global__ void transpose_tiled(const float* a, unsigned int a_len, u
   const unsigned int t3 = t_rows;
   const unsigned int t4 = t_cols;
   const unsigned int t5 = t_stride;
-  #line 42 "tests/../examples/gallery/mod.rs"
-  #line 43 "tests/../examples/gallery/mod.rs"
+  #line 42 "tests/it/../../examples/gallery/mod.rs"
+  #line 43 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t6 = threadIdx.x;
   #line 43
   const unsigned int t7 = threadIdx.y;
-  #line 44 "tests/../examples/gallery/mod.rs"
+  #line 44 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t8 = blockIdx.x;
   #line 44
   const unsigned int t9 = 16u;
@@ -25,7 +25,7 @@ extern "C" __global__ void transpose_tiled(const float* a, unsigned int a_len, u
   const unsigned int t12 = 16u;
   #line 44
   const unsigned int t13 = ((unsigned int)((unsigned int)t11 * (unsigned int)t12));
-  #line 45 "tests/../examples/gallery/mod.rs"
+  #line 45 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t14 = 17u;
   #line 45
   const unsigned int t15 = ((unsigned int)((unsigned int)t7 * (unsigned int)t14));
@@ -53,9 +53,9 @@ extern "C" __global__ void transpose_tiled(const float* a, unsigned int a_len, u
   const float t26 = ((t25 < a_len) ? a[t25] : 0e+0f);
   #line 45
   if (t16 < tile_len) { tile[t16] = t26; }
-  #line 46 "tests/../examples/gallery/mod.rs"
+  #line 46 "tests/it/../../examples/gallery/mod.rs"
   __syncthreads();
-  #line 47 "tests/../examples/gallery/mod.rs"
+  #line 47 "tests/it/../../examples/gallery/mod.rs"
   const unsigned int t27 = ((unsigned int)((unsigned int)t10 + (unsigned int)t7));
   #line 47
   const unsigned int t28 = ((unsigned int)((unsigned int)t13 + (unsigned int)t6));

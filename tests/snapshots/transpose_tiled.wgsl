@@ -32,18 +32,18 @@ fn transpose_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @buil
   let t3: u32 = t_rows;
   let t4: u32 = t_cols;
   let t5: u32 = t_stride;
-  // tests/../examples/gallery/mod.rs:42
-  // tests/../examples/gallery/mod.rs:43
+  // tests/it/../../examples/gallery/mod.rs:42
+  // tests/it/../../examples/gallery/mod.rs:43
   let t6: u32 = kiln_lid.x;
   let t7: u32 = kiln_lid.y;
-  // tests/../examples/gallery/mod.rs:44
+  // tests/it/../../examples/gallery/mod.rs:44
   let t8: u32 = kiln_gid.x;
   var t9: u32 = 16u;
   let t10: u32 = (t8 * t9);
   let t11: u32 = kiln_gid.y;
   var t12: u32 = 16u;
   let t13: u32 = (t11 * t12);
-  // tests/../examples/gallery/mod.rs:45
+  // tests/it/../../examples/gallery/mod.rs:45
   var t14: u32 = 17u;
   let t15: u32 = (t7 * t14);
   let t16: u32 = (t15 + t6);
@@ -58,9 +58,9 @@ fn transpose_tiled(@builtin(local_invocation_id) kiln_local_id: vec3<u32>, @buil
   let t25: u32 = select(t24, t23, t21);
   let t26: f32 = select(0e0f, a[t25], t25 < a_len);
   if (t16 < 272u) { tile[t16] = t26; }
-  // tests/../examples/gallery/mod.rs:46
+  // tests/it/../../examples/gallery/mod.rs:46
   storageBarrier(); workgroupBarrier();
-  // tests/../examples/gallery/mod.rs:47
+  // tests/it/../../examples/gallery/mod.rs:47
   let t27: u32 = (t10 + t7);
   let t28: u32 = (t13 + t6);
   var t29: u32 = 17u;

@@ -11,7 +11,7 @@
 //! sharing one kernel, and 12 for queries); the cases are the same on every run unless
 //! `KILN_PROPTEST_RANDOM` is set (the run prints its seed; `KILN_PROPTEST_SEED` repeats one).
 
-mod common;
+use crate::common;
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};

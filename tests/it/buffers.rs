@@ -1,9 +1,7 @@
 //! Device-resident buffers: chains of queries over `Buffer`s stay on the device and give the
 //! same answers as the same chains over host slices, on every backend.
 
-mod common;
-
-use common::{ctx, every_backend, has_f64};
+use crate::common::{ctx, every_backend, has_f64};
 use kiln::prelude::*;
 
 #[test]

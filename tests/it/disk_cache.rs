@@ -2,6 +2,7 @@
 //! and a damaged entry is detected and compiled again. Runs on the OpenCL backend (the backend
 //! with binaries here); skipped when OpenCL is absent and not required.
 
+use crate::common;
 use kiln::{BackendKind, Context, DiskCache};
 use std::path::PathBuf;
 
@@ -22,7 +23,11 @@ fn child_run(dir: &PathBuf) -> (u64, u64) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "a_second_process_loads_binaries_and_damaged_entries_are_recompiled",
+            common::test_path(
+                module_path!(),
+                "a_second_process_loads_binaries_and_damaged_entries_are_recompiled",
+            )
+            .as_str(),
             "--nocapture",
         ])
         .env(CHILD, "1")
@@ -227,7 +232,7 @@ fn the_bound_comes_from_kiln_cache_max_mb() {
         let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "the_bound_comes_from_kiln_cache_max_mb",
+            common::test_path(module_path!(), "the_bound_comes_from_kiln_cache_max_mb").as_str(),
             "--nocapture",
         ])
         .env(BOUND_CHILD, "1")

@@ -3,7 +3,7 @@
 //! checked by the conformance harness), and `gl` a wgpu adapter on GL; a missing one fails
 //! here with the reason.
 
-mod common;
+use crate::common;
 
 use kiln::{BackendKind, Context};
 
@@ -239,7 +239,7 @@ fn kiln_backend_takes_a_device_index() {
     ] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "kiln_backend_takes_a_device_index",
+                common::test_path(module_path!(), "kiln_backend_takes_a_device_index").as_str(),
                 "--exact",
                 "--nocapture",
             ])
@@ -278,7 +278,7 @@ fn kiln_log_kernels_prints_each_source_once() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "kiln_log_kernels_prints_each_source_once",
+            common::test_path(module_path!(), "kiln_log_kernels_prints_each_source_once").as_str(),
             "--nocapture",
         ])
         .env("KILN_LOG_CHILD", "1")
@@ -632,7 +632,11 @@ fn opencl_compiles_kilns_kernels_without_warnings() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "opencl_compiles_kilns_kernels_without_warnings",
+            common::test_path(
+                module_path!(),
+                "opencl_compiles_kilns_kernels_without_warnings",
+            )
+            .as_str(),
             "--nocapture",
         ])
         .env("KILN_WARNINGS_CHILD", "1")
@@ -665,7 +669,8 @@ fn opening_devices_writes_nothing_to_stderr() {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "opening_devices_writes_nothing_to_stderr",
+                common::test_path(module_path!(), "opening_devices_writes_nothing_to_stderr")
+                    .as_str(),
                 "--nocapture",
             ])
             .env("KILN_QUIET_CHILD", "1")

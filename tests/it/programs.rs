@@ -12,7 +12,7 @@
 //! run unless `KILN_PROPTEST_RANDOM` is set (the run prints its seed; `KILN_PROPTEST_SEED`
 //! repeats one).
 
-mod common;
+use crate::common;
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};

@@ -1,12 +1,9 @@
 //! Kernels written in Rust with `#[kiln::kernel]` (the gallery of examples/gallery and the
 //! Rust subset), run on every backend and checked against plain Rust loops.
 
-mod common;
-#[allow(dead_code)]
-#[path = "../examples/gallery/mod.rs"]
-mod gallery;
-use common::{ctx, every_backend, has_f64, has_i64};
-use gallery::*;
+use crate::common;
+use crate::common::{ctx, every_backend, has_f64, has_i64};
+use crate::gallery::*;
 use kiln::lang::*;
 use kiln::BackendKind;
 
@@ -1027,8 +1024,8 @@ fn generated_source_points_back_to_the_rust_lines() {
         .expect("the statement is in this file")
         + 1;
     let k = gammas().ir().unwrap();
-    let comment = format!("// tests/kernels.rs:{line}\n");
-    let directive = format!("#line {line} \"tests/kernels.rs\"\n");
+    let comment = format!("// tests/it/kernels.rs:{line}\n");
+    let directive = format!("#line {line} \"tests/it/kernels.rs\"\n");
     for (target, at) in [
         (kiln::Target::Ir, &comment),
         (kiln::Target::CudaC, &directive),
@@ -1059,8 +1056,8 @@ fn generated_source_points_back_to_the_rust_lines() {
         let ptx = kiln_cuda::compile_ptx(&k, "sm_90").unwrap().ptx;
         let file = ptx
             .lines()
-            .find(|l| l.trim_start().starts_with(".file") && l.contains("tests/kernels.rs"))
-            .unwrap_or_else(|| panic!("no .file naming tests/kernels.rs in the PTX:\n{ptx}"));
+            .find(|l| l.trim_start().starts_with(".file") && l.contains("tests/it/kernels.rs"))
+            .unwrap_or_else(|| panic!("no .file naming tests/it/kernels.rs in the PTX:\n{ptx}"));
         let index = file.split_whitespace().nth(1).unwrap();
         let rust_lines: Vec<&str> = ptx
             .lines()
@@ -1074,12 +1071,12 @@ fn generated_source_points_back_to_the_rust_lines() {
         let want = line.to_string();
         assert!(
             !rust_lines.is_empty() && rust_lines.iter().all(|l| *l == want),
-            "PTX locations in tests/kernels.rs are on lines {rust_lines:?}, not all {line}:\n{ptx}"
+            "PTX locations in tests/it/kernels.rs are on lines {rust_lines:?}, not all {line}:\n{ptx}"
         );
     }
     // Device function bodies keep theirs too (WGSL writes the Rust body of the intrinsic).
     let wgsl = kiln::emit(&k, kiln::Target::Wgsl).unwrap();
-    let at = format!("// tests/kernels.rs:{gamma_line}\n");
+    let at = format!("// tests/it/kernels.rs:{gamma_line}\n");
     assert!(wgsl.contains(&at), "no `{at}`:\n{wgsl}");
 }
 

@@ -2,8 +2,8 @@
 //! memory, 1D/2D/3D grids, atomics, math, subgroups, device functions, locals, structs and
 //! vectors, each checked against a plain-Rust or f64 reference.
 
-mod common;
-use common::{ctx, every_backend, has_f64, has_i64, ulp_bound};
+use crate::common;
+use crate::common::{ctx, every_backend, has_f64, has_i64, ulp_bound};
 
 use kiln::ir::*;
 use kiln::{Grid, LaunchArg};

@@ -1,8 +1,8 @@
 //! The query API end to end, against plain Rust iterator references: every terminal, fusion
 //! (kernel counts), order, determinism, edge sizes, NaN/inf, integer extremes and errors.
 
-mod common;
-use common::{ctx, every_backend, has_f64, has_i64};
+use crate::common;
+use crate::common::{ctx, every_backend, has_f64, has_i64};
 
 use kiln::prelude::*;
 use kiln::Error;
@@ -1992,8 +1992,12 @@ fn host_allocations_a_query_sizes_fail_typed_when_memory_is_short() {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg("ulimit -v 3000000 && exec \"$0\" --exact host_allocations_a_query_sizes_fail_typed_when_memory_is_short --nocapture")
+        .arg("ulimit -v 3000000 && exec \"$0\" --exact \"$1\" --nocapture")
         .arg(&exe)
+        .arg(common::test_path(
+            module_path!(),
+            "host_allocations_a_query_sizes_fail_typed_when_memory_is_short",
+        ))
         .env("KILN_HOST_OOM_CHILD", "1")
         .output()
         .unwrap();

@@ -1,5 +1,6 @@
 //! The kernel cache and the structural hash that keys it.
 
+use crate::common;
 use kiln::ir::*;
 use kiln::prelude::*;
 use std::sync::Barrier;
@@ -91,7 +92,7 @@ fn the_hash_is_stable_across_processes() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "the_hash_is_stable_across_processes",
+            common::test_path(module_path!(), "the_hash_is_stable_across_processes").as_str(),
             "--nocapture",
         ])
         .env("KILN_HASH_CHILD", "1")

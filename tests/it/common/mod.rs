@@ -360,3 +360,12 @@ pub fn proptest_runner(default: u32) -> TestRunner {
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
+
+/// The name libtest knows the test `name` of module `module` (its `module_path!()`) by, for a
+/// test that runs itself again in a child process with `--exact`.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}

@@ -1,0 +1,18 @@
+//! kiln's integration tests, one binary with a module per area (so the suite links once):
+//! the conformance harness in `common`, then backends, buffers, caches, IR rules, kernels (the
+//! gallery, the macro, generated-code snapshots), random programs and properties, and queries.
+
+mod common;
+#[allow(dead_code)]
+#[path = "../../examples/gallery/mod.rs"]
+mod gallery;
+
+mod backends;
+mod buffers;
+mod cache;
+mod disk_cache;
+mod ir_rules;
+mod kernels;
+mod programs;
+mod properties;
+mod queries;
