@@ -1,0 +1,727 @@
+//! Reductions: `fold`, `sum`, `min`, `count`, `any`, `argmax`, ... Each group folds its chunk
+//! into one partial (four blocked accumulators, so the chains run in parallel while the order
+//! of `op` is kept), then one work item folds the partials; the grouped plan folds them with
+//! one group of work items, a few partials each.
+
+use super::*;
+
+impl<'a, T> Query<'a, T> {
+    /// The chunked plan's partials kernel: each work item folds `project` of the rows it
+    /// takes into one partial per accumulator, stored at its global id. With [`Order::Kept`]
+    /// each group has one work item folding its chunk; with [`Order::Any`] each group has
+    /// [`QUAD`] work items, and of every row of `QUAD * LANES` elements of the chunk, work
+    /// item `j` folds elements `j`, `j + QUAD`, ... into its `LANES` accumulators.
+    pub(super) fn chunked_fold_kernel(
+        &self,
+        name: &str,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
+    ) -> Result<Kernel> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let predicated = self.predicated();
+        Ok(Kernel::build_unvalidated(name, |k| {
+            let cols = self.declare_inputs(k);
+            let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
+            let n = bounded(k.value::<u32>("n"), &cols);
+            let chunk = k.value::<u32>("chunk");
+            let lanes: Vec<Vec<AnyVar>> = (0..LANES)
+                .map(|l| identity_vars(&format!("acc{l}_"), identity))
+                .collect();
+            let last = &lanes[LANES as usize - 1];
+            match order {
+                Order::Kept => {
+                    let (start, end) = chunk_range(n, chunk);
+                    let quarter = (end - start) / LANES;
+                    for_range(0u32, quarter, |t| {
+                        for (l, acc) in lanes.iter().enumerate() {
+                            let i = start + quarter * (l as u32) + t;
+                            // Always true; it shows the backends that `i` is inside every
+                            // column, so the loads need no bounds tests.
+                            if_then(i.lt(end), || {
+                                self.fold_element(&cols, i, acc, op, project, predicated)
+                            });
+                        }
+                    });
+                    for_range(start + quarter * LANES, end, |i| {
+                        self.fold_element(&cols, i, last, op, project, predicated)
+                    });
+                }
+                Order::Any => {
+                    let start = group_id(Axis::X) * chunk;
+                    let end = (start + chunk).min(n);
+                    let j = local_id(Axis::X);
+                    let row = QUAD * LANES;
+                    let rows = (end - start) / row;
+                    for_range(0u32, rows, |t| {
+                        for (l, acc) in lanes.iter().enumerate() {
+                            let i = start + t * row + (l as u32) * QUAD + j;
+                            self.fold_element(&cols, i, acc, op, project, predicated);
+                        }
+                    });
+                    let tail = start + rows * row;
+                    for_range(0u32, (end - tail + (QUAD - 1)) / QUAD, |t| {
+                        let i = tail + t * QUAD + j;
+                        if_then(i.lt(end), || {
+                            self.fold_element(&cols, i, last, op, project, predicated)
+                        });
+                    });
+                }
+            }
+            let mut total: Vec<AnyVal> = lanes[0].iter().map(|v| v.get()).collect();
+            for lane in &lanes[1..] {
+                total = op(total, lane.iter().map(|v| v.get()).collect());
+            }
+            let g = global_id(Axis::X);
+            for (o, v) in outs.iter().zip(&total) {
+                store_dyn(*o, g, v);
+            }
+        })?)
+    }
+
+    /// The two kernels of the chunked plan's reduction with `identity` and the associative
+    /// `op`: the partials kernel ([`Self::chunked_fold_kernel`]), then one work item folding
+    /// the partials in order.
+    pub(super) fn reduce_kernels(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
+    ) -> Result<[Kernel; 2]> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let partials =
+            self.chunked_fold_kernel("query_reduce_partials", identity, op, project, order)?;
+        let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
+            let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
+            let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
+            let m = k.value::<u32>("m");
+            let acc = identity_vars("acc", identity);
+            for_range(0u32, m, |g| {
+                let vals = ins
+                    .iter()
+                    .zip(&types)
+                    .map(|(mem, t)| load_dyn(*mem, g, Type::Scalar(*t)))
+                    .collect();
+                fold_into(&acc, vals, op);
+            });
+            for (o, v) in outs.iter().zip(&acc) {
+                store_dyn(*o, lit(0u32), &v.get());
+            }
+        })?;
+        Ok([partials, finish])
+    }
+
+    /// The partials kernel of the grouped plan over this query's rows: see
+    /// [`grouped_fold_kernel`]. `project` turns each kept element into the values folded (the
+    /// element itself for reductions, a 1 for counting).
+    pub(super) fn grouped_reduce_kernel(
+        &self,
+        name: &str,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
+        g: u32,
+    ) -> Result<Kernel> {
+        grouped_fold_kernel(
+            name,
+            identity,
+            op,
+            order,
+            g,
+            &|k| self.declare_inputs(k),
+            &|cols, i, sink| self.element(cols, i, &mut |vals| sink(project(vals))),
+        )
+    }
+
+    /// Runs a reduction of the current rows; returns the result's column constants.
+    pub(super) fn reduce_values(
+        mut self,
+        identity: Vec<ScalarValue>,
+        op: CombineFn<'_>,
+        order: Order,
+    ) -> Result<Vec<ScalarValue>> {
+        let _span = self.plan_span("reduce");
+        self.check()?;
+        self.reduce_projected(&identity, op, &|v| v, order)
+    }
+
+    /// Runs a reduction of `project` of each of the current rows (the columns of `identity`);
+    /// returns the result's column constants. The query stays usable.
+    pub(super) fn reduce_projected(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
+        order: Order,
+    ) -> Result<Vec<ScalarValue>> {
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let result = match self.ctx.effective_plan_shape() {
+            PlanShape::Grouped => self.grouped_reduce(identity, op, project, order)?,
+            _ => self.chunked_reduce(identity, op, project, order)?,
+        };
+        result
+            .iter()
+            .zip(&types)
+            .map(|(m, t)| Ok(read_value(&download_words(&self.ctx, &**m, 1, *t)?, 0, *t)))
+            .collect()
+    }
+
+    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]),
+    /// then one work item folds them. Returns the device memory
+    /// holding the result (one value per column).
+    pub(super) fn chunked_reduce(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: ProjectFn<'_>,
+        order: Order,
+    ) -> Result<Columns> {
+        let plan = self.planned(
+            "query_reduce",
+            &[order as u32],
+            Some((identity, op, project)),
+            || Ok(self.reduce_kernels(identity, op, project, order)?.to_vec()),
+        )?;
+        let groups = groups_for(&self.ctx, self.len);
+        let per_group = items_per_chunk(order);
+        let partials = self.alloc_columns(identity, groups * per_group)?;
+        let mut args = self.input_args();
+        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([
+            value_bytes(self.len as u32),
+            value_bytes(chunk_len(&self.ctx)),
+        ]);
+        self.ctx
+            .launch_planned(plan.kernel(0), &Grid::linear(groups, per_group), &mut args)?;
+        drop(args);
+        self.fold_partials(
+            identity,
+            plan.kernel(1),
+            &partials,
+            &[groups * per_group],
+            Grid::linear(1, 1),
+        )
+    }
+
+    /// The grouped plan's reduction: groups fold the elements into one partial each, then one
+    /// group folds the partials. Returns the device memory holding the result (one value per
+    /// column).
+    pub(super) fn grouped_reduce(
+        &self,
+        identity: &[ScalarValue],
+        op: CombineFn<'_>,
+        project: ProjectFn<'_>,
+        order: Order,
+    ) -> Result<Columns> {
+        let g = grouped_size(self.ctx.device().max_group_size);
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let plan = self.planned(
+            "query_reduce_grouped",
+            &[order as u32, g],
+            Some((identity, op, project)),
+            || {
+                let partials = self.grouped_reduce_kernel(
+                    "query_reduce_grouped",
+                    identity,
+                    op,
+                    project,
+                    order,
+                    g,
+                )?;
+                let combine = grouped_fold_kernel(
+                    "query_reduce_combine",
+                    identity,
+                    op,
+                    order,
+                    g,
+                    &|k| declare_columns(k, "folded", &types, Access::Read),
+                    &|cols, i, sink| sink(load_row(cols, &types, i)),
+                )?;
+                Ok(vec![partials, combine])
+            },
+        )?;
+        let groups = grouped_groups(self.len, g);
+        let partials = self.alloc_columns(identity, groups)?;
+        let mut args = self.input_args();
+        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
+        args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
+        self.ctx
+            .launch_planned(plan.kernel(0), &Grid::linear(groups, g), &mut args)?;
+        drop(args);
+        if groups == 1 {
+            return Ok(partials);
+        }
+        // One group folds all the partials (a few per work item: there are n / 4096 of them
+        // with g = 256), so the reduction is two launches whatever n is.
+        self.fold_partials(
+            identity,
+            plan.kernel(1),
+            &partials,
+            &[groups, groups.div_ceil(g)],
+            Grid::linear(1, g),
+        )
+    }
+
+    /// Launches `kernel` on `grid` to fold `partials` into one value per column of
+    /// `identity`, passing `values` after the buffers. Returns the device memory holding the
+    /// result.
+    pub(super) fn fold_partials(
+        &self,
+        identity: &[ScalarValue],
+        kernel: PlanStep<'_>,
+        partials: &Columns,
+        values: &[u32],
+        grid: Grid,
+    ) -> Result<Columns> {
+        let result = self.alloc_columns(identity, 1)?;
+        let mut args: Vec<LaunchArg> = partials
+            .iter()
+            .chain(&result)
+            .map(|m| LaunchArg::Device(&**m))
+            .collect();
+        args.extend(values.iter().map(|v| value_bytes(*v)));
+        self.ctx.launch_planned(kernel, &grid, &mut args)?;
+        drop(args);
+        Ok(result)
+    }
+
+    /// Device memory for `n` values of each of `identity`'s columns.
+    pub(super) fn alloc_columns(&self, identity: &[ScalarValue], n: u32) -> Result<Columns> {
+        identity
+            .iter()
+            .map(|v| {
+                Ok(self
+                    .ctx
+                    .backend()
+                    .alloc(n as usize * v.ty().size() as usize)?)
+            })
+            .collect()
+    }
+}
+
+impl<'a, T: Row> Query<'a, T> {
+    /// Folds all elements with the associative `op`, starting from `identity` (which must be
+    /// an identity of `op`). Groups of elements are folded in parallel and the partial results
+    /// folded in input order, so `op` need not be commutative; the result is the same on
+    /// every run.
+    pub fn fold<O, F>(self, identity: T, op: F) -> Result<T>
+    where
+        O: IntoRow<Row = T>,
+        F: Fn(T::Vals, T::Vals) -> O,
+    {
+        let mut id = Vec::new();
+        identity.to_values(&mut id);
+        let combine = on_columns::<T, O>(op);
+        let vals = self.reduce_values(id, &combine, Order::Kept)?;
+        Ok(T::from_values(&mut vals.into_iter()))
+    }
+
+    /// The first element (of those a filter keeps), in input order; `None` when there is
+    /// none. Fails as [`Query::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [3i32, -4, 8, -1, 6];
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.lt(0)).first()?, Some(-4));
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.lt(0)).last()?, Some(-1));
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.gt(10)).first()?, None);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn first(self) -> Result<Option<T>> {
+        self.end_element(false)
+    }
+
+    /// The last element (of those a filter keeps), in input order; `None` when there is none.
+    /// Fails as [`Query::fold`] does.
+    pub fn last(self) -> Result<Option<T>> {
+        self.end_element(true)
+    }
+
+    /// The first (or `last`) element: a fold of (found, element) pairs that keeps the earlier
+    /// (later) found one, in input order.
+    pub(super) fn end_element(self, last: bool) -> Result<Option<T>> {
+        let identity: Vec<ScalarValue> = std::iter::once(ScalarValue::U32(0))
+            .chain(Self::out_types().into_iter().map(ScalarValue::zero))
+            .collect();
+        let q = self.map_erased(|c| {
+            std::iter::once(lit_value(ScalarValue::U32(1)))
+                .chain(c)
+                .collect()
+        });
+        let vals = q.reduce_values(
+            identity,
+            &|a, b| {
+                // Keep `a` when it was found (first), or when `b` was not (last).
+                let zero = lit_value(ScalarValue::U32(0));
+                let keep_a = if last {
+                    bin(BinaryOp::Eq, &b[0], &zero)
+                } else {
+                    bin(BinaryOp::Ne, &a[0], &zero)
+                };
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| select_dyn(&keep_a, x, y))
+                    .collect()
+            },
+            Order::Kept,
+        )?;
+        let mut vals = vals.into_iter();
+        let found = vals.next().is_some_and(|f| f.to_bits() != 0);
+        Ok(found.then(|| T::from_values(&mut vals)))
+    }
+
+    /// Number of elements (after filters).
+    pub fn count(self) -> Result<usize> {
+        let q = self.map_erased(one_u32);
+        let v = q.reduce_values(vec![ScalarValue::U32(0)], &add_u32, Order::Any)?;
+        Ok(v[0].to_bits() as usize)
+    }
+
+    /// True if `pred` holds for some element (false when empty).
+    pub fn any<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
+        let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
+        let v = q.reduce_values(
+            vec![ScalarValue::Bool(false)],
+            &|a, b| vec![bin(BinaryOp::Or, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        Ok(v[0] == ScalarValue::Bool(true))
+    }
+
+    /// True if `pred` holds for every element (true when empty).
+    pub fn all<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
+        let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
+        let v = q.reduce_values(
+            vec![ScalarValue::Bool(true)],
+            &|a, b| vec![bin(BinaryOp::And, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        Ok(v[0] == ScalarValue::Bool(true))
+    }
+}
+
+impl<'a, T: Scalar + Numeric> Query<'a, T> {
+    /// Sum of the elements (wrapping for integers; 0 when empty).
+    pub fn sum(self) -> Result<T> {
+        let v = self.reduce_values(
+            vec![ScalarValue::zero(T::TYPE)],
+            &|a, b| vec![bin(BinaryOp::Add, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        Ok(T::from_bits(v[0].to_bits()))
+    }
+
+    /// Product of the elements (wrapping for integers; 1 when empty).
+    pub fn product(self) -> Result<T> {
+        let one = ScalarValue::from_bits(
+            T::TYPE,
+            match T::TYPE {
+                ScalarType::F32 => 1f32.to_bits() as u64,
+                ScalarType::F64 => 1f64.to_bits(),
+                _ => 1,
+            },
+        );
+        let v = self.reduce_values(
+            vec![one],
+            &|a, b| vec![bin(BinaryOp::Mul, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        Ok(T::from_bits(v[0].to_bits()))
+    }
+
+    pub(super) fn min_max(self, max: bool) -> Result<Option<T>> {
+        if T::TYPE == ScalarType::F32 {
+            return self.f32_min_max(max);
+        }
+        let identity = min_max_identity(T::TYPE, max);
+        let fun = if max { MathFn::Max } else { MathFn::Min };
+        let q = self.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
+        let v = q.reduce_values(
+            vec![identity, ScalarValue::U32(0)],
+            &|a, b| vec![math2(fun, &a[0], &b[0]), bin(BinaryOp::Add, &a[1], &b[1])],
+            Order::Any,
+        )?;
+        Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
+    }
+
+    /// `min`/`max` of f32 elements as an integer reduction of [`f32_extreme_key`]s: one
+    /// unsigned min or max per element, where the float rules for NaN and signed zeros take
+    /// several operations. The key is decoded on the host.
+    pub(super) fn f32_min_max(self, max: bool) -> Result<Option<T>> {
+        let q = self.map_erased(move |c| vec![f32_extreme_key(c[0].typed::<f32>(), max).erase()]);
+        let (fun, empty) = if max {
+            (MathFn::Max, 0)
+        } else {
+            (MathFn::Min, u32::MAX)
+        };
+        let v = q.reduce_values(
+            vec![ScalarValue::U32(empty)],
+            &|a, b| vec![math2(fun, &a[0], &b[0])],
+            Order::Any,
+        )?;
+        let x = f32_from_extreme_key(v[0].to_bits() as u32, max);
+        Ok(x.map(|x| T::from_bits(x.to_bits() as u64)))
+    }
+
+    /// Smallest element (`None` when empty). NaN is skipped unless every element is NaN.
+    pub fn min(self) -> Result<Option<T>> {
+        self.min_max(false)
+    }
+
+    /// Largest element (`None` when empty). NaN is skipped unless every element is NaN.
+    pub fn max(self) -> Result<Option<T>> {
+        self.min_max(true)
+    }
+
+    /// Arithmetic mean (`None` when empty), summed in `f64`, or in `f32` on a device without
+    /// f64 arithmetic (`DeviceInfo::features`), such as wgpu on GL.
+    pub fn average(self) -> Result<Option<f64>> {
+        let (sum_ty, zero) = if self.ctx.device().features.f64 {
+            (ScalarType::F64, ScalarValue::F64(0.0))
+        } else {
+            (ScalarType::F32, ScalarValue::F32(0.0))
+        };
+        let q = self.map_erased(move |c| {
+            let x = expr_dyn(
+                Expr::Cast {
+                    arg: c[0].handle(),
+                    to: sum_ty,
+                },
+                &[&c[0]],
+                Type::Scalar(sum_ty),
+            );
+            vec![x, lit_value(ScalarValue::U32(1))]
+        });
+        let v = q.reduce_values(
+            vec![zero, ScalarValue::U32(0)],
+            &|a, b| {
+                vec![
+                    bin(BinaryOp::Add, &a[0], &b[0]),
+                    bin(BinaryOp::Add, &a[1], &b[1]),
+                ]
+            },
+            Order::Any,
+        )?;
+        let n = v[1].to_bits();
+        let sum = match v[0] {
+            ScalarValue::F32(s) => s as f64,
+            ref s => f64::from_bits(s.to_bits()),
+        };
+        Ok((n != 0).then(|| sum / n as f64))
+    }
+
+    pub(super) fn arg_best(self, max: bool) -> Result<Option<usize>> {
+        if self.has_filter() {
+            return Err(self.unsupported("argmin/argmax after filter (positions in a filtered sequence need a scan); use enumerate() before filter and fold"));
+        }
+        let mut q = self.map_erased(|c| c);
+        q.stages.push(Stage::Enumerate);
+        let none = ScalarValue::U32(u32::MAX);
+        let better = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let (ai, av, bi, bv) = (
+                a[0].typed::<u32>(),
+                a[1].typed::<T>(),
+                b[0].typed::<u32>(),
+                b[1].typed::<T>(),
+            );
+            let a_none = ai.eq(u32::MAX);
+            let b_some = bi.ne(u32::MAX);
+            let strictly = if max { bv.gt(av) } else { bv.lt(av) };
+            let earlier = bi.lt(ai);
+            let tie = bv.eq(av).and(earlier);
+            // Only floats have NaNs: comparing an integer with itself would be a compiler
+            // warning on every OpenCL build (and PoCL prints those).
+            let better = match T::TYPE.is_float() {
+                true => {
+                    let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
+                    let nan_rule = a_nan.and(b_nan.not()).or(a_nan.and(b_nan).and(earlier));
+                    strictly.or(tie).or(nan_rule)
+                }
+                false => strictly.or(tie),
+            };
+            let take_b = a_none.or(b_some.and(better));
+            let c = take_b.erase();
+            vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
+        };
+        let v = q.reduce_values(vec![none, ScalarValue::zero(T::TYPE)], &better, Order::Any)?;
+        let i = v[0].to_bits() as u32;
+        Ok((i != u32::MAX).then_some(i as usize))
+    }
+
+    /// Index of the first smallest element (`None` when empty; NaN counts as largest).
+    pub fn argmin(self) -> Result<Option<usize>> {
+        self.arg_best(false)
+    }
+
+    /// Index of the first largest element (`None` when empty; NaN counts as smallest).
+    pub fn argmax(self) -> Result<Option<usize>> {
+        self.arg_best(true)
+    }
+}
+
+/// The identity of `max` (when `max`) or `min` on `ty`: NaN for floats (which the IR's min and
+/// max skip), the type's smallest or largest value for integers.
+pub(super) fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
+    match ty {
+        ScalarType::F32 => ScalarValue::F32(f32::NAN),
+        ScalarType::F64 => ScalarValue::F64(f64::NAN),
+        t if max => ScalarValue::from_bits(
+            t,
+            if t.is_signed() {
+                1u64 << (t.bits() - 1)
+            } else {
+                0
+            },
+        ),
+        t => ScalarValue::from_bits(
+            t,
+            if t.is_signed() {
+                (1u64 << (t.bits() - 1)) - 1
+            } else {
+                u64::MAX
+            },
+        ),
+    }
+}
+
+/// `x` as a `u32` whose unsigned order is the order of the IR's f32 `max` (when `max`) or
+/// `min`: the largest key is the maximum, the smallest the minimum. The bits of a number are
+/// flipped as in IEEE 754 total order (the sign bit of a positive float, every bit of a
+/// negative one), so `-0.0 < +0.0`. A NaN loses to every number and wins only over the
+/// reduction's identity, the key of no element (0 for `max`, `u32::MAX` for `min`): it first
+/// becomes the all-ones NaN, whose flipped bits are 0, and then the key 1 (`max`) or
+/// `u32::MAX - 1` (`min`, whose keys are the flipped bits less one).
+pub(super) fn f32_extreme_key(x: Val<f32>, max: bool) -> Val<u32> {
+    let nan = select(x.is_nan(), u32::MAX, 0u32);
+    let bits = x.bitcast::<u32>() | nan;
+    let negative = (bits.bitcast::<i32>() >> 31i32).bitcast::<u32>();
+    let flipped = bits ^ (negative | 0x8000_0000u32);
+    if max {
+        flipped - nan
+    } else {
+        flipped + nan - 1u32
+    }
+}
+
+/// The f32 whose [`f32_extreme_key`] is `key` (a NaN for NaN's key); `None` for the identity.
+pub(super) fn f32_from_extreme_key(key: u32, max: bool) -> Option<f32> {
+    let (empty, nan, flipped) = if max {
+        (0, 1, key)
+    } else {
+        (u32::MAX, u32::MAX - 1, key.wrapping_add(1))
+    };
+    if key == empty {
+        return None;
+    }
+    if key == nan {
+        return Some(f32::NAN);
+    }
+    let bits = if flipped & 0x8000_0000 != 0 {
+        flipped ^ 0x8000_0000
+    } else {
+        !flipped
+    };
+    Some(f32::from_bits(bits))
+}
+
+/// A fold kernel of the grouped plan: each group folds `g * chunk` consecutive elements of the
+/// `n`. Each of its `g` work items folds `chunk` of them: with [`Order::Kept`] a contiguous
+/// run, so the order of `op` is kept; with [`Order::Any`] every `g`-th element from its own
+/// position in the group's range, so neighbouring work items read neighbouring elements, the
+/// access a GPU coalesces into whole memory transactions. The group then combines its items'
+/// results through shared memory, neighbours first (strides 1, 2, 4, ...), and work item 0
+/// stores the group's result at the group's index of each `partial` buffer. `inputs` declares
+/// the input buffers and `element` hands the values of element `i` to its sink (or nothing,
+/// for an element filtered out).
+pub(super) fn grouped_fold_kernel(
+    name: &str,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+    order: Order,
+    g: u32,
+    inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
+    element: ElementFn<'_>,
+) -> Result<Kernel> {
+    let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+    Ok(Kernel::build_unvalidated(name, |k| {
+        let cols = inputs(k);
+        let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
+        let tiles: Vec<Memory> = types
+            .iter()
+            .enumerate()
+            .map(|(j, t)| k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g)))
+            .collect();
+        let n = bounded(k.value::<u32>("n"), &cols);
+        let chunk = k.value::<u32>("chunk");
+        let acc = identity_vars("acc", identity);
+        let l = local_id(Axis::X);
+        let fold = |i| element(&cols, i, &mut |vals| fold_into(&acc, vals, op));
+        match order {
+            Order::Kept => {
+                let (start, end) = chunk_range(n, chunk);
+                for_range(start, end, fold);
+            }
+            Order::Any => {
+                let base = group_id(Axis::X) * (chunk * g);
+                let end = (base + chunk * g).min(n);
+                for_range_step(base + l, end, lit(g), fold);
+            }
+        }
+        for (t, a) in tiles.iter().zip(&acc) {
+            store_dyn(*t, l, &a.get());
+        }
+        barrier();
+        // The values of every column at position `at` of the tiles.
+        let row = |at: Val<u32>| -> Vec<AnyVal> {
+            tiles
+                .iter()
+                .zip(&types)
+                .map(|(t, ty)| load_dyn(*t, at, Type::Scalar(*ty)))
+                .collect()
+        };
+        let stride = Var::new("stride", 1u32);
+        loop_(|| {
+            if_then(stride.get().ge(g), break_);
+            let s = stride.get();
+            if_then((l & (s * 2u32 - 1u32)).eq(0u32), || {
+                for (t, v) in tiles.iter().zip(op(row(l), row(l + s))) {
+                    store_dyn(*t, l, &v);
+                }
+            });
+            barrier();
+            stride.set(s * 2u32);
+        });
+        if_then(l.eq(0u32), || {
+            for (o, v) in outs.iter().zip(row(lit(0u32))) {
+                store_dyn(*o, group_id(Axis::X), &v);
+            }
+        });
+    })?)
+}
+
+/// `a + b` on one `u32` column: counting.
+pub(super) fn add_u32(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
+    vec![bin(BinaryOp::Add, &a[0], &b[0])]
+}
+
+/// A `u32` 1 for any row: what counting adds up.
+pub(super) fn one_u32(_: Vec<AnyVal>) -> Vec<AnyVal> {
+    vec![lit_value(ScalarValue::U32(1))]
+}
+
+/// [`column_vars`] holding the values of `identity`.
+pub(super) fn identity_vars(name: &str, identity: &[ScalarValue]) -> Vec<AnyVar> {
+    let vals: Vec<AnyVal> = identity.iter().map(|v| lit_value(*v)).collect();
+    column_vars(name, &vals)
+}
+
+pub(super) fn fold_into(acc: &[AnyVar], vals: Vec<AnyVal>, op: CombineFn<'_>) {
+    let cur = acc.iter().map(|v| v.get()).collect();
+    for (a, v) in acc.iter().zip(op(cur, vals)) {
+        a.set(&v);
+    }
+}
