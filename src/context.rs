@@ -78,9 +78,10 @@ impl KernelCache {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached result for `kernel`, if it was compiled (or failed to compile) before.
-    fn lookup(&self, kernel: &Kernel) -> Option<CompileResult> {
-        let entry = self.map().touch(kernel_hash(kernel))?;
+    /// The cached result for `kernel` (whose structural hash is `hash`), if it was compiled
+    /// (or failed to compile) before.
+    fn lookup(&self, kernel: &Kernel, hash: KernelHash) -> Option<CompileResult> {
+        let entry = self.map().touch(hash)?;
         if entry.0 == *kernel {
             entry.1.get().cloned()
         } else {
@@ -88,14 +89,15 @@ impl KernelCache {
         }
     }
 
-    /// The compiled kernel for `kernel`, compiling it with `compile` on first use. Returns the
-    /// compile error (which is cached like a success: the same kernel fails the same way).
+    /// The compiled kernel for `kernel` (whose structural hash is `hash`), compiling it with
+    /// `compile` on first use. Returns the compile error (which is cached like a success: the
+    /// same kernel fails the same way).
     fn get_or_compile(
         &self,
         kernel: &Kernel,
+        hash: KernelHash,
         compile: impl FnOnce() -> CompileResult,
     ) -> CompileResult {
-        let hash = kernel_hash(kernel);
         let entry = {
             let mut map = self.map();
             match map.touch(hash) {
@@ -454,14 +456,16 @@ impl Context {
     /// Validates and compiles `kernel` (or takes it from the cache). Returns IR validation or
     /// backend compile errors.
     pub fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
-        if let Some(hit) = self.inner.cache.lookup(kernel) {
+        // The kernel is hashed once per call, whether it is found or compiled.
+        let hash = kernel_hash(kernel);
+        if let Some(hit) = self.inner.cache.lookup(kernel, hash) {
             return Ok(hit?);
         }
         kiln_ir::validate(kernel)?;
         let r = self
             .inner
             .cache
-            .get_or_compile(kernel, || self.compile_uncached(kernel));
+            .get_or_compile(kernel, hash, || self.compile_uncached(kernel, hash));
         Ok(r?)
     }
 
@@ -469,13 +473,14 @@ impl Context {
     fn compile_uncached(
         &self,
         kernel: &Kernel,
+        hash: KernelHash,
     ) -> std::result::Result<Arc<dyn CompiledKernel>, BackendError> {
         let backend = &self.inner.backend;
         let info = backend.info();
         let kind = info.backend;
         let _span =
             tracing::debug_span!("compile", kernel = %kernel.name, backend = %kind).entered();
-        let hash = kernel_hash(kernel).to_string();
+        let hash = hash.to_string();
         let version = backend.compiler_version();
         // The source is written once: logged, part of the disk cache's key (so a change to a
         // writer is a new entry), and compiled. A backend without a source (the CPU) has
@@ -645,10 +650,12 @@ mod tests {
                 reason: "CUDA_ERROR_OUT_OF_MEMORY".into(),
             })
         };
-        assert!(cache.get_or_compile(&k, load_failure).is_err());
+        assert!(cache
+            .get_or_compile(&k, kernel_hash(&k), load_failure)
+            .is_err());
         assert_eq!(cache.len(), 0, "a load failure is not kept");
         let mut compiles = 0;
-        let ok = cache.get_or_compile(&k, || {
+        let ok = cache.get_or_compile(&k, kernel_hash(&k), || {
             compiles += 1;
             Ok(Arc::new(Nothing) as Arc<dyn CompiledKernel>)
         });
@@ -665,9 +672,13 @@ mod tests {
                 source_text: String::new(),
             })
         };
-        assert!(cache.get_or_compile(&other, rejected).is_err());
+        assert!(cache
+            .get_or_compile(&other, kernel_hash(&other), rejected)
+            .is_err());
         assert!(
-            cache.lookup(&other).is_some_and(|r| r.is_err()),
+            cache
+                .lookup(&other, kernel_hash(&other))
+                .is_some_and(|r| r.is_err()),
             "a compile error is kept"
         );
     }
@@ -685,15 +696,21 @@ mod tests {
             })
             .collect();
         let compile = || Ok(Arc::new(Nothing) as Arc<dyn CompiledKernel>);
-        let _ = cache.get_or_compile(&ks[0], compile);
-        let _ = cache.get_or_compile(&ks[1], compile);
-        assert!(cache.lookup(&ks[0]).is_some(), "k0 used again, after k1");
-        let _ = cache.get_or_compile(&ks[2], compile);
+        let _ = cache.get_or_compile(&ks[0], kernel_hash(&ks[0]), compile);
+        let _ = cache.get_or_compile(&ks[1], kernel_hash(&ks[1]), compile);
+        assert!(
+            cache.lookup(&ks[0], kernel_hash(&ks[0])).is_some(),
+            "k0 used again, after k1"
+        );
+        let _ = cache.get_or_compile(&ks[2], kernel_hash(&ks[2]), compile);
         assert_eq!(cache.len(), 2);
         assert!(
-            cache.lookup(&ks[1]).is_none(),
+            cache.lookup(&ks[1], kernel_hash(&ks[1])).is_none(),
             "k1, least recently used, is dropped"
         );
-        assert!(cache.lookup(&ks[0]).is_some() && cache.lookup(&ks[2]).is_some());
+        assert!(
+            cache.lookup(&ks[0], kernel_hash(&ks[0])).is_some()
+                && cache.lookup(&ks[2], kernel_hash(&ks[2])).is_some()
+        );
     }
 }
