@@ -2,8 +2,8 @@
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
-use crate::plan_cache::{Fingerprint, Plan, PlanCache, PlanStep};
-use crate::query::PlanShape;
+use crate::plan::{DeviceProfile, PlanShape};
+use crate::plan_cache::{CompiledPlan, Fingerprint, PlanCache, ReadyKernel};
 use kiln_backend::{
     Backend, BackendError, BackendKind, CompiledKernel, DeviceInfo, Grid, LaunchArg,
 };
@@ -391,23 +391,18 @@ impl Context {
 
     /// The plan shape queries use now: `Auto` resolved for this device.
     pub fn effective_plan_shape(&self) -> PlanShape {
-        match *self
+        self.profile().shape
+    }
+
+    /// What the query planner knows about this context's device, with the plan shape set by
+    /// [`Context::set_plan_shape`].
+    pub fn profile(&self) -> DeviceProfile {
+        let shape = *self
             .inner
             .plan_shape
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
-            // Grouped plans give each work item a few elements, which also keeps it within a
-            // device's loop limit.
-            PlanShape::Auto
-                if self.device().class == kiln_backend::DeviceClass::Gpu
-                    || self.device().max_loop_iterations.is_some() =>
-            {
-                PlanShape::Grouped
-            }
-            PlanShape::Auto => PlanShape::Chunked,
-            other => other,
-        }
+            .unwrap_or_else(|p| p.into_inner());
+        DeviceProfile::of(self.device(), shape)
     }
 
     /// The backend this context drives.
@@ -550,7 +545,7 @@ impl Context {
         &self,
         fingerprint: Option<Fingerprint>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
-    ) -> Result<Plan> {
+    ) -> Result<CompiledPlan> {
         self.inner
             .plans
             .get_or_build(fingerprint, build, |k| self.compile(k))
@@ -560,7 +555,7 @@ impl Context {
     /// the arguments of its parameters other than the plan's constants.
     pub(crate) fn launch_planned(
         &self,
-        step: PlanStep<'_>,
+        step: ReadyKernel<'_>,
         grid: &Grid,
         args: &mut [LaunchArg<'_>],
     ) -> Result<()> {
@@ -572,7 +567,7 @@ impl Context {
         self.launch_compiled(&kernel.name, &*kernel.compiled, grid, args)
     }
 
-    fn launch_compiled(
+    pub(crate) fn launch_compiled(
         &self,
         name: &str,
         compiled: &dyn CompiledKernel,

@@ -65,6 +65,13 @@ pub enum Error {
         /// what they were for
         what: String,
     },
+    /// A bug in kiln: parts of it that must agree did not (a query plan and its kernels).
+    /// Please report it with the query that caused it.
+    #[error("internal error in kiln (please report it): {what}")]
+    Internal {
+        /// what disagreed
+        what: String,
+    },
     /// `KILN_BACKEND` names no backend.
     #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu, optionally with a device index (opencl:1)")]
     UnknownBackend(String),

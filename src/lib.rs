@@ -40,6 +40,7 @@ mod disk_cache;
 mod emit;
 mod error;
 pub mod lang;
+mod plan;
 mod plan_cache;
 mod query;
 mod row;
@@ -56,7 +57,8 @@ pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
 pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
-pub use query::{Distinct, GroupBy, PlanShape, Query, Scan, Sorted, MAX_LEN};
+pub use plan::{DeviceProfile, Plan, PlanShape};
+pub use query::{Distinct, GroupBy, Query, Scan, Sorted, MAX_LEN};
 pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.

@@ -18,7 +18,7 @@
 use crate::error::Result;
 use kiln_backend::{CompiledKernel, LaunchArg};
 use kiln_ir::constants::{constant_param_name, hoist_constants, ConstantSlot, RecordedConstants};
-use kiln_ir::{kernel_hash, Kernel, KernelHash, ScalarType, ScalarValue};
+use kiln_ir::{kernel_hash, Access, Kernel, KernelHash, ParamKind, ScalarType, ScalarValue};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,62 +32,80 @@ pub(crate) struct Fingerprint {
     pub constants: RecordedConstants,
 }
 
+/// What a compiled kernel's parameter takes at launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ParamSlot {
+    /// The call's constant number `j` (a captured value hoisted into a parameter).
+    Constant(usize),
+    /// A buffer, named and with the kernel's access to it.
+    Buffer(String, Access),
+    /// A value, named.
+    Value(String),
+}
+
 /// One compiled kernel of a plan, with the name its launch span gives.
 pub(crate) struct PlannedKernel {
     /// The kernel's name.
     pub name: String,
     /// The backend's compiled kernel.
     pub compiled: Arc<dyn CompiledKernel>,
-    /// The kernel's constant parameters: (parameter index, constant number), by index.
-    parameters: Vec<(usize, usize)>,
+    /// The kernel's parameters, in order.
+    pub params: Vec<ParamSlot>,
 }
 
 /// The compiled kernels of a plan, in the order its builder returned them, with the values
 /// of this call's constants.
 #[derive(Clone)]
-pub(crate) struct Plan {
+pub(crate) struct CompiledPlan {
     kernels: Arc<[PlannedKernel]>,
     constants: Vec<ScalarValue>,
 }
 
 /// Kernel `index` of a plan, ready to launch with the call's constants.
-pub(crate) struct PlanStep<'p> {
+pub(crate) struct ReadyKernel<'p> {
     /// The kernel.
     pub kernel: &'p PlannedKernel,
     constants: &'p [ScalarValue],
 }
 
-impl Plan {
+impl CompiledPlan {
     /// Kernel `index` (in the order the plan's builder returned them).
-    pub(crate) fn kernel(&self, index: usize) -> PlanStep<'_> {
-        PlanStep {
+    pub(crate) fn kernel(&self, index: usize) -> ReadyKernel<'_> {
+        ReadyKernel {
             kernel: &self.kernels[index],
             constants: &self.constants,
         }
     }
 }
 
-impl PlanStep<'_> {
+impl ReadyKernel<'_> {
+    /// The argument of constant parameter `j`.
+    pub(crate) fn constant(&self, j: usize) -> LaunchArg<'static> {
+        LaunchArg::Value(self.constants[j].to_le_bytes())
+    }
+
     /// `args` (the arguments of the kernel's other parameters, in order) with the values of
     /// its constant parameters put in their places.
     pub(crate) fn arguments<'a>(&self, args: &mut [LaunchArg<'a>]) -> Vec<LaunchArg<'a>> {
-        let mut out = Vec::with_capacity(args.len() + self.kernel.parameters.len());
         let mut given = args
             .iter_mut()
             .map(|a| std::mem::replace(a, LaunchArg::Value(Vec::new())));
-        let mut parameters = self.kernel.parameters.iter().peekable();
-        while let Some(a) = match parameters.next_if(|(p, _)| *p == out.len()) {
-            Some((_, j)) => Some(LaunchArg::Value(self.constants[*j].to_le_bytes())),
-            None => given.next(),
-        } {
-            out.push(a);
-        }
-        out
+        self.kernel
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                ParamSlot::Constant(j) => Some(self.constant(*j)),
+                _ => given.next(),
+            })
+            .collect()
     }
 
     /// True if the kernel reads constants from parameters.
     pub(crate) fn has_parameters(&self) -> bool {
-        !self.kernel.parameters.is_empty()
+        self.kernel
+            .params
+            .iter()
+            .any(|p| matches!(p, ParamSlot::Constant(_)))
     }
 }
 
@@ -185,10 +203,10 @@ impl PlanCache {
         fingerprint: Option<Fingerprint>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
         compile: impl Fn(&Kernel) -> Result<Arc<dyn CompiledKernel>>,
-    ) -> Result<Plan> {
+    ) -> Result<CompiledPlan> {
         let Some(fp) = fingerprint else {
             let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
-            return Ok(Plan {
+            return Ok(CompiledPlan {
                 kernels,
                 constants: Vec::new(),
             });
@@ -209,7 +227,7 @@ impl PlanCache {
                     });
                     if let Some(kernels) = found {
                         self.hits.fetch_add(1, Ordering::Relaxed);
-                        return Ok(Plan {
+                        return Ok(CompiledPlan {
                             kernels: kernels.clone(),
                             constants: fp.constants.values,
                         });
@@ -234,7 +252,7 @@ impl PlanCache {
         let Some(hoisted) = hoisted else {
             // Another shape holds this hash: build without caching.
             let kernels = compile_all(build()?, &HashMap::new(), &compile)?;
-            return Ok(Plan { kernels, constants });
+            return Ok(CompiledPlan { kernels, constants });
         };
         let slots: Vec<(ConstantSlot, usize)> = fp
             .constants
@@ -282,7 +300,7 @@ impl PlanCache {
             }
             plans.entry(key).or_insert(kernels.clone());
         }
-        Ok(Plan { kernels, constants })
+        Ok(CompiledPlan { kernels, constants })
     }
 
     /// Keeps plans of at most `capacity` shapes (at least one), dropping the least recently
@@ -321,11 +339,16 @@ fn compile_all(
             Ok(PlannedKernel {
                 name: k.name.clone(),
                 compiled: compile(k)?,
-                parameters: k
+                params: k
                     .params
                     .iter()
-                    .enumerate()
-                    .filter_map(|(i, p)| constants.get(&p.name).map(|j| (i, *j)))
+                    .map(|p| match (constants.get(&p.name), &p.kind) {
+                        (Some(j), _) => ParamSlot::Constant(*j),
+                        (None, ParamKind::Buffer { access, .. }) => {
+                            ParamSlot::Buffer(p.name.clone(), *access)
+                        }
+                        (None, ParamKind::Value(_)) => ParamSlot::Value(p.name.clone()),
+                    })
                     .collect(),
             })
         })

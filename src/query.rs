@@ -13,14 +13,18 @@
 //!
 //! Work distribution: a `map` to `to_vec` runs one element per work item in groups of `CHUNK`;
 //! filters and reductions give each work item a contiguous chunk of `CHUNK` elements (fewer
-//! on a device with a loop limit: `chunk_len`), which
+//! on a device with a loop limit: [`DeviceProfile::chunk`]), which
 //! fits the CPU backend (one tight loop per chunk) and fixes the reduction order for a given
 //! input, so results are the same on every run.
 
 use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
-use crate::plan_cache::{Fingerprint, Plan, PlanStep};
+use crate::plan::{
+    chunks_of, grouped_groups, temp_ids, Binding, DeviceProfile, Place, Plan, PlanShape, Rows, Run,
+    Source, Step, CHUNK, ITEM_CHUNK,
+};
+use crate::plan_cache::{CompiledPlan, Fingerprint};
 use crate::row::{IntoRow, Row};
 use kiln_backend::{DeviceMemory, Grid, LaunchArg};
 use kiln_ir::*;
@@ -40,10 +44,6 @@ use reduce::{add_u32, fold_into, identity_vars, min_max_identity, one_u32};
 pub use scan::Scan;
 pub use sort::Sorted;
 
-/// Elements per work item in the chunked plan (see [`chunk_len`]).
-const CHUNK: u32 = 16384;
-/// Elements per work item in the grouped plan.
-const ITEM_CHUNK: u32 = 16;
 /// Elements per work item of a map in the grouped plan (see [`Query::map_kernel`]).
 const MAP_ITEMS: u32 = 4;
 /// Independent accumulators per work item in reductions.
@@ -70,8 +70,17 @@ type FilterFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Val<bool> + 'a>;
 type CombineFn<'b> = &'b dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal>;
 /// Turns each kept row into the values a reduction folds.
 type ProjectFn<'b> = &'b dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>;
-/// What a reduction folds: the identity, the combining function and the projection.
-type FoldFns<'b> = (&'b [ScalarValue], CombineFn<'b>, ProjectFn<'b>);
+/// What a reduction folds and how.
+struct Fold<'b> {
+    /// The identity of `op`, one value per folded column.
+    identity: &'b [ScalarValue],
+    /// The associative combining function.
+    op: CombineFn<'b>,
+    /// Turns each kept row into the values folded.
+    project: ProjectFn<'b>,
+    /// Whether the elements must be combined in input order.
+    order: Order,
+}
 /// A user's combining function, owned (a fold's or a scan's `op` on the row's columns).
 type OwnedCombineFn<'a> = Box<dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
 /// One device allocation per column of a reduction's values.
@@ -112,7 +121,7 @@ impl Stage<'_> {
 pub struct Query<'a, T> {
     ctx: Context,
     len: usize,
-    columns: Vec<(Column<'a>, ScalarType)>,
+    columns: Vec<(Source<'a>, ScalarType)>,
     base_columns: usize,
     stages: Vec<Stage<'a>>,
     error: Option<Error>,
@@ -168,60 +177,12 @@ fn value_bytes(v: u32) -> LaunchArg<'static> {
     LaunchArg::Value(v.to_le_bytes().to_vec())
 }
 
-/// Work items per group in the grouped plan: a power of two, at most 256.
-fn grouped_size(max_group_size: u32) -> u32 {
-    let cap = max_group_size.clamp(1, 256);
-    1 << (31 - cap.leading_zeros())
-}
-
-/// Groups of `g` work items that cover `n` elements in the grouped plan.
-fn grouped_groups(n: usize, g: u32) -> u32 {
-    chunks_of(n, g * ITEM_CHUNK)
-}
-
-/// How the query planner spreads work over work items.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlanShape {
-    /// Chunked on CPU devices, grouped on GPUs and on devices with a loop limit
-    /// ([`DeviceInfo::max_loop_iterations`](crate::DeviceInfo::max_loop_iterations)).
-    Auto,
-    /// One work item per group, each folding a long contiguous chunk: one tight loop per
-    /// chunk on the CPU.
-    Chunked,
-    /// Groups of up to 256 work items that each fold a short contiguous range and combine
-    /// through shared memory: the shape GPUs need.
-    Grouped,
-}
-
 /// Work items per group of the chunked plan's folds in `order`.
 fn items_per_chunk(order: Order) -> u32 {
     match order {
         Order::Kept => 1,
         Order::Any => QUAD,
     }
-}
-
-/// The elements per work item of the chunked plan: [`CHUNK`], or on a device with a loop
-/// limit the largest power of two within [`loop_budget`] when that is less (2048 for
-/// llvmpipe on GL, which counts each work item's own passes).
-fn chunk_len(ctx: &Context) -> u32 {
-    match loop_budget(ctx) {
-        Some(budget) if budget < CHUNK as u64 => {
-            let fits = 1u64 << (63 - budget.max(1).leading_zeros());
-            (fits as u32).max(ITEM_CHUNK)
-        }
-        _ => CHUNK,
-    }
-}
-
-/// Chunks of [`chunk_len`] elements covering `n` (at least one).
-fn groups_for(ctx: &Context, n: usize) -> u32 {
-    chunks_of(n, chunk_len(ctx))
-}
-
-/// Chunks of `chunk` elements covering `n` (at least one).
-fn chunks_of(n: usize, chunk: u32) -> u32 {
-    (n as u64).div_ceil(chunk as u64).max(1) as u32
 }
 
 /// `n`, bounded also by the length of each of `memories` (which the host makes at least `n`
@@ -235,16 +196,6 @@ fn bounded(n: Val<u32>, memories: &[Memory]) -> Val<u32> {
 fn chunk_range(n: Val<u32>, chunk: Val<u32>) -> (Val<u32>, Val<u32>) {
     let start = global_id(Axis::X) * chunk;
     (start, (start + chunk).min(n))
-}
-
-/// The most loop passes a plan gives one work item on a device with a loop limit
-/// ([`DeviceInfo::max_loop_iterations`](crate::DeviceInfo::max_loop_iterations)): half of
-/// it, leaving room for the passes of loops inside the query's own functions; `None` where
-/// loops run as long as they need.
-fn loop_budget(ctx: &Context) -> Option<u64> {
-    ctx.device()
-        .max_loop_iterations
-        .map(|limit| limit as u64 / 2)
 }
 
 /// A fingerprint (see the `plan_cache` module): a kernel named `plan` holding `settings` as
@@ -273,23 +224,6 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
         let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
         store_dyn(out, lit(0u32), v);
     }
-}
-
-/// One work item per element of `n`, in groups of up to [`CHUNK`] work items. Where the device
-/// fits groups to the work ([`DeviceInfo::fits_groups_to_work`](crate::DeviceInfo::fits_groups_to_work), the CPU
-/// backend) the groups are as few as cover `n` and all of one size, `n` spread evenly and
-/// rounded up to a multiple of 64: a whole group of 16384 for 1000 elements took eight times as
-/// long as the elements' own work there. Elsewhere groups stay whole.
-fn per_element_grid(ctx: &Context, n: usize) -> Grid {
-    let largest = CHUNK.min(ctx.device().max_group_size).max(1);
-    let groups = chunks_of(n, largest);
-    if !ctx.device().fits_groups_to_work {
-        return Grid::linear(groups, largest);
-    }
-    let group = (n.div_ceil(groups as usize).max(1) as u32)
-        .next_multiple_of(64)
-        .min(largest);
-    Grid::linear(groups, group)
 }
 
 /// The first `n` values of type `ty` in `memory`, as the words [`read_value`] reads.
@@ -327,14 +261,6 @@ fn read_value(w: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
     ScalarValue::from_bits(ty, u64::from_le_bytes(b))
 }
 
-/// Where a query column lives.
-enum Column<'a> {
-    /// A host slice's bytes.
-    Host(&'a [u8]),
-    /// Device memory of the query's backend.
-    Device(&'a dyn DeviceMemory),
-}
-
 impl Context {
     /// Starts a query over a buffer in device memory; the query runs where the data is. A
     /// buffer of another context makes the terminal fail with `Unsupported`.
@@ -342,7 +268,7 @@ impl Context {
         Query {
             ctx: self.clone(),
             len: b.len(),
-            columns: vec![(Column::Device(b.memory()), T::TYPE)],
+            columns: vec![(Source::Device(b.memory()), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
             error: self.check_buffer(b).err(),
@@ -356,7 +282,7 @@ impl Context {
         Query {
             ctx: self.clone(),
             len: xs.len(),
-            columns: vec![(Column::Host(bytes_of(xs)), T::TYPE)],
+            columns: vec![(Source::Host(bytes_of(xs)), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
             error: too_large(xs.len()),
@@ -402,7 +328,7 @@ impl<'a, T: Row> Query<'a, T> {
             columns: columns
                 .iter()
                 .zip(Self::out_types())
-                .map(|(m, t)| (Column::Device(*m), t))
+                .map(|(m, t)| (Source::Device(*m), t))
                 .collect(),
             base_columns: columns.len(),
             stages: Vec::new(),
@@ -458,15 +384,15 @@ impl<'a, T> Query<'a, T> {
         &self,
         plan: &str,
         settings: &[u32],
-        fold: Option<FoldFns<'_>>,
+        fold: Option<&Fold<'_>>,
     ) -> Option<Fingerprint> {
         fingerprint_of(plan, settings, |k| {
             let cols = self.declare_inputs(k);
             self.element(&cols, global_id(Axis::X), &mut |vals| {
                 let mut outs = vals.clone();
-                if let Some((identity, op, project)) = fold {
-                    let start = identity.iter().map(|v| lit_value(*v)).collect();
-                    outs.extend(op(start, project(vals)));
+                if let Some(f) = fold {
+                    let start = f.identity.iter().map(|v| lit_value(*v)).collect();
+                    outs.extend((f.op)(start, (f.project)(vals)));
                 }
                 store_outputs(k, &outs);
             });
@@ -481,10 +407,21 @@ impl<'a, T> Query<'a, T> {
         &self,
         plan: &str,
         settings: &[u32],
-        fold: Option<FoldFns<'_>>,
+        fold: Option<&Fold<'_>>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
-    ) -> Result<Plan> {
+    ) -> Result<CompiledPlan> {
         self.ctx.plan(self.fingerprint(plan, settings, fold), build)
+    }
+
+    /// The compiled kernels of `plan`, made by `build` (see [`Self::planned`]); `fold` is the
+    /// reduction's, if the plan folds.
+    fn compiled(
+        &self,
+        plan: &Plan,
+        fold: Option<&Fold<'_>>,
+        build: impl FnOnce() -> Result<Vec<Kernel>>,
+    ) -> Result<CompiledPlan> {
+        self.planned(plan.key.0, &plan.key.1, fold, build)
     }
 
     /// Emits the fused element function for source index `i` and hands each surviving
@@ -614,10 +551,15 @@ impl<'a, T> Query<'a, T> {
         self.columns
             .iter()
             .map(|(c, _)| match c {
-                Column::Host(b) => LaunchArg::Read(b),
-                Column::Device(m) => LaunchArg::Device(*m),
+                Source::Host(b) => LaunchArg::Read(b),
+                Source::Device(m) => LaunchArg::Device(*m),
             })
             .collect()
+    }
+
+    /// The input columns, as a plan's executor reads them.
+    fn sources(&self) -> Vec<Source<'a>> {
+        self.columns.iter().map(|(c, _)| *c).collect()
     }
 
     /// Appends a map stage of column values; `f` runs as user code (see
@@ -635,13 +577,13 @@ impl<'a, T: Row> Query<'a, T> {
     /// Runs the query into new device columns, one per column of its rows; returns them and
     /// how many rows there are (those the filters keep).
     fn materialize(&self) -> Result<(Columns, usize)> {
-        let plan = self.prepare()?;
-        let rows = alloc_rows(&self.ctx, &Self::out_types(), plan.selected)?;
-        self.write(
-            &plan,
+        let mut run = self.prepare()?;
+        let rows = alloc_rows(&self.ctx, &Self::out_types(), run.rows())?;
+        run.finish(
+            &self.sources(),
             rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
         )?;
-        Ok((rows, plan.selected))
+        Ok((rows, run.rows()))
     }
 
     /// Number of elements in the source (before any filter).
@@ -683,14 +625,14 @@ impl<'a, T: Row> Query<'a, T> {
     /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
     /// filter.
     pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
-        self.zip_column(Column::Host(bytes_of(other)), other.len(), U::TYPE)
+        self.zip_column(Source::Host(bytes_of(other)), other.len(), U::TYPE)
     }
 
     /// Like [`Query::zip`], with a column in device memory.
     pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
         let len = other.len();
         let foreign = self.ctx.check_buffer(other).err();
-        let mut q = self.zip_column(Column::Device(other.memory()), len, U::TYPE);
+        let mut q = self.zip_column(Source::Device(other.memory()), len, U::TYPE);
         if q.error.is_none() {
             q.error = foreign;
         }
@@ -726,7 +668,7 @@ impl<'a, T: Row> Query<'a, T> {
 
     fn zip_column<U>(
         mut self,
-        column: Column<'a>,
+        column: Source<'a>,
         len: usize,
         ty: ScalarType,
     ) -> Query<'a, (T, U)> {
@@ -803,19 +745,11 @@ fn column_vars(name: &str, vals: &[AnyVal]) -> Vec<AnyVar> {
         .collect()
 }
 
-fn u32_bytes(v: &[u32]) -> &[u8] {
-    bytes_of(v)
-}
-
 fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
     // SAFETY: u32 storage viewed as bytes.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
 }
 
-impl<'a, T: Scalar + Row> Query<'a, T> {}
-
 /// A row whose columns are known only at run time (internal terminals).
 #[derive(Clone, Copy)]
 struct ErasedRow;
-
-impl<'a, T: Scalar + Numeric> Query<'a, T> {}

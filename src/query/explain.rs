@@ -1,73 +1,87 @@
 //! What a query would run: `emit` (the kernels' source in any target) and `explain` (the
-//! fused plan and its kernels).
+//! plans the device runs and their kernels).
 
+use super::reduce::reduce_plan;
 use super::*;
 
 impl<'a, T: Row> Query<'a, T> {
-    /// The kernels `to_vec` would run, in `target`'s language, one after another.
+    /// The kernels `to_vec` would run on the context's device, in `target`'s language, one
+    /// after another.
     pub fn emit(&self, target: crate::Target) -> Result<String> {
-        let kernels = if self.has_filter() {
-            self.filter_kernels()?.to_vec()
-        } else {
-            vec![self.map_kernel(self.map_shape().0)?]
-        };
+        let plan = self.materialize_plan(&self.ctx.profile());
         let mut out = String::new();
-        for k in &kernels {
+        for k in &self.materialize_kernels(&plan)? {
             out += &crate::emit(k, target)?;
             out.push('\n');
         }
         Ok(out)
     }
 
-    /// The fused plan and the IR of its kernels, as `to_vec` would run them, followed by the
-    /// source the context's backend compiles when that is not the IR.
+    /// What the query runs on the context's device ([`Query::explain_on`] its profile),
+    /// followed by the source its backend compiles when that is not the IR.
     pub fn explain(&self) -> String {
         let mut s = format!(
-            "plan on {} ({}):\n  source: {} element(s), column types [",
+            "device: {} ({})\n",
             self.ctx.device().backend,
-            self.ctx.device().name,
-            self.len
+            self.ctx.device().name
         );
-        s += &self.columns[..self.base_columns]
-            .iter()
-            .map(|c| c.1.name())
-            .collect::<Vec<_>>()
-            .join(", ");
-        s += "]\n  fused stages: ";
-        s += &self
-            .stages
-            .iter()
-            .map(|st| st.name())
-            .collect::<Vec<_>>()
-            .join(" -> ");
-        let kernels = if self.has_filter() {
-            self.filter_kernels().map(|k| k.to_vec())
-        } else {
-            self.map_kernel(self.map_shape().0).map(|k| vec![k])
-        };
-        match kernels {
-            Ok(ks) => {
-                s += &format!(
-                    "\n  to_vec runs {} kernel(s): {}\n",
-                    ks.len(),
-                    ks.iter()
-                        .map(|k| k.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                s += "  a terminal reduction runs 2 kernels (query_reduce_partials, query_reduce_final) around the same element function\n";
-                for k in ks {
-                    s += &format!("\n{}", print_kernel(&k));
-                }
-            }
-            Err(e) => s += &format!("\n  cannot build kernels: {e}\n"),
-        }
+        s += &self.explain_on(&self.ctx.profile());
         let target = crate::Target::of(self.ctx.device().backend);
         if target != crate::Target::Ir {
             match self.emit(target) {
                 Ok(src) => s += &format!("\n--- {target:?} source ---\n{src}"),
                 Err(e) => s += &format!("\n--- {target:?} source unavailable: {e}\n"),
             }
+        }
+        s
+    }
+
+    /// What the query would run on a device of `profile`, without running anything: the
+    /// source and the fused stages, the plan of `to_vec` (kernels, temporaries, each launch
+    /// with its grid and bindings, host steps), the plan of a commutative reduction of the
+    /// rows (`sum`, `min`, `max`, ...), and the IR of `to_vec`'s kernels.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [1.0f32, -2.0, 3.0];
+    /// let q = ctx.from(&xs).filter(|x| x.gt(0.0));
+    /// let gpu = kiln::DeviceProfile { shape: kiln::PlanShape::Grouped, ..ctx.profile() };
+    /// assert!(q.explain_on(&gpu).contains("launch query_filter_scatter_grouped"));
+    /// assert!(q.explain_on(&ctx.profile()).contains("launch query_filter_scatter on"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        let mut s = format!("source: {} element(s), column types [", self.len);
+        s += &self.columns[..self.base_columns]
+            .iter()
+            .map(|c| c.1.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        s += "]\nfused stages: ";
+        s += &self
+            .stages
+            .iter()
+            .map(|st| st.name())
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        let plan = self.materialize_plan(profile);
+        s += &format!("\n\n{plan}");
+        let reduce = reduce_plan(
+            profile,
+            self.columns.len(),
+            self.len,
+            &Self::out_types(),
+            Order::Any,
+        );
+        s += &format!("\n{reduce}");
+        match self.materialize_kernels(&plan) {
+            Ok(ks) => {
+                for k in ks {
+                    s += &format!("\n{}", print_kernel(&k));
+                }
+            }
+            Err(e) => s += &format!("\ncannot build kernels: {e}\n"),
         }
         s
     }

@@ -101,7 +101,11 @@ fn mark_runs(
         LaunchArg::Device(&*flags),
         value_bytes(n as u32),
     ];
-    ctx.launch_planned(kernel.kernel(0), &per_element_grid(ctx, n), &mut args)?;
+    ctx.launch_planned(
+        kernel.kernel(0),
+        &ctx.profile().per_element_grid(n),
+        &mut args,
+    )?;
     drop(args);
     Ok(flags)
 }
@@ -672,9 +676,9 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let units = ctx.device().compute_units.max(1) as u64;
         let min_rows = match ctx.effective_plan_shape() {
             PlanShape::Grouped => (ITEM_CHUNK * 16) as u64,
-            _ => (chunk_len(ctx) as u64).max(n.div_ceil(8 * units)),
+            _ => (ctx.profile().chunk as u64).max(n.div_ceil(8 * units)),
         };
-        dense_chunk(n, self.keys as u64, min_rows, loop_budget(ctx))
+        dense_chunk(n, self.keys as u64, min_rows, ctx.profile().loop_budget())
     }
 
     /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of
@@ -685,7 +689,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let types = self.value_types();
         let keys = self.keys as usize;
         let g = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => grouped_size(ctx.device().max_group_size),
+            PlanShape::Grouped => ctx.profile().group_size,
             _ => 1,
         };
         let chunks = chunks_of(n, chunk);
@@ -709,7 +713,12 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let kernels = self.query.planned(
             "query_group_dense",
             &[private as u32],
-            Some((self.identity, self.op, &values)),
+            Some(&Fold {
+                identity: self.identity,
+                op: self.op,
+                project: &values,
+                order: Order::Any,
+            }),
             || Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?]),
         )?;
         ctx.launch_planned(kernels.kernel(0), &grid, &mut args)?;

@@ -66,7 +66,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
             )
         } else if bins <= PRIVATE_BINS {
             // Private arrays indexed at run time are slow here, or the plan is grouped.
-            let g = grouped_size(device.max_group_size);
+            let g = self.ctx.profile().group_size;
             let groups = grouped_groups(n, g);
             let kernel = self.histogram_plan(bins, Counts::Shared { group: g })?;
             (kernel, Grid::linear(groups, g), ITEM_CHUNK)
@@ -74,7 +74,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
             return self.histogram_in_rows(bins, chunk, counts);
         } else {
             let kernel = self.histogram_plan(bins, Counts::Global)?;
-            (kernel, per_element_grid(&self.ctx, n), 1)
+            (kernel, self.ctx.profile().per_element_grid(n), 1)
         };
         let mut args = self.input_args();
         args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
@@ -87,7 +87,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
 
     /// The compiled histogram kernel counting `bins` bins where `place` says, from the
     /// context's plan cache (see [`Query::planned`]).
-    fn histogram_plan(&self, bins: u32, place: Counts) -> Result<Plan> {
+    fn histogram_plan(&self, bins: u32, place: Counts) -> Result<CompiledPlan> {
         let settings = match place {
             Counts::Global => [bins, 0, 0],
             Counts::Private => [bins, 1, 0],
@@ -111,7 +111,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
         let units = device.compute_units.max(1) as u64;
         let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
         let mut chunk = (CHUNK as u64).max(per_bin);
-        let budget = loop_budget(&self.ctx);
+        let budget = self.ctx.profile().loop_budget();
         if let Some(budget) = budget {
             chunk = chunk.min(budget.saturating_sub(bins as u64));
         }

@@ -4,22 +4,90 @@
 
 use super::*;
 
-impl<'a, T: Row> Query<'a, T> {
-    /// The elements per work item of [`Self::map_kernel`] in the context's plan shape, and
-    /// its grid over this query's elements.
-    pub(super) fn map_shape(&self) -> (u32, Grid) {
-        match self.ctx.effective_plan_shape() {
-            PlanShape::Grouped => {
-                let g = grouped_size(self.ctx.device().max_group_size);
-                (
-                    MAP_ITEMS,
-                    Grid::linear(chunks_of(self.len, g * MAP_ITEMS), g),
-                )
-            }
-            _ => (1, per_element_grid(&self.ctx, self.len)),
-        }
+/// The plan writing out the rows of a query over `n` elements of `inputs` columns into its
+/// `outputs` columns. Without a filter one kernel writes every element: in the chunked plan
+/// one per work item, in the grouped plan [`MAP_ITEMS`] per work item. With a filter a
+/// count per group (per work item of a group in the chunked plan, summed per group on the
+/// host), the host's exclusive scan of the counts into each group's offset, then an
+/// ordered scatter, so the output keeps the input order.
+pub(super) fn materialize_plan(
+    profile: &DeviceProfile,
+    inputs: usize,
+    outputs: usize,
+    n: usize,
+    filter: bool,
+) -> Plan {
+    let input = (0..inputs).map(Binding::Input);
+    let output = (0..outputs).map(Binding::Output);
+    let g = profile.group_size;
+    if !filter {
+        let (items, grid) = match profile.grouped() {
+            true => (MAP_ITEMS, Grid::linear(chunks_of(n, g * MAP_ITEMS), g)),
+            false => (1, profile.per_element_grid(n)),
+        };
+        let mut plan = Plan::new(
+            "to_vec",
+            *profile,
+            ("query_map", vec![items]),
+            Rows::Known(n),
+        );
+        let map = plan.kernel("query_map");
+        let mut b: Vec<Binding> = input.chain(output).collect();
+        b.push(Binding::Scalar("n", n as u32));
+        plan.launch(map, grid, b);
+        return plan;
     }
+    let grouped = profile.grouped();
+    let key = ("query_filter", vec![if grouped { g } else { 0 }]);
+    let mut plan = Plan::new("to_vec", *profile, key, Rows::Counted);
+    let (count, scatter, groups, per_group, per_item) = if grouped {
+        let count = plan.kernel("query_filter_count_grouped");
+        let scatter = plan.kernel("query_filter_scatter_grouped");
+        (count, scatter, profile.item_groups(n), g, ITEM_CHUNK)
+    } else {
+        let count = plan.kernel("query_filter_count");
+        let scatter = plan.kernel("query_filter_scatter");
+        let per_group = items_per_chunk(Order::Any);
+        (count, scatter, profile.chunks(n), per_group, profile.chunk)
+    };
+    // The grouped count folds each group's counts into one.
+    let counts_per_group = if grouped { 1 } else { per_group };
+    let counts = plan.temps(
+        "counts",
+        &[ScalarType::U32],
+        (groups * counts_per_group) as usize,
+        Place::Host,
+    );
+    let offsets = plan.temps(
+        "offsets",
+        &[ScalarType::U32],
+        groups as usize + 1,
+        Place::Host,
+    );
+    let scalars = [
+        Binding::Scalar("n", n as u32),
+        Binding::Scalar("chunk", per_item),
+    ];
+    let b: Vec<Binding> = input
+        .clone()
+        .chain(counts.iter().cloned())
+        .chain(scalars.iter().cloned())
+        .collect();
+    plan.launch(count, Grid::linear(groups, per_group), b);
+    plan.steps.push(Step::ScanCounts {
+        counts: temp_ids(&counts)[0],
+        per_group: counts_per_group,
+        offsets: temp_ids(&offsets)[0],
+    });
+    // One count and one offset per group; the host sizes the output from the total anyway,
+    // so the exclusive scan is a host loop, not a kernel one work item would run serially.
+    let scatter_group = if grouped { g } else { 1 };
+    let b: Vec<Binding> = input.chain(offsets).chain(output).chain(scalars).collect();
+    plan.launch(scatter, Grid::linear(groups, scatter_group), b);
+    plan
+}
 
+impl<'a, T: Row> Query<'a, T> {
     /// The kernel writing every element (no filter in the chain). In the chunked plan one
     /// element per work item, so backends can spread (and the CPU backend vectorize) across
     /// work items. In the grouped plan each work item takes [`MAP_ITEMS`] elements a group's
@@ -133,83 +201,50 @@ impl<'a, T: Row> Query<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.plan_span("to_vec");
         self.check()?;
-        let plan = self.prepare()?;
-        collect_rows(plan.selected, &mut |outs| self.write(&plan, outs))
+        let mut run = self.prepare()?;
+        let inputs = self.sources();
+        collect_rows(run.rows(), &mut |outs| run.finish(&inputs, outs).map(drop))
     }
 
-    /// Runs the element function and counts what it keeps: with a filter, the count kernel and
-    /// the scan of its counts into each group's offset; without one, nothing.
-    pub(super) fn prepare(&self) -> Result<Materialize> {
-        let n = self.len;
-        if !self.has_filter() {
-            return Ok(Materialize {
-                selected: n,
-                filter: None,
-            });
-        }
-        let group = (self.ctx.effective_plan_shape() == PlanShape::Grouped)
-            .then(|| grouped_size(self.ctx.device().max_group_size));
-        // The count kernel, then the scatter kernel `write` runs.
-        let plan = self.planned("query_filter", &[group.unwrap_or(0)], None, || {
-            Ok(match group {
-                Some(g) => vec![
-                    self.grouped_reduce_kernel(
-                        "query_filter_count_grouped",
-                        &[ScalarValue::U32(0)],
-                        &add_u32,
-                        &one_u32,
-                        Order::Any,
-                        g,
-                    )?,
-                    self.grouped_scatter_kernel(g)?,
-                ],
-                None => self.filter_kernels()?.to_vec(),
-            })
-        })?;
-        let (groups, grid, per_item, per_group) = match group {
-            Some(g) => {
-                let groups = grouped_groups(n, g);
-                (groups, Grid::linear(groups, g), ITEM_CHUNK, 1)
-            }
-            None => {
-                let per_group = items_per_chunk(Order::Any);
-                (
-                    groups_for(&self.ctx, n),
-                    Grid::linear(groups_for(&self.ctx, n), per_group),
-                    chunk_len(&self.ctx),
-                    per_group,
-                )
-            }
-        };
-        let mut counts = vec![0u32; (groups * per_group) as usize];
-        let mut args = self.input_args();
-        args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
-        args.push(value_bytes(n as u32));
-        args.push(value_bytes(per_item));
-        self.ctx.launch_planned(plan.kernel(0), &grid, &mut args)?;
-        drop(args);
-        // One count per group (or per work item, summed here per group), and the total sizes
-        // the output on the host anyway: the exclusive scan is a host loop, not a kernel one
-        // work item would run serially.
-        // The total follows the groups' offsets, as the offset where a last group stops.
-        let mut total = 0u32;
-        let mut offsets: Vec<u32> = counts
-            .chunks(per_group as usize)
-            .map(|c| {
-                let offset = total;
-                total += c.iter().sum::<u32>();
-                offset
-            })
-            .collect();
-        offsets.push(total);
-        Ok(Materialize {
-            selected: total as usize,
-            filter: Some(FilterScatter {
-                offsets,
-                group,
-                kernels: plan,
-            }),
+    /// The plan writing this query's rows out on `profile` (see [`materialize_plan`]).
+    pub(super) fn materialize_plan(&self, profile: &DeviceProfile) -> Plan {
+        materialize_plan(
+            profile,
+            self.columns.len(),
+            Self::out_types().len(),
+            self.len,
+            self.has_filter(),
+        )
+    }
+
+    /// The kernels of `plan`, a [`materialize_plan`] of this query.
+    pub(super) fn materialize_kernels(&self, plan: &Plan) -> Result<Vec<Kernel>> {
+        let grouped = plan.profile.grouped();
+        Ok(match (self.has_filter(), grouped) {
+            (false, true) => vec![self.map_kernel(MAP_ITEMS)?],
+            (false, false) => vec![self.map_kernel(1)?],
+            (true, true) => vec![
+                self.grouped_reduce_kernel(
+                    "query_filter_count_grouped",
+                    &[ScalarValue::U32(0)],
+                    &add_u32,
+                    &one_u32,
+                    Order::Any,
+                    plan.profile.group_size,
+                )?,
+                self.grouped_scatter_kernel(plan.profile.group_size)?,
+            ],
+            (true, false) => self.filter_kernels()?.to_vec(),
         })
+    }
+
+    /// Compiles the plan writing this query's rows out and runs it up to the writes: with a
+    /// filter, the count kernel and the scan of its counts into each group's offset; without
+    /// one, nothing. The returned run knows how many rows it writes.
+    pub(super) fn prepare(&self) -> Result<Run<'_>> {
+        let plan = self.materialize_plan(&self.ctx.profile());
+        let kernels = self.compiled(&plan, None, || self.materialize_kernels(&plan))?;
+        Run::start(&self.ctx, plan, kernels, &self.sources())
     }
 
     /// The grouped plan's ordered scatter: each work item counts what it keeps of its range,
@@ -252,43 +287,6 @@ impl<'a, T: Row> Query<'a, T> {
             },
         )?)
     }
-
-    /// Writes the kept elements into `outs` (one argument per column, room for
-    /// `plan.selected` elements): the map kernel, or the ordered scatter after a filter;
-    /// nothing when nothing is kept.
-    pub(super) fn write(&self, plan: &Materialize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
-        if plan.selected == 0 {
-            return Ok(());
-        }
-        let n = self.len;
-        let mut args = self.input_args();
-        match &plan.filter {
-            Some(filter) => {
-                let (grid, per_item) = match filter.group {
-                    Some(g) => (Grid::linear(grouped_groups(n, g), g), ITEM_CHUNK),
-                    None => (
-                        Grid::linear(groups_for(&self.ctx, n), 1),
-                        chunk_len(&self.ctx),
-                    ),
-                };
-                args.push(LaunchArg::Read(u32_bytes(&filter.offsets)));
-                args.extend(outs);
-                args.push(value_bytes(n as u32));
-                args.push(value_bytes(per_item));
-                self.ctx
-                    .launch_planned(filter.kernels.kernel(1), &grid, &mut args)
-            }
-            None => {
-                let (items, grid) = self.map_shape();
-                let map = self.planned("query_map", &[items], None, || {
-                    Ok(vec![self.map_kernel(items)?])
-                })?;
-                args.extend(outs);
-                args.push(value_bytes(n as u32));
-                self.ctx.launch_planned(map.kernel(0), &grid, &mut args)
-            }
-        }
-    }
 }
 
 impl<'a, T: Scalar + Row> Query<'a, T> {
@@ -297,8 +295,11 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.plan_span("to_buffer");
         self.check()?;
-        let plan = self.prepare()?;
-        new_buffer(&self.ctx, plan.selected, |out| self.write(&plan, vec![out]))
+        let mut run = self.prepare()?;
+        let inputs = self.sources();
+        new_buffer(&self.ctx, run.rows(), |out| {
+            run.finish(&inputs, vec![out]).map(drop)
+        })
     }
 
     /// Writes the elements, in input order, into the start of `out` instead of a new `Vec`,
@@ -307,8 +308,8 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     pub fn write_to(mut self, out: &mut [T]) -> Result<usize> {
         let _span = self.plan_span("write_to");
         self.check()?;
-        let plan = self.prepare()?;
-        let kept = check_output(out.len(), plan.selected)?;
+        let mut run = self.prepare()?;
+        let kept = check_output(out.len(), run.rows())?;
         // SAFETY: initialized kiln scalars viewed as bytes the kernel may overwrite with other
         // valid values of the same type (kernels store only values of the element type).
         let bytes = unsafe {
@@ -317,7 +318,7 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
                 kept * std::mem::size_of::<T>(),
             )
         };
-        self.write(&plan, vec![LaunchArg::Write(bytes)])?;
+        run.finish(&self.sources(), vec![LaunchArg::Write(bytes)])?;
         Ok(kept)
     }
 
@@ -329,9 +330,9 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
         let _span = self.plan_span("write_to_buffer");
         self.check()?;
         self.ctx.check_buffer(out)?;
-        let plan = self.prepare()?;
-        let kept = check_output(out.len(), plan.selected)?;
-        self.write(&plan, vec![LaunchArg::Device(out.memory())])?;
+        let mut run = self.prepare()?;
+        let kept = check_output(out.len(), run.rows())?;
+        run.finish(&self.sources(), vec![LaunchArg::Device(out.memory())])?;
         Ok(kept)
     }
 }
@@ -345,24 +346,6 @@ pub(super) struct ScatterParams {
     pub(super) start: Val<u32>,
     /// One past the last element it scans.
     pub(super) end: Val<u32>,
-}
-
-/// What [`Query::prepare`] found: how many elements a materialization writes, and what the
-/// scatter needs when a filter decides that.
-pub(super) struct Materialize {
-    pub(super) selected: usize,
-    /// `None` without a filter: the map kernel writes every element.
-    pub(super) filter: Option<FilterScatter>,
-}
-
-/// What a filter's ordered scatter needs from [`Query::prepare`].
-pub(super) struct FilterScatter {
-    /// The per-group output offsets, then the total.
-    pub(super) offsets: Vec<u32>,
-    /// Work items per group when the grouped plan counted.
-    pub(super) group: Option<u32>,
-    /// The filter's plan: its count kernel, then its scatter kernel.
-    pub(super) kernels: Plan,
 }
 
 /// Allocates `n` rows of `T` on the host, lets `write` fill them (one output argument per

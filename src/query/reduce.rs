@@ -80,39 +80,6 @@ impl<'a, T> Query<'a, T> {
         })?)
     }
 
-    /// The two kernels of the chunked plan's reduction with `identity` and the associative
-    /// `op`: the partials kernel ([`Self::chunked_fold_kernel`]), then one work item folding
-    /// the partials in order.
-    pub(super) fn reduce_kernels(
-        &self,
-        identity: &[ScalarValue],
-        op: CombineFn<'_>,
-        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
-        order: Order,
-    ) -> Result<[Kernel; 2]> {
-        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let partials =
-            self.chunked_fold_kernel("query_reduce_partials", identity, op, project, order)?;
-        let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
-            let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
-            let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
-            let m = k.value::<u32>("m");
-            let acc = identity_vars("acc", identity);
-            for_range(0u32, m, |g| {
-                let vals = ins
-                    .iter()
-                    .zip(&types)
-                    .map(|(mem, t)| load_dyn(*mem, g, Type::Scalar(*t)))
-                    .collect();
-                fold_into(&acc, vals, op);
-            });
-            for (o, v) in outs.iter().zip(&acc) {
-                store_dyn(*o, lit(0u32), &v.get());
-            }
-        })?;
-        Ok([partials, finish])
-    }
-
     /// The partials kernel of the grouped plan over this query's rows: see
     /// [`grouped_fold_kernel`]. `project` turns each kept element into the values folded (the
     /// element itself for reductions, a 1 for counting).
@@ -158,134 +125,62 @@ impl<'a, T> Query<'a, T> {
         order: Order,
     ) -> Result<Vec<ScalarValue>> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let result = match self.ctx.effective_plan_shape() {
-            PlanShape::Grouped => self.grouped_reduce(identity, op, project, order)?,
-            _ => self.chunked_reduce(identity, op, project, order)?,
+        let plan = reduce_plan(
+            &self.ctx.profile(),
+            self.columns.len(),
+            self.len,
+            &types,
+            order,
+        );
+        let fold = Fold {
+            identity,
+            op,
+            project,
+            order,
         };
-        result
-            .iter()
-            .zip(&types)
-            .map(|(m, t)| Ok(read_value(&download_words(&self.ctx, &**m, 1, *t)?, 0, *t)))
-            .collect()
+        let kernels = self.compiled(&plan, Some(&fold), || self.reduce_kernels(&plan, &fold))?;
+        let inputs = self.sources();
+        Run::start(&self.ctx, plan, kernels, &inputs)?.finish(&inputs, Vec::new())
     }
 
-    /// The chunked plan's reduction: one partial per work item (see [`Self::reduce_kernels`]),
-    /// then one work item folds them. Returns the device memory
-    /// holding the result (one value per column).
-    pub(super) fn chunked_reduce(
-        &self,
-        identity: &[ScalarValue],
-        op: CombineFn<'_>,
-        project: ProjectFn<'_>,
-        order: Order,
-    ) -> Result<Columns> {
-        let plan = self.planned(
-            "query_reduce",
-            &[order as u32],
-            Some((identity, op, project)),
-            || Ok(self.reduce_kernels(identity, op, project, order)?.to_vec()),
-        )?;
-        let groups = groups_for(&self.ctx, self.len);
-        let per_group = items_per_chunk(order);
-        let partials = self.alloc_columns(identity, groups * per_group)?;
-        let mut args = self.input_args();
-        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend([
-            value_bytes(self.len as u32),
-            value_bytes(chunk_len(&self.ctx)),
-        ]);
-        self.ctx
-            .launch_planned(plan.kernel(0), &Grid::linear(groups, per_group), &mut args)?;
-        drop(args);
-        self.fold_partials(
-            identity,
-            plan.kernel(1),
-            &partials,
-            &[groups * per_group],
-            Grid::linear(1, 1),
-        )
-    }
-
-    /// The grouped plan's reduction: groups fold the elements into one partial each, then one
-    /// group folds the partials. Returns the device memory holding the result (one value per
-    /// column).
-    pub(super) fn grouped_reduce(
-        &self,
-        identity: &[ScalarValue],
-        op: CombineFn<'_>,
-        project: ProjectFn<'_>,
-        order: Order,
-    ) -> Result<Columns> {
-        let g = grouped_size(self.ctx.device().max_group_size);
+    /// The kernels of a reduction's `plan` (see [`reduce_plan`]) folding with `fold`.
+    pub(super) fn reduce_kernels(&self, plan: &Plan, fold: &Fold<'_>) -> Result<Vec<Kernel>> {
+        let (identity, op, project, order) = (fold.identity, fold.op, fold.project, fold.order);
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let plan = self.planned(
-            "query_reduce_grouped",
-            &[order as u32, g],
-            Some((identity, op, project)),
-            || {
-                let partials = self.grouped_reduce_kernel(
-                    "query_reduce_grouped",
-                    identity,
-                    op,
-                    project,
-                    order,
-                    g,
-                )?;
-                let combine = grouped_fold_kernel(
-                    "query_reduce_combine",
-                    identity,
-                    op,
-                    order,
-                    g,
-                    &|k| declare_columns(k, "folded", &types, Access::Read),
-                    &|cols, i, sink| sink(load_row(cols, &types, i)),
-                )?;
-                Ok(vec![partials, combine])
-            },
-        )?;
-        let groups = grouped_groups(self.len, g);
-        let partials = self.alloc_columns(identity, groups)?;
-        let mut args = self.input_args();
-        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend([value_bytes(self.len as u32), value_bytes(ITEM_CHUNK)]);
-        self.ctx
-            .launch_planned(plan.kernel(0), &Grid::linear(groups, g), &mut args)?;
-        drop(args);
-        if groups == 1 {
-            return Ok(partials);
+        if plan.profile.grouped() {
+            let g = plan.profile.group_size;
+            let partials = self.grouped_reduce_kernel(
+                "query_reduce_grouped",
+                identity,
+                op,
+                project,
+                order,
+                g,
+            )?;
+            let combine = grouped_fold_kernel(
+                "query_reduce_combine",
+                identity,
+                op,
+                order,
+                g,
+                &|k| declare_columns(k, "folded", &types, Access::Read),
+                &|cols, i, sink| sink(load_row(cols, &types, i)),
+            )?;
+            return Ok(vec![partials, combine]);
         }
-        // One group folds all the partials (a few per work item: there are n / 4096 of them
-        // with g = 256), so the reduction is two launches whatever n is.
-        self.fold_partials(
-            identity,
-            plan.kernel(1),
-            &partials,
-            &[groups, groups.div_ceil(g)],
-            Grid::linear(1, g),
-        )
-    }
-
-    /// Launches `kernel` on `grid` to fold `partials` into one value per column of
-    /// `identity`, passing `values` after the buffers. Returns the device memory holding the
-    /// result.
-    pub(super) fn fold_partials(
-        &self,
-        identity: &[ScalarValue],
-        kernel: PlanStep<'_>,
-        partials: &Columns,
-        values: &[u32],
-        grid: Grid,
-    ) -> Result<Columns> {
-        let result = self.alloc_columns(identity, 1)?;
-        let mut args: Vec<LaunchArg> = partials
-            .iter()
-            .chain(&result)
-            .map(|m| LaunchArg::Device(&**m))
-            .collect();
-        args.extend(values.iter().map(|v| value_bytes(*v)));
-        self.ctx.launch_planned(kernel, &grid, &mut args)?;
-        drop(args);
-        Ok(result)
+        let partials =
+            self.chunked_fold_kernel("query_reduce_partials", identity, op, project, order)?;
+        let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
+            let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
+            let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
+            let m = k.value::<u32>("m");
+            let acc = identity_vars("acc", identity);
+            for_range(0u32, m, |g| fold_into(&acc, load_row(&ins, &types, g), op));
+            for (o, v) in outs.iter().zip(&acc) {
+                store_dyn(*o, lit(0u32), &v.get());
+            }
+        })?;
+        Ok(vec![partials, finish])
     }
 
     /// Device memory for `n` values of each of `identity`'s columns.
@@ -300,6 +195,78 @@ impl<'a, T> Query<'a, T> {
             })
             .collect()
     }
+}
+
+/// The plan of a reduction of `n` elements read from `inputs` columns into one value of
+/// each of `types`, in `order`, on `profile`. Chunked: each work item folds a chunk into a
+/// partial, then one work item folds the partials. Grouped: each group folds
+/// [`ITEM_CHUNK`] elements per work item into a partial, then one group folds the partials
+/// (a few per work item: there are n / 4096 of them with 256 work items per group), so the
+/// reduction is two launches whatever `n` is, and one when a single group covers `n`.
+pub(super) fn reduce_plan(
+    profile: &DeviceProfile,
+    inputs: usize,
+    n: usize,
+    types: &[ScalarType],
+    order: Order,
+) -> Plan {
+    let input = (0..inputs).map(Binding::Input);
+    if profile.grouped() {
+        let g = profile.group_size;
+        let key = ("query_reduce_grouped", vec![order as u32, g]);
+        let mut plan = Plan::new("reduce", *profile, key, Rows::None);
+        let (fold, combine) = (
+            plan.kernel("query_reduce_grouped"),
+            plan.kernel("query_reduce_combine"),
+        );
+        let groups = profile.item_groups(n);
+        let partials = plan.temps("partials", types, groups as usize, Place::Device);
+        let mut b: Vec<Binding> = input.chain(partials.iter().cloned()).collect();
+        b.extend([
+            Binding::Scalar("n", n as u32),
+            Binding::Scalar("chunk", ITEM_CHUNK),
+        ]);
+        plan.launch(fold, Grid::linear(groups, g), b);
+        if groups == 1 {
+            plan.result = temp_ids(&partials);
+            return plan;
+        }
+        let result = plan.temps("result", types, 1, Place::Device);
+        let mut b: Vec<Binding> = partials.into_iter().chain(result.iter().cloned()).collect();
+        b.extend([
+            Binding::Scalar("n", groups),
+            Binding::Scalar("chunk", groups.div_ceil(g)),
+        ]);
+        plan.launch(combine, Grid::linear(1, g), b);
+        plan.result = temp_ids(&result);
+        return plan;
+    }
+    let key = ("query_reduce", vec![order as u32]);
+    let mut plan = Plan::new("reduce", *profile, key, Rows::None);
+    let (fold, finish) = (
+        plan.kernel("query_reduce_partials"),
+        plan.kernel("query_reduce_final"),
+    );
+    let groups = profile.chunks(n);
+    let per_group = items_per_chunk(order);
+    let partials = plan.temps(
+        "partials",
+        types,
+        (groups * per_group) as usize,
+        Place::Device,
+    );
+    let mut b: Vec<Binding> = input.chain(partials.iter().cloned()).collect();
+    b.extend([
+        Binding::Scalar("n", n as u32),
+        Binding::Scalar("chunk", profile.chunk),
+    ]);
+    plan.launch(fold, Grid::linear(groups, per_group), b);
+    let result = plan.temps("result", types, 1, Place::Device);
+    let mut b: Vec<Binding> = partials.into_iter().chain(result.iter().cloned()).collect();
+    b.push(Binding::Scalar("m", groups * per_group));
+    plan.launch(finish, Grid::linear(1, 1), b);
+    plan.result = temp_ids(&result);
+    plan
 }
 
 impl<'a, T: Row> Query<'a, T> {

@@ -71,7 +71,7 @@ impl ScanShape {
     fn of(ctx: &Context, n: usize) -> ScanShape {
         match ctx.effective_plan_shape() {
             PlanShape::Grouped => {
-                let g = grouped_size(ctx.device().max_group_size);
+                let g = ctx.profile().group_size;
                 ScanShape {
                     g,
                     groups: grouped_groups(n, g),
@@ -80,7 +80,7 @@ impl ScanShape {
                 }
             }
             _ => {
-                let chunk = (chunk_len(ctx) / CHAINS).max(1);
+                let chunk = (ctx.profile().chunk / CHAINS).max(1);
                 ScanShape {
                     g: 1,
                     groups: chunks_of(n, chunk),
@@ -111,7 +111,7 @@ struct ScanPlan {
     carries: Columns,
     shape: ScanShape,
     /// The partials, carries and writing kernels.
-    kernels: Plan,
+    kernels: CompiledPlan,
 }
 
 /// Replaces each of the `g` rows of `tiles` (shared arrays, one per column of `types`) with
@@ -398,7 +398,12 @@ impl<'a, T: Row> Scan<'a, T> {
         let kernels = q.planned(
             "query_scan",
             &settings,
-            Some((&identity, &op, &project)),
+            Some(&Fold {
+                identity: &identity,
+                op: &op,
+                project: &project,
+                order: Order::Kept,
+            }),
             || {
                 let partials = if shape.g == 1 {
                     q.chunked_fold_kernel(

@@ -49,7 +49,7 @@ impl SortShape {
     fn of(ctx: &Context, n: usize) -> SortShape {
         let (chunk, g) = match ctx.effective_plan_shape() {
             PlanShape::Grouped => (SORT_ITEM_CHUNK, SORT_GROUP.min(ctx.device().max_group_size)),
-            _ => (chunk_len(ctx), 1),
+            _ => (ctx.profile().chunk, 1),
         };
         SortShape {
             chunk,

@@ -1532,6 +1532,27 @@ fn generated_code_matches_the_snapshots() {
         .filter(|x| x.gt(3.0))
         .map(|x| x.sqrt());
     let zipped = ctx.from(&narrow).zip(&narrow).map(|(a, b)| (a, a + b));
+    // Plans over a million elements: several groups in either shape.
+    let counted = ctx
+        .range(1_000_000)
+        .map(|i| i * 3u32)
+        .filter(|x| (x % 7u32).eq(0u32));
+    let mapped = ctx.range(1_000_000).map(|i| (i, i.cast::<f32>() * 0.5));
+    // A CPU's plan and a GPU's (the profile of an H100 on CUDA), made without running them.
+    let chunked = kiln::DeviceProfile {
+        shape: kiln::PlanShape::Chunked,
+        group_size: 256,
+        chunk: 16384,
+        max_group_size: 16384,
+        fits_groups_to_work: true,
+        max_loop_iterations: None,
+    };
+    let grouped = kiln::DeviceProfile {
+        shape: kiln::PlanShape::Grouped,
+        max_group_size: 1024,
+        fits_groups_to_work: false,
+        ..chunked
+    };
     let kernels = [
         saxpy().ir(),
         stencil().ir(),
@@ -1592,6 +1613,16 @@ fn generated_code_matches_the_snapshots() {
         check(
             format!("query_zip_narrow.{ext}"),
             zipped.emit(target).unwrap(),
+        );
+    }
+    for (profile, name) in [(chunked, "chunked"), (grouped, "grouped")] {
+        check(
+            format!("plan_range_filter.{name}.txt"),
+            counted.explain_on(&profile),
+        );
+        check(
+            format!("plan_range_map.{name}.txt"),
+            mapped.explain_on(&profile),
         );
     }
     assert!(

@@ -651,6 +651,48 @@ fn fusion_launches_one_kernel_per_phase_and_caches_compiles() {
     });
 }
 
+/// `explain()` prints the plan the device runs: as many launches as the terminal makes, in
+/// either plan shape, for inputs that fit one group and inputs that need many.
+#[test]
+fn explain_shows_the_launches_the_device_makes() {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for n in [5usize, 1000, 300_000] {
+                let xs: Vec<i32> = (0..n as i32).map(|i| i % 17 - 3).collect();
+                let q = || c.from(&xs).map(|x| x * 2).filter(|x| x.gt(0));
+                let text = q().explain();
+                let section = |title: &str| {
+                    let start = text
+                        .find(title)
+                        .unwrap_or_else(|| panic!("{title}: {text}"));
+                    let rest = &text[start..];
+                    let end = rest.find("  result:").unwrap_or(rest.len());
+                    rest[..end].matches(". launch ").count() as u64
+                };
+                let before = c.stats().launches;
+                let kept = q().to_vec().unwrap();
+                let want: Vec<i32> = xs.iter().map(|x| x * 2).filter(|x| *x > 0).collect();
+                assert_eq!(kept, want);
+                let after_to_vec = c.stats().launches;
+                assert_eq!(
+                    after_to_vec - before,
+                    section("to_vec plan"),
+                    "{shape:?} n={n}: {text}"
+                );
+                let sum = q().sum().unwrap();
+                assert_eq!(sum, want.iter().sum::<i32>());
+                assert_eq!(
+                    c.stats().launches - after_to_vec,
+                    section("reduce plan"),
+                    "{shape:?} n={n}: {text}"
+                );
+            }
+        }
+    });
+}
+
 /// A query that runs again takes its kernels from the plan cache, and queries that differ in
 /// a captured constant, in which value a stage hands on, in the terminal or in the plan shape
 /// each get their own kernels: every answer is checked against a plain loop on one context

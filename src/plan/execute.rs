@@ -1,0 +1,292 @@
+//! The executor: runs a [`Plan`] with its compiled kernels on the context's device.
+
+use super::{Binding, Launch, Place, Plan, Rows, Step};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plan_cache::{CompiledPlan, ParamSlot};
+use kiln_backend::{DeviceMemory, LaunchArg};
+use kiln_ir::{Access, ScalarType, ScalarValue};
+use std::sync::Arc;
+
+/// Where an input column of a plan lives.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// A host slice's bytes.
+    Host(&'a [u8]),
+    /// Device memory of the context's backend.
+    Device(&'a dyn DeviceMemory),
+}
+
+/// A temporary's memory.
+enum TempMemory {
+    /// Zeroed host words (as many as hold the temporary's bytes).
+    Host(Vec<u64>),
+    /// Device memory.
+    Device(Arc<dyn DeviceMemory>),
+}
+
+/// A plan being run: [`Run::start`] runs the steps that need no outputs, then the caller,
+/// knowing [`Run::rows`], provides them to [`Run::finish`].
+pub(crate) struct Run<'c> {
+    ctx: &'c Context,
+    plan: Plan,
+    kernels: CompiledPlan,
+    temps: Vec<TempMemory>,
+    /// The first step not run yet.
+    next: usize,
+    /// The rows the outputs get (known once `start` returns).
+    rows: usize,
+}
+
+/// A kiln bug: a plan that disagrees with its kernels.
+fn mismatch(plan: &Plan, what: String) -> Error {
+    Error::Internal {
+        what: format!("the {} plan {what}", plan.terminal),
+    }
+}
+
+impl<'c> Run<'c> {
+    /// Allocates the plan's temporaries and runs its steps up to the first that binds an
+    /// output (every step, for a plan without outputs), reading `inputs` (one per input
+    /// column). Returns the first allocation, launch or binding error.
+    pub(crate) fn start(
+        ctx: &'c Context,
+        plan: Plan,
+        kernels: CompiledPlan,
+        inputs: &[Source<'_>],
+    ) -> Result<Run<'c>> {
+        let temps = plan
+            .temps
+            .iter()
+            .map(|t| {
+                let bytes = t.len * t.ty.size() as usize;
+                Ok(match t.place {
+                    Place::Host => TempMemory::Host(crate::error::zeroed_host_vec(
+                        bytes.div_ceil(8).max(1),
+                        t.role,
+                    )?),
+                    Place::Device => TempMemory::Device(ctx.backend().alloc(bytes)?),
+                })
+            })
+            .collect::<Result<_>>()?;
+        let rows = match plan.rows {
+            Rows::Known(n) => n,
+            Rows::None | Rows::Counted => 0,
+        };
+        let mut run = Run {
+            ctx,
+            plan,
+            kernels,
+            temps,
+            next: 0,
+            rows,
+        };
+        while run.next < run.plan.steps.len() && !binds_output(&run.plan.steps[run.next]) {
+            run.step(run.next, inputs, &mut [])?;
+            run.next += 1;
+        }
+        Ok(run)
+    }
+
+    /// How many rows the outputs get.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Runs the remaining steps, writing the outputs (`outputs`: one per output column, room
+    /// for [`Self::rows`] rows; a step that writes them is skipped when there are none, as the
+    /// plan's printout says), and
+    /// returns the plan's result values. Returns the first launch, download or binding
+    /// error.
+    pub(crate) fn finish(
+        &mut self,
+        inputs: &[Source<'_>],
+        outputs: Vec<LaunchArg<'_>>,
+    ) -> Result<Vec<ScalarValue>> {
+        let mut outputs: Vec<Option<LaunchArg>> = outputs.into_iter().map(Some).collect();
+        while self.next < self.plan.steps.len() {
+            let s = self.next;
+            self.next += 1;
+            if self.rows == 0 && binds_output(&self.plan.steps[s]) {
+                continue;
+            }
+            self.step(s, inputs, &mut outputs)?;
+        }
+        let plan = &self.plan;
+        plan.result
+            .iter()
+            .map(|&t| {
+                let ty = plan.temps[t].ty;
+                match &self.temps[t] {
+                    TempMemory::Host(words) => Ok(first_value(words, ty)),
+                    TempMemory::Device(m) => {
+                        let mut w = [0u64];
+                        self.ctx
+                            .backend()
+                            .download(&**m, &mut bytes_mut(&mut w)[..ty.size() as usize])?;
+                        Ok(first_value(&w, ty))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Runs step `s`.
+    fn step(
+        &mut self,
+        s: usize,
+        inputs: &[Source<'_>],
+        outputs: &mut [Option<LaunchArg<'_>>],
+    ) -> Result<()> {
+        let plan = &self.plan;
+        match &plan.steps[s] {
+            Step::Launch(l) => {
+                let mut temps: Vec<Option<&mut TempMemory>> =
+                    self.temps.iter_mut().map(Some).collect();
+                launch(
+                    self.ctx,
+                    plan,
+                    &self.kernels,
+                    l,
+                    &mut temps,
+                    inputs,
+                    outputs,
+                )
+            }
+            Step::ScanCounts {
+                counts,
+                per_group,
+                offsets,
+            } => {
+                let n = plan.temps[*counts].len;
+                let sums: Vec<u32> = match &self.temps[*counts] {
+                    TempMemory::Host(w) => u32s(w, n)
+                        .chunks(*per_group as usize)
+                        .map(|c| c.iter().sum())
+                        .collect(),
+                    TempMemory::Device(_) => {
+                        return Err(mismatch(plan, "scans counts on the device".into()))
+                    }
+                };
+                if plan.temps[*offsets].len <= sums.len() {
+                    return Err(mismatch(plan, "scans into too short a temporary".into()));
+                }
+                let TempMemory::Host(out) = &mut self.temps[*offsets] else {
+                    return Err(mismatch(plan, "scans into the device".into()));
+                };
+                let out = u32s_mut(out, sums.len() + 1);
+                let mut total = 0u32;
+                for (o, s) in out.iter_mut().zip(&sums) {
+                    *o = total;
+                    total += s;
+                }
+                out[sums.len()] = total;
+                self.rows = total as usize;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Launches `l` of `plan`, binding each parameter of its compiled kernel: the call's
+/// constants in their places, the rest from the launch's bindings, checked against the
+/// parameters' kinds and names. `temps` are the plan's temporaries, each taken when bound.
+fn launch(
+    ctx: &Context,
+    plan: &Plan,
+    kernels: &CompiledPlan,
+    l: &Launch,
+    temps: &mut [Option<&mut TempMemory>],
+    inputs: &[Source<'_>],
+    outputs: &mut [Option<LaunchArg<'_>>],
+) -> Result<()> {
+    let ready = kernels.kernel(l.kernel);
+    let name = &ready.kernel.name;
+    let mut bindings = l.bindings.iter();
+    let mut args = Vec::with_capacity(ready.kernel.params.len());
+    for param in &ready.kernel.params {
+        let bound = match param {
+            ParamSlot::Constant(j) => {
+                args.push(ready.constant(*j));
+                continue;
+            }
+            _ => bindings.next(),
+        };
+        let arg = match (param, bound) {
+            (ParamSlot::Value(p), Some(Binding::Scalar(s, v))) if p == s => {
+                LaunchArg::Value(v.to_le_bytes().to_vec())
+            }
+            (ParamSlot::Buffer(..), Some(Binding::Input(c))) => match inputs.get(*c) {
+                Some(Source::Host(b)) => LaunchArg::Read(b),
+                Some(Source::Device(m)) => LaunchArg::Device(*m),
+                None => return Err(mismatch(plan, format!("reads no input {c}"))),
+            },
+            (ParamSlot::Buffer(_, access), Some(Binding::Temp(t))) => {
+                let len = plan.temps[*t].len * plan.temps[*t].ty.size() as usize;
+                match temps.get_mut(*t).and_then(Option::take) {
+                    Some(TempMemory::Device(m)) => LaunchArg::Device(&**m),
+                    Some(TempMemory::Host(w)) => match access {
+                        Access::Read => LaunchArg::Read(&bytes(w)[..len]),
+                        _ => LaunchArg::ReadWrite(&mut bytes_mut(w)[..len]),
+                    },
+                    None => return Err(mismatch(plan, format!("binds t{t} twice in {name}"))),
+                }
+            }
+            (ParamSlot::Buffer(..), Some(Binding::Output(c))) => {
+                match outputs.get_mut(*c).and_then(Option::take) {
+                    Some(out) => out,
+                    None => return Err(mismatch(plan, format!("has no output {c} for {name}"))),
+                }
+            }
+            (param, bound) => {
+                return Err(mismatch(
+                    plan,
+                    format!("binds {bound:?} to parameter {param:?} of {name}"),
+                ))
+            }
+        };
+        args.push(arg);
+    }
+    if let Some(extra) = bindings.next() {
+        return Err(mismatch(
+            plan,
+            format!("binds {extra:?} past {name}'s parameters"),
+        ));
+    }
+    ctx.launch_compiled(name, &*ready.kernel.compiled, &l.grid, &mut args)
+}
+
+/// True if `step` writes the plan's outputs.
+fn binds_output(step: &Step) -> bool {
+    match step {
+        Step::Launch(l) => l.bindings.iter().any(|b| matches!(b, Binding::Output(_))),
+        Step::ScanCounts { .. } => false,
+    }
+}
+
+fn first_value(words: &[u64], ty: ScalarType) -> ScalarValue {
+    let size = ty.size() as usize;
+    let mut b = [0u8; 8];
+    b[..size].copy_from_slice(&bytes(words)[..size]);
+    ScalarValue::from_bits(ty, u64::from_le_bytes(b))
+}
+
+fn bytes(w: &[u64]) -> &[u8] {
+    // SAFETY: u64 storage viewed as bytes.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) }
+}
+
+fn bytes_mut(w: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u64 storage viewed as bytes.
+    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, w.len() * 8) }
+}
+
+fn u32s(w: &[u64], n: usize) -> &[u32] {
+    // SAFETY: u64 storage viewed as u32s (alignment 8 >= 4), `n` within it.
+    unsafe { &std::slice::from_raw_parts(w.as_ptr() as *const u32, w.len() * 2)[..n] }
+}
+
+fn u32s_mut(w: &mut [u64], n: usize) -> &mut [u32] {
+    // SAFETY: u64 storage viewed as u32s (alignment 8 >= 4), `n` within it.
+    unsafe { &mut std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u32, w.len() * 2)[..n] }
+}
