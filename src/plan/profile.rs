@@ -39,6 +39,10 @@ pub struct DeviceProfile {
     pub fits_groups_to_work: bool,
     /// See [`DeviceInfo::max_loop_iterations`].
     pub max_loop_iterations: Option<u32>,
+    /// See [`DeviceInfo::compute_units`].
+    pub compute_units: u32,
+    /// See [`DeviceInfo::indexed_private_arrays`].
+    pub indexed_private_arrays: bool,
 }
 
 impl DeviceProfile {
@@ -63,6 +67,8 @@ impl DeviceProfile {
             max_group_size: device.max_group_size,
             fits_groups_to_work: device.fits_groups_to_work,
             max_loop_iterations: device.max_loop_iterations,
+            compute_units: device.compute_units,
+            indexed_private_arrays: device.indexed_private_arrays,
         };
         profile.chunk = chunk_len(profile.loop_budget());
         profile

@@ -16,7 +16,7 @@ use super::*;
 const PRIVATE_BINS: u32 = 4096;
 
 /// Where a histogram kernel counts.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Counts {
     /// One global atomic per element; one element per work item.
     Global,
@@ -48,112 +48,19 @@ impl<'a, T: Int + Row> Query<'a, T> {
         if bins == 0 {
             return Ok(counts);
         }
-        let n = self.len;
-        let device = self.ctx.device();
-        let chunked = self.ctx.effective_plan_shape() != PlanShape::Grouped;
-        let private = chunked && device.indexed_private_arrays;
-        let (kernel, grid, chunk) = if private && bins <= PRIVATE_BINS {
-            // Each chunk clears its counts and adds each one to the result once: enough
-            // elements per chunk that this stays small beside counting them, and few chunks
-            // (two per compute unit), since their atomic adds contend for the same counts.
-            let units = device.compute_units.max(1) as u64;
-            let per_unit = (n as u64).div_ceil(2 * units).min(u32::MAX as u64) as u32;
-            let chunk = CHUNK.max(16 * bins).max(per_unit);
-            (
-                self.histogram_plan(bins, Counts::Private)?,
-                Grid::linear(chunks_of(n, chunk), 1),
-                chunk,
-            )
-        } else if bins <= PRIVATE_BINS {
-            // Private arrays indexed at run time are slow here, or the plan is grouped.
-            let g = self.ctx.profile().group_size;
-            let groups = grouped_groups(n, g);
-            let kernel = self.histogram_plan(bins, Counts::Shared { group: g })?;
-            (kernel, Grid::linear(groups, g), ITEM_CHUNK)
-        } else if let Some(chunk) = chunked.then(|| self.row_chunk(bins)).flatten() {
-            return self.histogram_in_rows(bins, chunk, counts);
-        } else {
-            let kernel = self.histogram_plan(bins, Counts::Global)?;
-            (kernel, self.ctx.profile().per_element_grid(n), 1)
-        };
-        let mut args = self.input_args();
-        args.push(LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)));
-        args.extend([value_bytes(n as u32), value_bytes(chunk)]);
-        self.ctx
-            .launch_planned(kernel.kernel(0), &grid, &mut args)?;
-        drop(args);
-        Ok(counts)
-    }
-
-    /// The compiled histogram kernel counting `bins` bins where `place` says, from the
-    /// context's plan cache (see [`Query::planned`]).
-    fn histogram_plan(&self, bins: u32, place: Counts) -> Result<CompiledPlan> {
-        let settings = match place {
-            Counts::Global => [bins, 0, 0],
-            Counts::Private => [bins, 1, 0],
-            Counts::Rows => [bins, 2, 0],
-            Counts::Shared { group } => [bins, 3, group],
-        };
-        self.planned("query_histogram", &settings, None, || {
-            Ok(vec![self.histogram_kernel(bins, place)?])
-        })
-    }
-
-    /// The chunk length for counting `bins` bins in rows of a device array, one row per
-    /// chunk: chunks of at least 16 elements per bin, so that clearing and adding up the rows
-    /// stays small beside counting, unless that leaves fewer than two chunks per compute unit.
-    /// `None` when the rows would take more than four bytes per element (and 64 MiB), or when
-    /// a work item's loops (over its chunk and its row, or over the chunks) would pass half
-    /// the device's loop limit ([`crate::DeviceInfo::max_loop_iterations`]).
-    fn row_chunk(&self, bins: u32) -> Option<u32> {
-        let n = self.len as u64;
-        let device = self.ctx.device();
-        let units = device.compute_units.max(1) as u64;
-        let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
-        let mut chunk = (CHUNK as u64).max(per_bin);
-        let budget = self.ctx.profile().loop_budget();
-        if let Some(budget) = budget {
-            chunk = chunk.min(budget.saturating_sub(bins as u64));
-        }
-        let chunks = n.div_ceil(chunk.max(1));
-        let bytes = chunks * bins as u64 * 4;
-        let loops_fit = budget.is_none_or(|budget| chunk > 0 && chunks <= budget);
-        (loops_fit && bytes <= (4 * n).max(1 << 26)).then_some(chunk.min(u32::MAX as u64) as u32)
-    }
-
-    /// Counts `bins` bins into `counts` with one row of `bins` counts per `chunk` elements in
-    /// device memory, then one work item per bin adding up its column.
-    fn histogram_in_rows(&self, bins: u32, chunk: u32, mut counts: Vec<u32>) -> Result<Vec<u32>> {
-        let n = self.len;
-        let chunks = chunks_of(n, chunk);
-        let rows = self
-            .ctx
-            .backend()
-            .alloc(chunks as usize * bins as usize * 4)?;
-        let mut args = self.input_args();
-        args.push(LaunchArg::Device(&*rows));
-        args.extend([value_bytes(n as u32), value_bytes(chunk)]);
-        let kernel = self.histogram_plan(bins, Counts::Rows)?;
-        self.ctx
-            .launch_planned(kernel.kernel(0), &Grid::linear(chunks, 1), &mut args)?;
-        drop(args);
-
-        let fingerprint = fingerprint_of("query_histogram_add_rows", &[bins], |_| {});
-        let add_rows = self
-            .ctx
-            .plan(fingerprint, || Ok(vec![add_rows_kernel(bins)?]))?;
-        let mut args = vec![
-            LaunchArg::Device(&*rows),
-            LaunchArg::ReadWrite(u32_bytes_mut(&mut counts)),
-            value_bytes(chunks),
-        ];
-        let group = 64.min(self.ctx.device().max_group_size);
-        self.ctx.launch_planned(
-            add_rows.kernel(0),
-            &Grid::linear(bins.div_ceil(group), group),
-            &mut args,
+        let (plan, place) = histogram_plan(&self.ctx.profile(), self.columns.len(), self.len, bins);
+        let kernels = self.compiled(&plan, None, || {
+            let mut ks = vec![self.histogram_kernel(bins, place)?];
+            if let Counts::Rows = place {
+                ks.push(add_rows_kernel(bins)?);
+            }
+            Ok(ks)
+        })?;
+        let inputs = self.sources();
+        Run::start(&self.ctx, plan, kernels, &inputs)?.finish(
+            &inputs,
+            vec![LaunchArg::ReadWrite(u32_bytes_mut(&mut counts))],
         )?;
-        drop(args);
         Ok(counts)
     }
 
@@ -262,7 +169,108 @@ impl<'a, T: Int + Row> Query<'a, T> {
     }
 }
 
-/// The kernel adding up the rows of [`Query::histogram_in_rows`]: one work item per bin sums
+/// The plan counting `bins` bins (at least one) of `n` elements of `inputs` columns into the
+/// output, and where its kernel counts:
+///
+/// * chunked, on a device whose private arrays are plain memory, up to [`PRIVATE_BINS`]
+///   bins: a private array per work item, whose chunk is long enough that clearing and adding
+///   up its counts stays small beside counting them, and few chunks (two per compute unit),
+///   since their atomic adds contend for the same counts;
+/// * otherwise up to [`PRIVATE_BINS`] bins: shared counts per group;
+/// * chunked, more bins: rows of counts in device memory, one per chunk (see [`row_chunk`]),
+///   then one work item per bin adds up its column;
+/// * otherwise one global atomic per element.
+fn histogram_plan(profile: &DeviceProfile, inputs: usize, n: usize, bins: u32) -> (Plan, Counts) {
+    let chunked = !profile.grouped();
+    let key = |place: u32, group: u32| ("query_histogram", vec![bins, place, group]);
+    let counted = |key, place| {
+        let mut plan = Plan::new("histogram", *profile, key, Rows::Known(bins as usize));
+        let kernel = plan.kernel("query_histogram");
+        (plan, kernel, place)
+    };
+    let scalars = |chunk: u32| {
+        [
+            Binding::Scalar("n", n as u32),
+            Binding::Scalar("chunk", chunk),
+        ]
+    };
+    let into_output = |chunk| -> Vec<Binding> {
+        (0..inputs)
+            .map(Binding::Input)
+            .chain([Binding::Output(0)])
+            .chain(scalars(chunk))
+            .collect()
+    };
+    if chunked && profile.indexed_private_arrays && bins <= PRIVATE_BINS {
+        let units = profile.compute_units.max(1) as u64;
+        let per_unit = (n as u64).div_ceil(2 * units).min(u32::MAX as u64) as u32;
+        let chunk = CHUNK.max(16 * bins).max(per_unit);
+        let (mut plan, k, place) = counted(key(1, 0), Counts::Private);
+        plan.launch(k, Grid::linear(chunks_of(n, chunk), 1), into_output(chunk));
+        return (plan, place);
+    }
+    if bins <= PRIVATE_BINS {
+        // Private arrays indexed at run time are slow here, or the plan is grouped.
+        let g = profile.group_size;
+        let (mut plan, k, place) = counted(key(3, g), Counts::Shared { group: g });
+        plan.launch(
+            k,
+            Grid::linear(grouped_groups(n, g), g),
+            into_output(ITEM_CHUNK),
+        );
+        return (plan, place);
+    }
+    if let Some(chunk) = chunked.then(|| row_chunk(profile, n, bins)).flatten() {
+        let (mut plan, k, place) = counted(key(2, 0), Counts::Rows);
+        let add = plan.kernel("query_histogram_add_rows");
+        let chunks = chunks_of(n, chunk);
+        let rows = plan.temps(
+            "rows of counts",
+            &[ScalarType::U32],
+            chunks as usize * bins as usize,
+            Place::Device,
+        );
+        let b = (0..inputs)
+            .map(Binding::Input)
+            .chain(rows.iter().cloned())
+            .chain(scalars(chunk))
+            .collect();
+        plan.launch(k, Grid::linear(chunks, 1), b);
+        let group = 64.min(profile.max_group_size);
+        let b = rows
+            .into_iter()
+            .chain([Binding::Output(0), Binding::Scalar("chunks", chunks)])
+            .collect();
+        plan.launch(add, Grid::linear(bins.div_ceil(group), group), b);
+        return (plan, place);
+    }
+    let (mut plan, k, place) = counted(key(0, 0), Counts::Global);
+    plan.launch(k, profile.per_element_grid(n), into_output(1));
+    (plan, place)
+}
+
+/// The chunk length for counting `bins` bins of `n` elements in rows of a device array, one
+/// row per chunk: chunks of at least 16 elements per bin, so that clearing and adding up the
+/// rows stays small beside counting, unless that leaves fewer than two chunks per compute
+/// unit. `None` when the rows would take more than four bytes per element (and 64 MiB), or
+/// when a work item's loops (over its chunk and its row, or over the chunks) would pass the
+/// profile's loop budget.
+fn row_chunk(profile: &DeviceProfile, n: usize, bins: u32) -> Option<u32> {
+    let n = n as u64;
+    let units = profile.compute_units.max(1) as u64;
+    let per_bin = (16 * bins as u64).min(n.div_ceil(2 * units));
+    let mut chunk = (CHUNK as u64).max(per_bin);
+    let budget = profile.loop_budget();
+    if let Some(budget) = budget {
+        chunk = chunk.min(budget.saturating_sub(bins as u64));
+    }
+    let chunks = n.div_ceil(chunk.max(1));
+    let bytes = chunks * bins as u64 * 4;
+    let loops_fit = budget.is_none_or(|budget| chunk > 0 && chunks <= budget);
+    (loops_fit && bytes <= (4 * n).max(1 << 26)).then_some(chunk.min(u32::MAX as u64) as u32)
+}
+
+/// The kernel adding up the rows of counts of [`Counts::Rows`]: one work item per bin sums
 /// its column of the `chunks` rows of `bins` counts.
 fn add_rows_kernel(bins: u32) -> Result<Kernel> {
     Ok(Kernel::build_unvalidated(
@@ -281,4 +289,74 @@ fn add_rows_kernel(bins: u32) -> Result<Kernel> {
             });
         },
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(shape: PlanShape) -> DeviceProfile {
+        DeviceProfile {
+            shape,
+            group_size: 256,
+            chunk: CHUNK,
+            max_group_size: 1024,
+            fits_groups_to_work: false,
+            max_loop_iterations: None,
+            compute_units: 4,
+            indexed_private_arrays: true,
+        }
+    }
+
+    /// The launches of a plan: kernel name, groups and group size.
+    fn launches(plan: &Plan) -> Vec<(&'static str, u32, u32)> {
+        plan.steps
+            .iter()
+            .map(|s| match s {
+                Step::Launch(l) => (
+                    plan.kernels[l.kernel],
+                    l.grid.groups[0],
+                    l.grid.group_size[0],
+                ),
+                Step::ScanCounts { .. } => ("host scan", 0, 0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn histograms_count_where_the_profile_and_the_bins_say() {
+        let n = 1 << 20;
+        let chunked = profile(PlanShape::Chunked);
+        let grouped = profile(PlanShape::Grouped);
+        // Few bins, chunked: private counts, two chunks per compute unit (2^20 / 8 each).
+        let (plan, place) = histogram_plan(&chunked, 1, n, 256);
+        assert!(place == Counts::Private);
+        assert_eq!(launches(&plan), [("query_histogram", 8, 1)]);
+        // Without plain private arrays, or grouped: shared counts, 16 elements per work item.
+        let no_private = DeviceProfile {
+            indexed_private_arrays: false,
+            ..chunked
+        };
+        for p in [no_private, grouped] {
+            let (plan, place) = histogram_plan(&p, 1, n, 256);
+            assert!(place == Counts::Shared { group: 256 });
+            assert_eq!(launches(&plan), [("query_histogram", 256, 256)]);
+        }
+        // Many bins, chunked: a row of counts per chunk; 16 elements per bin would be longer
+        // chunks than two per compute unit, so those (2^20 / 8 elements).
+        let (plan, place) = histogram_plan(&chunked, 1, n, 10_000);
+        assert!(place == Counts::Rows);
+        assert_eq!(
+            launches(&plan),
+            [
+                ("query_histogram", 8, 1),
+                ("query_histogram_add_rows", 157, 64)
+            ]
+        );
+        assert_eq!(plan.temps[0].len, 8 * 10_000);
+        // Many bins, grouped: one global atomic per element.
+        let (plan, place) = histogram_plan(&grouped, 1, n, 10_000);
+        assert!(place == Counts::Global);
+        assert_eq!(launches(&plan), [("query_histogram", 1024, 1024)]);
+    }
 }

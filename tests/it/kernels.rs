@@ -1546,11 +1546,14 @@ fn generated_code_matches_the_snapshots() {
         max_group_size: 16384,
         fits_groups_to_work: true,
         max_loop_iterations: None,
+        compute_units: 2,
+        indexed_private_arrays: true,
     };
     let grouped = kiln::DeviceProfile {
         shape: kiln::PlanShape::Grouped,
         max_group_size: 1024,
         fits_groups_to_work: false,
+        compute_units: 132,
         ..chunked
     };
     let kernels = [
