@@ -36,6 +36,7 @@ struct ReadmeDoctests;
 
 mod buffer;
 mod context;
+mod devices;
 mod disk_cache;
 mod emit;
 mod error;

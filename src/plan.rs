@@ -12,6 +12,7 @@
 use kiln_backend::Grid;
 use kiln_ir::ScalarType;
 use std::fmt;
+use std::ops::Range;
 
 mod execute;
 mod profile;
@@ -63,8 +64,9 @@ pub(crate) struct Launch {
     pub kernel: usize,
     /// Its grid.
     pub grid: Grid,
-    /// One binding per parameter, in order (the kernel's captured constants excepted).
-    pub bindings: Vec<Binding>,
+    /// Its bindings in [`Plan::bindings`]: one per parameter, in order (the kernel's
+    /// captured constants excepted).
+    pub bindings: Range<usize>,
 }
 
 /// One step of a plan.
@@ -105,19 +107,22 @@ pub struct Plan {
     pub(crate) terminal: &'static str,
     /// The profile it was made for.
     pub(crate) profile: DeviceProfile,
-    /// The plan cache key's name and settings: with the query, everything the kernels
+    /// The plan cache key's name and settings (unused ones zero): with the query, everything
+    /// the kernels
     /// depend on.
-    pub(crate) key: (&'static str, Vec<u32>),
+    pub(crate) key: (&'static str, [u32; 3]),
     /// The kernels' names, by index.
     pub(crate) kernels: Vec<&'static str>,
     /// The temporaries.
     pub(crate) temps: Vec<Temp>,
+    /// The launches' bindings, one after another.
+    pub(crate) bindings: Vec<Binding>,
     /// The steps, in order.
     pub(crate) steps: Vec<Step>,
     /// How many rows the outputs get.
     pub(crate) rows: Rows,
     /// The temporaries whose first value is the plan's result.
-    pub(crate) result: Vec<usize>,
+    pub(crate) result: Range<usize>,
 }
 
 impl Plan {
@@ -125,18 +130,21 @@ impl Plan {
     pub(crate) fn new(
         terminal: &'static str,
         profile: DeviceProfile,
-        key: (&'static str, Vec<u32>),
+        key: (&'static str, [u32; 3]),
         rows: Rows,
     ) -> Plan {
         Plan {
             terminal,
             profile,
             key,
-            kernels: Vec::new(),
-            temps: Vec::new(),
-            steps: Vec::new(),
+            // Room for the largest plans of the terminals, so that making a plan allocates
+            // each list once: it runs on every call.
+            kernels: Vec::with_capacity(2),
+            temps: Vec::with_capacity(4),
+            bindings: Vec::with_capacity(16),
+            steps: Vec::with_capacity(3),
             rows,
-            result: Vec::new(),
+            result: 0..0,
         }
     }
 
@@ -146,47 +154,60 @@ impl Plan {
         self.kernels.len() - 1
     }
 
-    /// Adds one temporary of `len` values per type of `types`; returns their bindings.
+    /// Adds one temporary of `len` values per type of `types`; returns their numbers.
     pub(crate) fn temps(
         &mut self,
         role: &'static str,
         types: &[ScalarType],
         len: usize,
         place: Place,
-    ) -> Vec<Binding> {
-        types
-            .iter()
-            .map(|&ty| {
-                self.temps.push(Temp {
-                    role,
-                    ty,
-                    len,
-                    place,
-                });
-                Binding::Temp(self.temps.len() - 1)
-            })
-            .collect()
+    ) -> Range<usize> {
+        let first = self.temps.len();
+        self.temps.extend(types.iter().map(|&ty| Temp {
+            role,
+            ty,
+            len,
+            place,
+        }));
+        first..self.temps.len()
     }
 
-    /// Adds a launch of kernel `kernel` on `grid`.
-    pub(crate) fn launch(&mut self, kernel: usize, grid: Grid, bindings: Vec<Binding>) {
+    /// Adds a launch of kernel `kernel` on `grid` with `bindings`.
+    pub(crate) fn launch(
+        &mut self,
+        kernel: usize,
+        grid: Grid,
+        bindings: impl IntoIterator<Item = Binding>,
+    ) {
+        let first = self.bindings.len();
+        self.bindings.extend(bindings);
         self.steps.push(Step::Launch(Launch {
             kernel,
             grid,
-            bindings,
+            bindings: first..self.bindings.len(),
         }));
+    }
+
+    /// The bindings of launch `l`.
+    pub(crate) fn bindings_of(&self, l: &Launch) -> &[Binding] {
+        &self.bindings[l.bindings.clone()]
+    }
+
+    /// True if `step` writes the plan's outputs.
+    pub(crate) fn writes_outputs(&self, step: &Step) -> bool {
+        match step {
+            Step::Launch(l) => self
+                .bindings_of(l)
+                .iter()
+                .any(|b| matches!(b, Binding::Output(_))),
+            Step::ScanCounts { .. } => false,
+        }
     }
 }
 
-/// The temporaries among `bindings`.
-pub(crate) fn temp_ids(bindings: &[Binding]) -> Vec<usize> {
-    bindings
-        .iter()
-        .filter_map(|b| match b {
-            Binding::Temp(t) => Some(*t),
-            _ => None,
-        })
-        .collect()
+/// Bindings of the temporaries `temps`.
+pub(crate) fn temp_bindings(temps: Range<usize>) -> impl Iterator<Item = Binding> + Clone {
+    temps.map(Binding::Temp)
 }
 
 impl fmt::Display for Binding {
@@ -227,9 +248,9 @@ impl fmt::Display for Plan {
         for (s, step) in self.steps.iter().enumerate() {
             match step {
                 Step::Launch(l) => {
-                    let args: Vec<String> = l.bindings.iter().map(|b| b.to_string()).collect();
-                    let writes = l.bindings.iter().any(|b| matches!(b, Binding::Output(_)));
-                    let when = match (writes, self.rows) {
+                    let args: Vec<String> =
+                        self.bindings_of(l).iter().map(|b| b.to_string()).collect();
+                    let when = match (self.writes_outputs(step), self.rows) {
                         (true, Rows::Counted) => " (when rows > 0)",
                         _ => "",
                     };
@@ -255,7 +276,7 @@ impl fmt::Display for Plan {
         }
         match self.rows {
             Rows::None => {
-                let from: Vec<String> = self.result.iter().map(|t| format!("t{t}[0]")).collect();
+                let from: Vec<String> = self.result.clone().map(|t| format!("t{t}[0]")).collect();
                 writeln!(f, "  result: {}", from.join(", "))
             }
             Rows::Known(n) => writeln!(f, "  result: {n} row(s) in the outputs"),

@@ -21,8 +21,8 @@ use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan::{
-    chunks_of, grouped_groups, temp_ids, Binding, DeviceProfile, Place, Plan, PlanShape, Rows, Run,
-    Source, Step, CHUNK, ITEM_CHUNK,
+    chunks_of, grouped_groups, temp_bindings, Binding, DeviceProfile, Place, Plan, PlanShape, Rows,
+    Run, Source, Step, CHUNK, ITEM_CHUNK,
 };
 use crate::plan_cache::{CompiledPlan, Fingerprint};
 use crate::row::{IntoRow, Row};

@@ -81,7 +81,8 @@ impl<'c> Run<'c> {
             next: 0,
             rows,
         };
-        while run.next < run.plan.steps.len() && !binds_output(&run.plan.steps[run.next]) {
+        while run.next < run.plan.steps.len() && !run.plan.writes_outputs(&run.plan.steps[run.next])
+        {
             run.step(run.next, inputs, &mut [])?;
             run.next += 1;
         }
@@ -107,15 +108,15 @@ impl<'c> Run<'c> {
         while self.next < self.plan.steps.len() {
             let s = self.next;
             self.next += 1;
-            if self.rows == 0 && binds_output(&self.plan.steps[s]) {
+            if self.rows == 0 && self.plan.writes_outputs(&self.plan.steps[s]) {
                 continue;
             }
             self.step(s, inputs, &mut outputs)?;
         }
         let plan = &self.plan;
         plan.result
-            .iter()
-            .map(|&t| {
+            .clone()
+            .map(|t| {
                 let ty = plan.temps[t].ty;
                 match &self.temps[t] {
                     TempMemory::Host(words) => Ok(first_value(words, ty)),
@@ -141,8 +142,16 @@ impl<'c> Run<'c> {
         let plan = &self.plan;
         match &plan.steps[s] {
             Step::Launch(l) => {
-                let mut temps: Vec<Option<&mut TempMemory>> =
-                    self.temps.iter_mut().map(Some).collect();
+                // Each temporary is taken when bound, so a launch binds it once; a launch
+                // that binds none skips making the list.
+                let binds_temps = plan
+                    .bindings_of(l)
+                    .iter()
+                    .any(|b| matches!(b, Binding::Temp(_)));
+                let mut temps: Vec<Option<&mut TempMemory>> = match binds_temps {
+                    true => self.temps.iter_mut().map(Some).collect(),
+                    false => Vec::new(),
+                };
                 launch(
                     self.ctx,
                     plan,
@@ -202,7 +211,7 @@ fn launch(
 ) -> Result<()> {
     let ready = kernels.kernel(l.kernel);
     let name = &ready.kernel.name;
-    let mut bindings = l.bindings.iter();
+    let mut bindings = plan.bindings_of(l).iter();
     let mut args = Vec::with_capacity(ready.kernel.params.len());
     for param in &ready.kernel.params {
         let bound = match param {
@@ -254,14 +263,6 @@ fn launch(
         ));
     }
     ctx.launch_compiled(name, &*ready.kernel.compiled, &l.grid, &mut args)
-}
-
-/// True if `step` writes the plan's outputs.
-fn binds_output(step: &Step) -> bool {
-    match step {
-        Step::Launch(l) => l.bindings.iter().any(|b| matches!(b, Binding::Output(_))),
-        Step::ScanCounts { .. } => false,
-    }
 }
 
 fn first_value(words: &[u64], ty: ScalarType) -> ScalarValue {

@@ -182,7 +182,7 @@ impl<'a, T: Int + Row> Query<'a, T> {
 /// * otherwise one global atomic per element.
 fn histogram_plan(profile: &DeviceProfile, inputs: usize, n: usize, bins: u32) -> (Plan, Counts) {
     let chunked = !profile.grouped();
-    let key = |place: u32, group: u32| ("query_histogram", vec![bins, place, group]);
+    let key = |place: u32, group: u32| ("query_histogram", [bins, place, group]);
     let counted = |key, place| {
         let mut plan = Plan::new("histogram", *profile, key, Rows::Known(bins as usize));
         let kernel = plan.kernel("query_histogram");
@@ -194,12 +194,11 @@ fn histogram_plan(profile: &DeviceProfile, inputs: usize, n: usize, bins: u32) -
             Binding::Scalar("chunk", chunk),
         ]
     };
-    let into_output = |chunk| -> Vec<Binding> {
+    let into_output = |chunk| {
         (0..inputs)
             .map(Binding::Input)
             .chain([Binding::Output(0)])
             .chain(scalars(chunk))
-            .collect()
     };
     if chunked && profile.indexed_private_arrays && bins <= PRIVATE_BINS {
         let units = profile.compute_units.max(1) as u64;
@@ -232,15 +231,11 @@ fn histogram_plan(profile: &DeviceProfile, inputs: usize, n: usize, bins: u32) -
         );
         let b = (0..inputs)
             .map(Binding::Input)
-            .chain(rows.iter().cloned())
-            .chain(scalars(chunk))
-            .collect();
+            .chain(temp_bindings(rows.clone()))
+            .chain(scalars(chunk));
         plan.launch(k, Grid::linear(chunks, 1), b);
         let group = 64.min(profile.max_group_size);
-        let b = rows
-            .into_iter()
-            .chain([Binding::Output(0), Binding::Scalar("chunks", chunks)])
-            .collect();
+        let b = temp_bindings(rows).chain([Binding::Output(0), Binding::Scalar("chunks", chunks)]);
         plan.launch(add, Grid::linear(bins.div_ceil(group), group), b);
         return (plan, place);
     }

@@ -28,17 +28,19 @@ pub(super) fn materialize_plan(
         let mut plan = Plan::new(
             "to_vec",
             *profile,
-            ("query_map", vec![items]),
+            ("query_map", [items, 0, 0]),
             Rows::Known(n),
         );
         let map = plan.kernel("query_map");
-        let mut b: Vec<Binding> = input.chain(output).collect();
-        b.push(Binding::Scalar("n", n as u32));
-        plan.launch(map, grid, b);
+        plan.launch(
+            map,
+            grid,
+            input.chain(output).chain([Binding::Scalar("n", n as u32)]),
+        );
         return plan;
     }
     let grouped = profile.grouped();
-    let key = ("query_filter", vec![if grouped { g } else { 0 }]);
+    let key = ("query_filter", [if grouped { g } else { 0 }, 0, 0]);
     let mut plan = Plan::new("to_vec", *profile, key, Rows::Counted);
     let (count, scatter, groups, per_group, per_item) = if grouped {
         let count = plan.kernel("query_filter_count_grouped");
@@ -68,21 +70,23 @@ pub(super) fn materialize_plan(
         Binding::Scalar("n", n as u32),
         Binding::Scalar("chunk", per_item),
     ];
-    let b: Vec<Binding> = input
+    let b = input
         .clone()
-        .chain(counts.iter().cloned())
-        .chain(scalars.iter().cloned())
-        .collect();
+        .chain(temp_bindings(counts.clone()))
+        .chain(scalars.clone());
     plan.launch(count, Grid::linear(groups, per_group), b);
     plan.steps.push(Step::ScanCounts {
-        counts: temp_ids(&counts)[0],
+        counts: counts.start,
         per_group: counts_per_group,
-        offsets: temp_ids(&offsets)[0],
+        offsets: offsets.start,
     });
     // One count and one offset per group; the host sizes the output from the total anyway,
     // so the exclusive scan is a host loop, not a kernel one work item would run serially.
     let scatter_group = if grouped { g } else { 1 };
-    let b: Vec<Binding> = input.chain(offsets).chain(output).chain(scalars).collect();
+    let b = input
+        .chain(temp_bindings(offsets))
+        .chain(output)
+        .chain(scalars);
     plan.launch(scatter, Grid::linear(groups, scatter_group), b);
     plan
 }

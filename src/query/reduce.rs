@@ -213,7 +213,7 @@ pub(super) fn reduce_plan(
     let input = (0..inputs).map(Binding::Input);
     if profile.grouped() {
         let g = profile.group_size;
-        let key = ("query_reduce_grouped", vec![order as u32, g]);
+        let key = ("query_reduce_grouped", [order as u32, g, 0]);
         let mut plan = Plan::new("reduce", *profile, key, Rows::None);
         let (fold, combine) = (
             plan.kernel("query_reduce_grouped"),
@@ -221,27 +221,29 @@ pub(super) fn reduce_plan(
         );
         let groups = profile.item_groups(n);
         let partials = plan.temps("partials", types, groups as usize, Place::Device);
-        let mut b: Vec<Binding> = input.chain(partials.iter().cloned()).collect();
-        b.extend([
+        let scalars = [
             Binding::Scalar("n", n as u32),
             Binding::Scalar("chunk", ITEM_CHUNK),
-        ]);
+        ];
+        let b = input.chain(temp_bindings(partials.clone())).chain(scalars);
         plan.launch(fold, Grid::linear(groups, g), b);
         if groups == 1 {
-            plan.result = temp_ids(&partials);
+            plan.result = partials;
             return plan;
         }
         let result = plan.temps("result", types, 1, Place::Device);
-        let mut b: Vec<Binding> = partials.into_iter().chain(result.iter().cloned()).collect();
-        b.extend([
+        let scalars = [
             Binding::Scalar("n", groups),
             Binding::Scalar("chunk", groups.div_ceil(g)),
-        ]);
+        ];
+        let b = temp_bindings(partials)
+            .chain(temp_bindings(result.clone()))
+            .chain(scalars);
         plan.launch(combine, Grid::linear(1, g), b);
-        plan.result = temp_ids(&result);
+        plan.result = result;
         return plan;
     }
-    let key = ("query_reduce", vec![order as u32]);
+    let key = ("query_reduce", [order as u32, 0, 0]);
     let mut plan = Plan::new("reduce", *profile, key, Rows::None);
     let (fold, finish) = (
         plan.kernel("query_reduce_partials"),
@@ -255,17 +257,18 @@ pub(super) fn reduce_plan(
         (groups * per_group) as usize,
         Place::Device,
     );
-    let mut b: Vec<Binding> = input.chain(partials.iter().cloned()).collect();
-    b.extend([
+    let scalars = [
         Binding::Scalar("n", n as u32),
         Binding::Scalar("chunk", profile.chunk),
-    ]);
+    ];
+    let b = input.chain(temp_bindings(partials.clone())).chain(scalars);
     plan.launch(fold, Grid::linear(groups, per_group), b);
     let result = plan.temps("result", types, 1, Place::Device);
-    let mut b: Vec<Binding> = partials.into_iter().chain(result.iter().cloned()).collect();
-    b.push(Binding::Scalar("m", groups * per_group));
+    let b = temp_bindings(partials)
+        .chain(temp_bindings(result.clone()))
+        .chain([Binding::Scalar("m", groups * per_group)]);
     plan.launch(finish, Grid::linear(1, 1), b);
-    plan.result = temp_ids(&result);
+    plan.result = result;
     plan
 }
 
