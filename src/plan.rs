@@ -85,6 +85,12 @@ pub(crate) enum Step {
         /// Temporary receiving the offsets and the total.
         offsets: usize,
     },
+    /// Download the first `len` `u32` counts of device temporary `counts` and take their sum
+    /// as the plan's row count.
+    SumCounts {
+        /// Temporary holding the counts.
+        counts: usize,
+    },
 }
 
 /// How many rows a plan writes to its outputs.
@@ -94,7 +100,7 @@ pub(crate) enum Rows {
     None,
     /// A known count.
     Known(usize),
-    /// The total a [`Step::ScanCounts`] finds.
+    /// The total a [`Step::ScanCounts`] or [`Step::SumCounts`] finds.
     Counted,
 }
 
@@ -200,7 +206,7 @@ impl Plan {
                 .bindings_of(l)
                 .iter()
                 .any(|b| matches!(b, Binding::Output(_))),
-            Step::ScanCounts { .. } => false,
+            Step::ScanCounts { .. } | Step::SumCounts { .. } => false,
         }
     }
 }
@@ -270,6 +276,11 @@ impl fmt::Display for Plan {
                 } => writeln!(
                     f,
                     "  {}. host: sum t{counts} in runs of {per_group}, exclusive scan into t{offsets}; rows = total",
+                    s + 1
+                )?,
+                Step::SumCounts { counts } => writeln!(
+                    f,
+                    "  {}. host: download t{counts} and sum it; rows = sum",
                     s + 1
                 )?,
             }

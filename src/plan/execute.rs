@@ -162,6 +162,18 @@ impl<'c> Run<'c> {
                     outputs,
                 )
             }
+            Step::SumCounts { counts } => {
+                let n = plan.temps[*counts].len;
+                let TempMemory::Device(m) = &self.temps[*counts] else {
+                    return Err(mismatch(plan, "sums counts on the host".into()));
+                };
+                let mut words = crate::error::zeroed_host_vec(n.div_ceil(2).max(1), "counts")?;
+                self.ctx
+                    .backend()
+                    .download(&**m, &mut bytes_mut(&mut words)[..n * 4])?;
+                self.rows = u32s(&words, n).iter().map(|c| *c as usize).sum();
+                Ok(())
+            }
             Step::ScanCounts {
                 counts,
                 per_group,

@@ -313,7 +313,7 @@ mod tests {
                     l.grid.groups[0],
                     l.grid.group_size[0],
                 ),
-                Step::ScanCounts { .. } => ("host scan", 0, 0),
+                _ => ("host step", 0, 0),
             })
             .collect()
     }

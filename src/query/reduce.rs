@@ -183,18 +183,6 @@ impl<'a, T> Query<'a, T> {
         Ok(vec![partials, finish])
     }
 
-    /// Device memory for `n` values of each of `identity`'s columns.
-    pub(super) fn alloc_columns(&self, identity: &[ScalarValue], n: u32) -> Result<Columns> {
-        identity
-            .iter()
-            .map(|v| {
-                Ok(self
-                    .ctx
-                    .backend()
-                    .alloc(n as usize * v.ty().size() as usize)?)
-            })
-            .collect()
-    }
 }
 
 /// The plan of a reduction of `n` elements read from `inputs` columns into one value of

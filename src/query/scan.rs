@@ -57,61 +57,83 @@ struct ScanKernel<'b> {
 /// Side-by-side ranges of one work item in the chunked plan's writing launch.
 const CHAINS: u32 = 4;
 
-/// The launch shape of a scan over `n` elements: `groups` groups of `g` work items, each
-/// work item taking `chunk` consecutive elements; the writing launch gives each of its work
-/// items `chains` consecutive groups' ranges.
-struct ScanShape {
-    g: u32,
-    groups: u32,
-    chunk: u32,
-    chains: u32,
-}
-
-impl ScanShape {
-    fn of(ctx: &Context, n: usize) -> ScanShape {
-        match ctx.effective_plan_shape() {
-            PlanShape::Grouped => {
-                let g = ctx.profile().group_size;
-                ScanShape {
-                    g,
-                    groups: grouped_groups(n, g),
-                    chunk: ITEM_CHUNK,
-                    chains: 1,
-                }
-            }
-            _ => {
-                let chunk = (ctx.profile().chunk / CHAINS).max(1);
-                ScanShape {
-                    g: 1,
-                    groups: chunks_of(n, chunk),
-                    chunk,
-                    chains: CHAINS,
-                }
-            }
+/// The plan of a scan of `n` elements of `inputs` columns, folding `types` (the kept count
+/// first when `filter`), writing `outputs` columns: the partials, the carries, and the
+/// writing launch (see the module). In the grouped plan groups of the profile's group size
+/// take [`ITEM_CHUNK`] elements per work item; in the chunked plan each work item takes a
+/// range of a quarter chunk, and the writing launch gives each work item [`CHAINS`] ranges.
+/// With a filter the host sums the partials' counts to size the output.
+fn scan_plan(
+    profile: &DeviceProfile,
+    inputs: usize,
+    outputs: usize,
+    n: usize,
+    types: &[ScalarType],
+    exclusive: bool,
+    filter: bool,
+) -> Plan {
+    let (g, groups, chunk, chains) = match profile.grouped() {
+        true => {
+            let g = profile.group_size;
+            (g, grouped_groups(n, g), ITEM_CHUNK, 1)
         }
+        false => {
+            let chunk = (profile.chunk / CHAINS).max(1);
+            (1, chunks_of(n, chunk), chunk, CHAINS)
+        }
+    };
+    let key = ("query_scan", [g, chains, exclusive as u32]);
+    let rows = match filter {
+        true => Rows::Counted,
+        false => Rows::Known(n),
+    };
+    let mut plan = Plan::new("scan", *profile, key, rows);
+    let fold = plan.kernel(match g {
+        1 => "query_scan_partials",
+        _ => "query_scan_partials_grouped",
+    });
+    let carry = plan.kernel("query_scan_carries");
+    let write = plan.kernel("query_scan");
+    let input = (0..inputs).map(Binding::Input);
+    let scalars = [
+        Binding::Scalar("n", n as u32),
+        Binding::Scalar("chunk", chunk),
+    ];
+    let partials = plan.temps(
+        "partials",
+        types,
+        groups as usize,
+        crate::plan::Place::Device,
+    );
+    let b = input
+        .clone()
+        .chain(temp_bindings(partials.clone()))
+        .chain(scalars.clone());
+    plan.launch(fold, Grid::linear(groups, g), b);
+    let carries = plan.temps(
+        "carries",
+        types,
+        groups as usize,
+        crate::plan::Place::Device,
+    );
+    let b = temp_bindings(partials.clone())
+        .chain(temp_bindings(carries.clone()))
+        .chain([
+            Binding::Scalar("n", groups),
+            Binding::Scalar("chunk", groups.div_ceil(g)),
+        ]);
+    plan.launch(carry, Grid::linear(1, g), b);
+    if filter {
+        plan.steps.push(Step::SumCounts {
+            counts: partials.start,
+        });
     }
-
-    /// The grid of the folding launch: one group per range.
-    fn grid(&self) -> Grid {
-        Grid::linear(self.groups, self.g)
-    }
-
-    /// The grid of the writing launch: one group per `chains` ranges.
-    fn write_grid(&self) -> Grid {
-        Grid::linear(self.groups.div_ceil(self.chains), self.g)
-    }
-}
-
-/// What [`Scan::prepare`] leaves for the writing launch.
-struct ScanPlan {
-    /// Elements the scan writes (those a filter keeps).
-    selected: usize,
-    /// Per group, the fold of every element before the group (with the count first after a
-    /// filter): one device column per value.
-    carries: Columns,
-    shape: ScanShape,
-    /// The partials, carries and writing kernels.
-    kernels: CompiledPlan,
+    let b = input
+        .chain(temp_bindings(carries))
+        .chain((0..outputs).map(Binding::Output))
+        .chain(scalars);
+    plan.launch(write, Grid::linear(groups.div_ceil(chains), g), b);
+    plan
 }
 
 /// Replaces each of the `g` rows of `tiles` (shared arrays, one per column of `types`) with
@@ -337,21 +359,22 @@ impl<'a, T: Row> Scan<'a, T> {
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("scan to_vec");
         self.query.check()?;
-        let plan = self.prepare()?;
-        collect_rows(plan.selected, &mut |outs| self.write(&plan, outs))
+        let mut run = self.prepare()?;
+        let inputs = self.query.sources();
+        collect_rows(run.rows(), &mut |outs| run.finish(&inputs, outs).map(drop))
     }
 
     /// Runs the scan into new device columns, one per column of the rows; returns them and
     /// how many rows there are.
     pub(super) fn into_columns(mut self) -> Result<(Columns, usize)> {
         self.query.check()?;
-        let plan = self.prepare()?;
-        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), plan.selected)?;
-        self.write(
-            &plan,
+        let mut run = self.prepare()?;
+        let outs = alloc_rows(&self.query.ctx, &Query::<T>::out_types(), run.rows())?;
+        run.finish(
+            &self.query.sources(),
             outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
         )?;
-        Ok((outs, plan.selected))
+        Ok((outs, run.rows()))
     }
 
     /// The values scanned, with the count of kept elements first after a filter.
@@ -384,103 +407,74 @@ impl<'a, T: Row> Scan<'a, T> {
         out
     }
 
-    /// Folds each group into a partial, scans the partials into the groups' carries, and
-    /// counts the kept elements.
-    fn prepare(&self) -> Result<ScanPlan> {
+    /// Compiles the scan's plan and runs it up to the writing launch: folds each group into
+    /// a partial, scans the partials into the groups' carries, and counts the kept elements.
+    fn prepare(&self) -> Result<Run<'_>> {
         let q = &self.query;
         let identity = self.counted_identity();
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let plan = scan_plan(
+            &q.ctx.profile(),
+            q.columns.len(),
+            Query::<T>::out_types().len(),
+            q.len,
+            &types,
+            self.exclusive,
+            q.has_filter(),
+        );
         let op = |a, b| self.counted_op(a, b);
         let project = |v| self.counted_element(v);
-        let shape = ScanShape::of(&q.ctx, q.len);
-        let settings = [shape.g, shape.chains, self.exclusive as u32];
-        // The partials, the carries and the writing kernel.
-        let kernels = q.planned(
-            "query_scan",
-            &settings,
-            Some(&Fold {
-                identity: &identity,
-                op: &op,
-                project: &project,
-                order: Order::Kept,
-            }),
-            || {
-                let partials = if shape.g == 1 {
-                    q.chunked_fold_kernel(
-                        "query_scan_partials",
-                        &identity,
-                        &op,
-                        &project,
-                        Order::Kept,
-                    )?
-                } else {
-                    q.grouped_reduce_kernel(
-                        "query_scan_partials_grouped",
-                        &identity,
-                        &op,
-                        &project,
-                        Order::Kept,
-                        shape.g,
-                    )?
-                };
-                let carries = scan_kernel(
-                    &ScanKernel {
-                        name: "query_scan_carries",
-                        identity: &identity,
-                        op: &op,
-                        g: shape.g,
-                        exclusive: true,
-                        carry_in: false,
-                        place: Place::Index,
-                        chains: 1,
-                    },
-                    &|k| declare_columns(k, "partial", &types, Access::Read),
-                    &|cols, i, sink| sink(load_row(cols, &types, i)),
-                )?;
-                Ok(vec![partials, carries, self.write_kernel(&shape)?])
-            },
-        )?;
-        let partials = q.alloc_columns(&identity, shape.groups)?;
-        let mut args = q.input_args();
-        args.extend(partials.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend([value_bytes(q.len as u32), value_bytes(shape.chunk)]);
-        q.ctx
-            .launch_planned(kernels.kernel(0), &shape.grid(), &mut args)?;
-        drop(args);
-
-        let carries = q.alloc_columns(&identity, shape.groups)?;
-        let mut args: Vec<LaunchArg> = partials
-            .iter()
-            .chain(&carries)
-            .map(|m| LaunchArg::Device(&**m))
-            .collect();
-        args.extend([
-            value_bytes(shape.groups),
-            value_bytes(shape.groups.div_ceil(shape.g)),
-        ]);
-        q.ctx
-            .launch_planned(kernels.kernel(1), &Grid::linear(1, shape.g), &mut args)?;
-        drop(args);
-
-        let selected = if q.has_filter() {
-            let mut counts = zeroed_host_vec::<u32>(shape.groups as usize, "a scan's counts")?;
-            q.ctx
-                .backend()
-                .download(&*partials[0], u32_bytes_mut(&mut counts))?;
-            counts.iter().map(|c| *c as usize).sum()
-        } else {
-            q.len
+        let fold = Fold {
+            identity: &identity,
+            op: &op,
+            project: &project,
+            order: Order::Kept,
         };
-        Ok(ScanPlan {
-            selected,
-            carries,
-            shape,
-            kernels,
-        })
+        let kernels = q.compiled(&plan, Some(&fold), || {
+            let g = plan.profile.group_size;
+            let partials = match plan.profile.grouped() {
+                false => q.chunked_fold_kernel(
+                    "query_scan_partials",
+                    &identity,
+                    &op,
+                    &project,
+                    Order::Kept,
+                )?,
+                true => q.grouped_reduce_kernel(
+                    "query_scan_partials_grouped",
+                    &identity,
+                    &op,
+                    &project,
+                    Order::Kept,
+                    g,
+                )?,
+            };
+            let (g, chains) = match plan.profile.grouped() {
+                true => (g, 1),
+                false => (1, CHAINS),
+            };
+            let carries = scan_kernel(
+                &ScanKernel {
+                    name: "query_scan_carries",
+                    identity: &identity,
+                    op: &op,
+                    g,
+                    exclusive: true,
+                    carry_in: false,
+                    place: Place::Index,
+                    chains: 1,
+                },
+                &|k| declare_columns(k, "partial", &types, Access::Read),
+                &|cols, i, sink| sink(load_row(cols, &types, i)),
+            )?;
+            Ok(vec![partials, carries, self.write_kernel(g, chains)?])
+        })?;
+        Run::start(&q.ctx, plan, kernels, &q.sources())
     }
 
     /// The kernel that scans every group from its carry and writes the running values.
-    fn write_kernel(&self, shape: &ScanShape) -> Result<Kernel> {
+    /// `g` work items per group, each scanning `chains` ranges side by side.
+    fn write_kernel(&self, g: u32, chains: u32) -> Result<Kernel> {
         let q = &self.query;
         let identity = self.counted_identity();
         let op = |a, b| self.counted_op(a, b);
@@ -494,27 +488,15 @@ impl<'a, T: Row> Scan<'a, T> {
                 name: "query_scan",
                 identity: &identity,
                 op: &op,
-                g: shape.g,
+                g,
                 exclusive: self.exclusive,
                 carry_in: true,
                 place,
-                chains: shape.chains,
+                chains,
             },
             &|k| q.declare_inputs(k),
             &|cols, i, sink| q.element(cols, i, &mut |vals| sink(self.counted_element(vals))),
         )
-    }
-
-    /// Scans every group from its carry and writes the running values into `outs` (one
-    /// argument per column, room for `plan.selected` elements).
-    fn write(&self, plan: &ScanPlan, outs: Vec<LaunchArg<'_>>) -> Result<()> {
-        let q = &self.query;
-        let mut args = q.input_args();
-        args.extend(plan.carries.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend(outs);
-        args.extend([value_bytes(q.len as u32), value_bytes(plan.shape.chunk)]);
-        q.ctx
-            .launch_planned(plan.kernels.kernel(2), &plan.shape.write_grid(), &mut args)
     }
 }
 
@@ -524,9 +506,10 @@ impl<'a, T: Scalar + Row> Scan<'a, T> {
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.query.plan_span("scan to_buffer");
         self.query.check()?;
-        let plan = self.prepare()?;
-        new_buffer(&self.query.ctx, plan.selected, |out| {
-            self.write(&plan, vec![out])
+        let mut run = self.prepare()?;
+        let inputs = self.query.sources();
+        new_buffer(&self.query.ctx, run.rows(), |out| {
+            run.finish(&inputs, vec![out]).map(drop)
         })
     }
 }
