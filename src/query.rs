@@ -226,28 +226,6 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
     }
 }
 
-/// The first `n` values of type `ty` in `memory`, as the words [`read_value`] reads.
-fn download_words(
-    ctx: &Context,
-    memory: &dyn DeviceMemory,
-    n: usize,
-    ty: ScalarType,
-) -> Result<Vec<u64>> {
-    let mut w = words(n, ty);
-    ctx.backend()
-        .download(memory, &mut as_bytes_mut(&mut w)[..n * ty.size() as usize])?;
-    Ok(w)
-}
-
-fn words(n: usize, ty: ScalarType) -> Vec<u64> {
-    vec![0u64; (n * ty.size() as usize).div_ceil(8).max(1)]
-}
-
-fn as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
-    // SAFETY: u64 storage viewed as bytes.
-    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, w.len() * 8) }
-}
-
 fn as_bytes(w: &[u64]) -> &[u8] {
     // SAFETY: u64 storage viewed as bytes.
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) }
@@ -544,16 +522,6 @@ impl<'a, T> Query<'a, T> {
             .iter()
             .enumerate()
             .map(|(c, (_, t))| k.buffer_dyn(&format!("in{c}"), Type::Scalar(*t), Access::Read))
-            .collect()
-    }
-
-    fn input_args(&self) -> Vec<LaunchArg<'a>> {
-        self.columns
-            .iter()
-            .map(|(c, _)| match c {
-                Source::Host(b) => LaunchArg::Read(b),
-                Source::Device(m) => LaunchArg::Device(*m),
-            })
             .collect()
     }
 

@@ -133,6 +133,22 @@ impl<'c> Run<'c> {
     }
 
     /// Runs step `s`.
+    /// The whole of temporary `t`, as words (its values' bytes, then zeros). Fails as a
+    /// download does.
+    pub(crate) fn temp_words(&self, t: usize) -> Result<Vec<u64>> {
+        let temp = &self.plan.temps[t];
+        let bytes = temp.len * temp.ty.size() as usize;
+        let mut words = crate::error::zeroed_host_vec(bytes.div_ceil(8).max(1), temp.role)?;
+        match &self.temps[t] {
+            TempMemory::Host(w) => words.copy_from_slice(w),
+            TempMemory::Device(m) => self
+                .ctx
+                .backend()
+                .download(&**m, &mut bytes_mut(&mut words)[..bytes])?,
+        }
+        Ok(words)
+    }
+
     fn step(
         &mut self,
         s: usize,

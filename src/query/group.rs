@@ -20,6 +20,7 @@
 //! folds the chunks' slots in chunk order.
 
 use super::*;
+use std::ops::Range;
 
 /// Integer keys spanning at most this many values (largest minus smallest plus one) are folded
 /// without a sort: see [`DenseFold`].
@@ -91,22 +92,27 @@ fn mark_runs(
     ty: ScalarType,
     n: usize,
 ) -> Result<Arc<dyn DeviceMemory>> {
-    let fingerprint = fingerprint_of("query_group_runs", &[], |k| {
+    let profile = ctx.profile();
+    let mut plan = Plan::new(
+        "runs",
+        profile,
+        ("query_group_runs", [0; 3]),
+        Rows::Known(n),
+    );
+    let runs = plan.kernel("query_group_runs");
+    let b = [
+        Binding::Input(0),
+        Binding::Output(0),
+        Binding::Scalar("n", n as u32),
+    ];
+    plan.launch(runs, profile.per_element_grid(n), b);
+    let fingerprint = fingerprint_of(plan.key.0, &plan.key.1, |k| {
         store_outputs(k, &[lit_value(ScalarValue::zero(ty))])
     });
-    let kernel = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
+    let kernels = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
     let flags = ctx.backend().alloc(n * 4)?;
-    let mut args = vec![
-        LaunchArg::Device(keys),
-        LaunchArg::Device(&*flags),
-        value_bytes(n as u32),
-    ];
-    ctx.launch_planned(
-        kernel.kernel(0),
-        &ctx.profile().per_element_grid(n),
-        &mut args,
-    )?;
-    drop(args);
+    let keys = [Source::Device(keys)];
+    Run::start(ctx, plan, kernels, &keys)?.finish(&keys, vec![LaunchArg::Device(&*flags)])?;
     Ok(flags)
 }
 
@@ -478,8 +484,9 @@ fn dense_fold<K: Numeric + Row, V: Row>(
         identity,
         op,
     };
-    match dense.chunk() {
-        Some(chunk) => dense.run(chunk).map(Some),
+    let profile = pairs.ctx.profile();
+    match dense.chunk(&profile) {
+        Some(chunk) => dense.run(&profile, chunk).map(Some),
         None => Ok(None),
     }
 }
@@ -667,91 +674,49 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// The rows per chunk for this query on its device: [`dense_chunk`], with chunks in the
+    /// The rows per chunk for this query on `profile`: [`dense_chunk`], with chunks in the
     /// chunked plan long enough that there are about eight per compute unit (each chunk's
     /// slots are cleared, copied out and combined once).
-    fn chunk(&self) -> Option<u32> {
-        let ctx = &self.query.ctx;
+    fn chunk(&self, profile: &DeviceProfile) -> Option<u32> {
         let n = self.query.len as u64;
-        let units = ctx.device().compute_units.max(1) as u64;
-        let min_rows = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => (ITEM_CHUNK * 16) as u64,
-            _ => (ctx.profile().chunk as u64).max(n.div_ceil(8 * units)),
+        let units = profile.compute_units.max(1) as u64;
+        let min_rows = match profile.grouped() {
+            true => (ITEM_CHUNK * 16) as u64,
+            false => (profile.chunk as u64).max(n.div_ceil(8 * units)),
         };
-        dense_chunk(n, self.keys as u64, min_rows, ctx.profile().loop_budget())
+        dense_chunk(n, self.keys as u64, min_rows, profile.loop_budget())
     }
 
-    /// Runs both kernels over the query's rows (keys, then values; `n` of them) in chunks of
-    /// `chunk` rows and returns each key that has rows with its fold, in key order.
-    fn run(&self, chunk: u32) -> Result<Vec<(K, V)>> {
+    /// Runs both kernels over the query's rows (keys, then values) in chunks of `chunk` rows
+    /// on `profile` (see [`dense_plan`]) and returns each key that has rows with its fold, in
+    /// key order.
+    fn run(&self, profile: &DeviceProfile, chunk: u32) -> Result<Vec<(K, V)>> {
         let ctx = &self.query.ctx;
-        let n = self.query.len;
         let types = self.value_types();
-        let keys = self.keys as usize;
-        let g = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => ctx.profile().group_size,
-            _ => 1,
-        };
-        let chunks = chunks_of(n, chunk);
-        let slots = alloc_rows(ctx, &types, chunks as usize * keys)?;
-        let seen = ctx.backend().alloc(chunks as usize * keys * 4)?;
-        let lo = ctx.backend().alloc(8)?;
-        ctx.backend().upload(&*lo, &self.lo.to_le_bytes())?;
-
-        let mut args = self.query.input_args();
-        args.extend(slots.iter().map(|m| LaunchArg::Device(&**m)));
-        args.extend([LaunchArg::Device(&*seen), LaunchArg::Device(&*lo)]);
-        args.extend([
-            value_bytes(n as u32),
-            value_bytes(chunk),
-            value_bytes(chunks),
-            value_bytes(self.keys),
-        ]);
-        let grid = Grid::linear(chunks.div_ceil(g), g);
-        let private = g == 1 && ctx.device().indexed_private_arrays;
+        let inputs = self.query.columns.len();
+        let (plan, private, (outs, out_seen)) =
+            dense_plan(profile, inputs, self.query.len, chunk, self.keys, &types);
         let values = |row: Vec<AnyVal>| row[1..].to_vec();
-        let kernels = self.query.planned(
-            "query_group_dense",
-            &[private as u32],
-            Some(&Fold {
-                identity: self.identity,
-                op: self.op,
-                project: &values,
-                order: Order::Any,
-            }),
-            || Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?]),
-        )?;
-        ctx.launch_planned(kernels.kernel(0), &grid, &mut args)?;
-        drop(args);
-
-        let outs = alloc_rows(ctx, &types, keys)?;
-        let out_seen = ctx.backend().alloc(keys * 4)?;
-        let mut args: Vec<LaunchArg> = slots
-            .iter()
-            .map(|m| LaunchArg::Device(&**m))
-            .chain([LaunchArg::Device(&*seen)])
-            .chain(outs.iter().map(|m| LaunchArg::Device(&**m)))
-            .chain([LaunchArg::Device(&*out_seen)])
-            .collect();
-        args.extend([value_bytes(chunks), value_bytes(self.keys)]);
-        let group = 64.min(ctx.device().max_group_size);
-        let grid = Grid::linear(self.keys.div_ceil(group), group);
-        ctx.launch_planned(kernels.kernel(1), &grid, &mut args)?;
-        drop(args);
-
-        let mut found = zeroed_host_vec::<u32>(keys, "the keys of a group_by")?;
-        ctx.backend()
-            .download(&*out_seen, u32_bytes_mut(&mut found))?;
-        let values: Vec<Vec<u64>> = outs
-            .iter()
-            .zip(&types)
-            .map(|(m, t)| download_words(ctx, &**m, keys, *t))
-            .collect::<Result<_>>()?;
-        Ok(found
-            .iter()
-            .enumerate()
-            .filter(|(_, seen)| **seen != 0)
-            .map(|(s, _)| {
+        let fold = Fold {
+            identity: self.identity,
+            op: self.op,
+            project: &values,
+            order: Order::Any,
+        };
+        let kernels = self.query.compiled(&plan, Some(&fold), || {
+            Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?])
+        })?;
+        // The smallest key, read by the partials kernel as one more input.
+        let lo = self.lo.to_le_bytes();
+        let mut sources = self.query.sources();
+        sources.push(Source::Host(&lo));
+        let mut run = Run::start(ctx, plan, kernels, &sources)?;
+        run.finish(&sources, Vec::new())?;
+        let found = run.temp_words(out_seen)?;
+        let values: Vec<Vec<u64>> = outs.map(|t| run.temp_words(t)).collect::<Result<_>>()?;
+        Ok((0..self.keys as usize)
+            .filter(|s| read_value(&found, *s, ScalarType::U32) != ScalarValue::U32(0))
+            .map(|s| {
                 let key =
                     ScalarValue::from_bits(self.key_type, self.lo.to_bits().wrapping_add(s as u64));
                 let mut cols = std::iter::once(key)
@@ -760,6 +725,72 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             })
             .collect())
     }
+}
+
+/// The dense plan of a grouping of `n` rows (`inputs` columns: the key, then the values)
+/// into `keys` slots of `types` per chunk of `chunk` rows: the partials launch (one work item
+/// per chunk in the chunked plan, groups of the profile's size in the grouped one; the
+/// smallest key is input `inputs`), then one work item per key combines the chunks' slots.
+/// Returns the plan, whether the partials fold into private arrays, and the temporaries
+/// holding the folded values and the seen flags, one per key.
+fn dense_plan(
+    profile: &DeviceProfile,
+    inputs: usize,
+    n: usize,
+    chunk: u32,
+    keys: u32,
+    types: &[ScalarType],
+) -> (Plan, bool, (Range<usize>, usize)) {
+    let g = match profile.grouped() {
+        true => profile.group_size,
+        false => 1,
+    };
+    let private = g == 1 && profile.indexed_private_arrays;
+    let key = ("query_group_dense", [private as u32, 0, 0]);
+    let mut plan = Plan::new("group_by", *profile, key, Rows::None);
+    let (partials, combine) = (
+        plan.kernel("query_group_dense_partials"),
+        plan.kernel("query_group_dense_combine"),
+    );
+    let chunks = chunks_of(n, chunk);
+    let per_chunk = chunks as usize * keys as usize;
+    let slots = plan.temps("slots", types, per_chunk, crate::plan::Place::Device);
+    let seen = plan.temps(
+        "seen",
+        &[ScalarType::U32],
+        per_chunk,
+        crate::plan::Place::Device,
+    );
+    let b = (0..inputs)
+        .map(Binding::Input)
+        .chain(temp_bindings(slots.clone()))
+        .chain(temp_bindings(seen.clone()))
+        .chain([
+            Binding::Input(inputs),
+            Binding::Scalar("n", n as u32),
+            Binding::Scalar("chunk", chunk),
+            Binding::Scalar("chunks", chunks),
+            Binding::Scalar("keys", keys),
+        ]);
+    plan.launch(partials, Grid::linear(chunks.div_ceil(g), g), b);
+    let outs = plan.temps("folds", types, keys as usize, crate::plan::Place::Device);
+    let out_seen = plan.temps(
+        "seen keys",
+        &[ScalarType::U32],
+        keys as usize,
+        crate::plan::Place::Device,
+    );
+    let group = 64.min(profile.max_group_size);
+    let b = temp_bindings(slots)
+        .chain(temp_bindings(seen))
+        .chain(temp_bindings(outs.clone()))
+        .chain(temp_bindings(out_seen.clone()))
+        .chain([
+            Binding::Scalar("chunks", chunks),
+            Binding::Scalar("keys", keys),
+        ]);
+    plan.launch(combine, Grid::linear(keys.div_ceil(group), group), b);
+    (plan, private, (outs, out_seen.start))
 }
 
 /// `v` converted to `to`.

@@ -182,7 +182,6 @@ impl<'a, T> Query<'a, T> {
         })?;
         Ok(vec![partials, finish])
     }
-
 }
 
 /// The plan of a reduction of `n` elements read from `inputs` columns into one value of
