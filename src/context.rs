@@ -3,7 +3,7 @@
 use crate::disk_cache::DiskCache;
 use crate::error::Result;
 use crate::plan::{DeviceProfile, PlanShape};
-use crate::plan_cache::{CompiledPlan, Fingerprint, PlanCache, ReadyKernel};
+use crate::plan_cache::{CompiledPlan, Fingerprint, PlanCache};
 use kiln_backend::{Backend, BackendError, CompiledKernel, DeviceInfo, Grid, LaunchArg};
 use kiln_ir::{kernel_hash, Kernel, KernelHash};
 use std::collections::HashMap;
@@ -406,22 +406,8 @@ impl Context {
             .get_or_build(fingerprint, build, |k| self.compile(k))
     }
 
-    /// Runs one kernel of a plan, as [`Context::launch_ir`] runs an IR kernel; `args` are
-    /// the arguments of its parameters other than the plan's constants.
-    pub(crate) fn launch_planned(
-        &self,
-        step: ReadyKernel<'_>,
-        grid: &Grid,
-        args: &mut [LaunchArg<'_>],
-    ) -> Result<()> {
-        let kernel = step.kernel;
-        if step.has_parameters() {
-            let mut all = step.arguments(args);
-            return self.launch_compiled(&kernel.name, &*kernel.compiled, grid, &mut all);
-        }
-        self.launch_compiled(&kernel.name, &*kernel.compiled, grid, args)
-    }
-
+    /// Launches `compiled` (kernel `name`) on `grid` with `args`, counted in
+    /// [`Context::stats`] and traced in a `launch` span. Returns the backend's launch error.
     pub(crate) fn launch_compiled(
         &self,
         name: &str,

@@ -194,6 +194,49 @@ impl Plan {
         }));
     }
 
+    /// Appends the steps of `sub` as steps of this plan: its kernels join this plan's (a
+    /// kernel of the same name is the same kernel), its temporaries become new ones, and its
+    /// input `i` is bound to `inputs[i]` and its output `j` to `outputs[j]`. A plan made to
+    /// run on its own thus runs inside another, on the outer plan's memory.
+    pub(crate) fn inline(&mut self, sub: &Plan, inputs: &[Binding], outputs: &[Binding]) {
+        let kernels: Vec<usize> = sub
+            .kernels
+            .iter()
+            .map(|name| match self.kernels.iter().position(|k| k == name) {
+                Some(k) => k,
+                None => self.kernel(name),
+            })
+            .collect();
+        let first_temp = self.temps.len();
+        self.temps.extend(sub.temps.iter().cloned());
+        let rebind = |b: &Binding| match b {
+            Binding::Input(i) => inputs[*i].clone(),
+            Binding::Output(j) => outputs[*j].clone(),
+            Binding::Temp(t) => Binding::Temp(first_temp + t),
+            Binding::Scalar(..) => b.clone(),
+        };
+        for step in &sub.steps {
+            match step {
+                Step::Launch(l) => {
+                    let bindings: Vec<Binding> = sub.bindings_of(l).iter().map(rebind).collect();
+                    self.launch(kernels[l.kernel], l.grid.clone(), bindings)
+                }
+                Step::ScanCounts {
+                    counts,
+                    per_group,
+                    offsets,
+                } => self.steps.push(Step::ScanCounts {
+                    counts: first_temp + counts,
+                    per_group: *per_group,
+                    offsets: first_temp + offsets,
+                }),
+                Step::SumCounts { counts } => self.steps.push(Step::SumCounts {
+                    counts: first_temp + counts,
+                }),
+            }
+        }
+    }
+
     /// The bindings of launch `l`.
     pub(crate) fn bindings_of(&self, l: &Launch) -> &[Binding] {
         &self.bindings[l.bindings.clone()]

@@ -83,30 +83,6 @@ impl ReadyKernel<'_> {
     pub(crate) fn constant(&self, j: usize) -> LaunchArg<'static> {
         LaunchArg::Value(self.constants[j].to_le_bytes())
     }
-
-    /// `args` (the arguments of the kernel's other parameters, in order) with the values of
-    /// its constant parameters put in their places.
-    pub(crate) fn arguments<'a>(&self, args: &mut [LaunchArg<'a>]) -> Vec<LaunchArg<'a>> {
-        let mut given = args
-            .iter_mut()
-            .map(|a| std::mem::replace(a, LaunchArg::Value(Vec::new())));
-        self.kernel
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                ParamSlot::Constant(j) => Some(self.constant(*j)),
-                _ => given.next(),
-            })
-            .collect()
-    }
-
-    /// True if the kernel reads constants from parameters.
-    pub(crate) fn has_parameters(&self) -> bool {
-        self.kernel
-            .params
-            .iter()
-            .any(|p| matches!(p, ParamSlot::Constant(_)))
-    }
 }
 
 /// True for the types whose constants may become parameters.

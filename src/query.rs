@@ -21,8 +21,8 @@ use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan::{
-    chunks_of, grouped_groups, temp_bindings, Binding, DeviceProfile, Place, Plan, PlanShape, Rows,
-    Run, Source, Step, CHUNK, ITEM_CHUNK,
+    chunks_of, grouped_groups, temp_bindings, Binding, DeviceProfile, Place, Plan, Rows, Run,
+    Source, Step, CHUNK, ITEM_CHUNK,
 };
 use crate::plan_cache::{CompiledPlan, Fingerprint};
 use crate::row::{IntoRow, Row};
@@ -173,10 +173,6 @@ fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
     )
 }
 
-fn value_bytes(v: u32) -> LaunchArg<'static> {
-    LaunchArg::Value(v.to_le_bytes().to_vec())
-}
-
 /// Work items per group of the chunked plan's folds in `order`.
 fn items_per_chunk(order: Order) -> u32 {
     match order {
@@ -309,6 +305,26 @@ impl<'a, T: Row> Query<'a, T> {
                 .map(|(m, t)| (Source::Device(*m), t))
                 .collect(),
             base_columns: columns.len(),
+            stages: Vec::new(),
+            error: None,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Row> Query<'static, T> {
+    /// A query of `len` rows of `T` whose columns are not given: for the plan and kernels of
+    /// a terminal that another plan inlines, binding its inputs to memory of its own.
+    fn shape_only(ctx: &Context, len: usize) -> Query<'static, T> {
+        let columns: Vec<(Source<'static>, ScalarType)> = Self::out_types()
+            .into_iter()
+            .map(|t| (Source::Host(&[]), t))
+            .collect();
+        Query {
+            ctx: ctx.clone(),
+            len,
+            base_columns: columns.len(),
+            columns,
             stages: Vec::new(),
             error: None,
             _t: PhantomData,

@@ -289,6 +289,7 @@ fn add_rows_kernel(bins: u32) -> Result<Kernel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::PlanShape;
 
     fn profile(shape: PlanShape) -> DeviceProfile {
         DeviceProfile {

@@ -411,17 +411,29 @@ impl<'a, T: Row> Scan<'a, T> {
     /// a partial, scans the partials into the groups' carries, and counts the kept elements.
     fn prepare(&self) -> Result<Run<'_>> {
         let q = &self.query;
-        let identity = self.counted_identity();
-        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
-        let plan = scan_plan(
-            &q.ctx.profile(),
+        let plan = self.plan(&q.ctx.profile());
+        let kernels = self.compile(&plan)?;
+        Run::start(&q.ctx, plan, kernels, &q.sources())
+    }
+
+    /// The scan's plan on `profile` (see [`scan_plan`]).
+    pub(super) fn plan(&self, profile: &DeviceProfile) -> Plan {
+        let q = &self.query;
+        let types: Vec<ScalarType> = self.counted_identity().iter().map(|v| v.ty()).collect();
+        scan_plan(
+            profile,
             q.columns.len(),
             Query::<T>::out_types().len(),
             q.len,
             &types,
             self.exclusive,
             q.has_filter(),
-        );
+        )
+    }
+
+    /// The compiled kernels of `plan`, the scan's plan, from the context's plan cache.
+    fn compile(&self, plan: &Plan) -> Result<CompiledPlan> {
+        let identity = self.counted_identity();
         let op = |a, b| self.counted_op(a, b);
         let project = |v| self.counted_element(v);
         let fold = Fold {
@@ -430,46 +442,51 @@ impl<'a, T: Row> Scan<'a, T> {
             project: &project,
             order: Order::Kept,
         };
-        let kernels = q.compiled(&plan, Some(&fold), || {
-            let g = plan.profile.group_size;
-            let partials = match plan.profile.grouped() {
-                false => q.chunked_fold_kernel(
-                    "query_scan_partials",
-                    &identity,
-                    &op,
-                    &project,
-                    Order::Kept,
-                )?,
-                true => q.grouped_reduce_kernel(
-                    "query_scan_partials_grouped",
-                    &identity,
-                    &op,
-                    &project,
-                    Order::Kept,
-                    g,
-                )?,
-            };
-            let (g, chains) = match plan.profile.grouped() {
-                true => (g, 1),
-                false => (1, CHAINS),
-            };
-            let carries = scan_kernel(
-                &ScanKernel {
-                    name: "query_scan_carries",
-                    identity: &identity,
-                    op: &op,
-                    g,
-                    exclusive: true,
-                    carry_in: false,
-                    place: Place::Index,
-                    chains: 1,
-                },
-                &|k| declare_columns(k, "partial", &types, Access::Read),
-                &|cols, i, sink| sink(load_row(cols, &types, i)),
-            )?;
-            Ok(vec![partials, carries, self.write_kernel(g, chains)?])
-        })?;
-        Run::start(&q.ctx, plan, kernels, &q.sources())
+        self.query
+            .compiled(plan, Some(&fold), || self.kernels(plan))
+    }
+
+    /// The kernels of `plan`, the scan's plan: the partials, the carries and the writing
+    /// kernel.
+    pub(super) fn kernels(&self, plan: &Plan) -> Result<Vec<Kernel>> {
+        let q = &self.query;
+        let identity = self.counted_identity();
+        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        let op = |a, b| self.counted_op(a, b);
+        let project = |v| self.counted_element(v);
+        let g = plan.profile.group_size;
+        let partials = match plan.profile.grouped() {
+            false => {
+                q.chunked_fold_kernel("query_scan_partials", &identity, &op, &project, Order::Kept)?
+            }
+            true => q.grouped_reduce_kernel(
+                "query_scan_partials_grouped",
+                &identity,
+                &op,
+                &project,
+                Order::Kept,
+                g,
+            )?,
+        };
+        let (g, chains) = match plan.profile.grouped() {
+            true => (g, 1),
+            false => (1, CHAINS),
+        };
+        let carries = scan_kernel(
+            &ScanKernel {
+                name: "query_scan_carries",
+                identity: &identity,
+                op: &op,
+                g,
+                exclusive: true,
+                carry_in: false,
+                place: Place::Index,
+                chains: 1,
+            },
+            &|k| declare_columns(k, "partial", &types, Access::Read),
+            &|cols, i, sink| sink(load_row(cols, &types, i)),
+        )?;
+        Ok(vec![partials, carries, self.write_kernel(g, chains)?])
     }
 
     /// The kernel that scans every group from its carry and writes the running values.

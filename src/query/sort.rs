@@ -23,7 +23,7 @@ type KeyFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> AnyVal + 'a>;
 
 /// Digits of 8 bits: 256 counts per chunk.
 const RADIX: u32 = 256;
-/// Rows per work item in the grouped plan (the chunked plan takes [`chunk_len`]).
+/// Rows per work item in the grouped plan (the chunked plan takes the profile's chunk).
 const SORT_ITEM_CHUNK: u32 = 256;
 /// Work items per group in the grouped plan.
 const SORT_GROUP: u32 = 64;
@@ -38,29 +38,87 @@ pub struct Sorted<'a, T> {
     desc: bool,
 }
 
-/// How the passes spread the rows: work items of `chunk` consecutive rows each, `g` per group.
-struct SortShape {
-    chunk: u32,
-    g: u32,
-    chunks: u32,
+/// The plan of the radix passes over `n` rows of `types` (the rows are the plan's inputs,
+/// one per column), one pass per digit at each of `shifts`, writing the sorted rows to the
+/// outputs: per pass a count launch, the exclusive scan of the counts into offsets (the plan
+/// of `offsets_scan`, inlined), and a scatter launch. The passes alternate between the input
+/// columns and a spare set; the last writes the outputs. Work items take
+/// [`SORT_ITEM_CHUNK`] rows in groups of [`SORT_GROUP`] in the grouped plan, a chunk each
+/// alone in the chunked plan.
+fn sort_plan(
+    profile: &DeviceProfile,
+    types: &[ScalarType],
+    n: usize,
+    desc: bool,
+    shifts: &[u32],
+    offsets_scan: &Plan,
+) -> Plan {
+    let (chunk, g) = sort_shape(profile);
+    let chunks = chunks_of(n, chunk);
+    let scan = &offsets_scan.key.1;
+    let key = ("query_sort", [desc as u32, scan[0], scan[1]]);
+    let mut plan = Plan::new("sort", *profile, key, Rows::Known(n));
+    let (count, scatter) = (
+        plan.kernel("query_sort_count"),
+        plan.kernel("query_sort_scatter"),
+    );
+    let digits = chunks as usize * RADIX as usize;
+    let counts = plan.temps("digit counts", &[ScalarType::U32], digits, Place::Device);
+    let offsets = plan.temps("digit offsets", &[ScalarType::U32], digits, Place::Device);
+    let spare: Vec<Binding> = temp_bindings(plan.temps("rows", types, n, Place::Device)).collect();
+    let rows: Vec<Binding> = (0..types.len()).map(Binding::Input).collect();
+    let outputs: Vec<Binding> = (0..types.len()).map(Binding::Output).collect();
+    let grid = Grid::linear(chunks.div_ceil(g), g);
+    for (pass, &shift) in shifts.iter().enumerate() {
+        let (from, to) = match pass % 2 {
+            0 => (&rows, &spare),
+            _ => (&spare, &rows),
+        };
+        let to = if pass + 1 == shifts.len() {
+            &outputs
+        } else {
+            to
+        };
+        let scalars = [
+            Binding::Scalar("n", n as u32),
+            Binding::Scalar("chunk", chunk),
+            Binding::Scalar("chunks", chunks),
+            Binding::Scalar("shift", shift),
+        ];
+        let b = from
+            .iter()
+            .cloned()
+            .chain(scalars.clone())
+            .chain(temp_bindings(counts.clone()));
+        plan.launch(count, grid.clone(), b);
+        plan.inline(
+            offsets_scan,
+            &[Binding::Temp(counts.start)],
+            &[Binding::Temp(offsets.start)],
+        );
+        let b = from
+            .iter()
+            .cloned()
+            .chain(scalars)
+            .chain(temp_bindings(offsets.clone()))
+            .chain(to.iter().cloned());
+        plan.launch(scatter, grid.clone(), b);
+    }
+    plan
 }
 
-impl SortShape {
-    fn of(ctx: &Context, n: usize) -> SortShape {
-        let (chunk, g) = match ctx.effective_plan_shape() {
-            PlanShape::Grouped => (SORT_ITEM_CHUNK, SORT_GROUP.min(ctx.device().max_group_size)),
-            _ => (ctx.profile().chunk, 1),
-        };
-        SortShape {
-            chunk,
-            g,
-            chunks: chunks_of(n, chunk),
-        }
+/// The rows per work item of the passes on `profile`, and the work items per group.
+fn sort_shape(profile: &DeviceProfile) -> (u32, u32) {
+    match profile.grouped() {
+        true => (SORT_ITEM_CHUNK, SORT_GROUP.min(profile.max_group_size)),
+        false => (profile.chunk, 1),
     }
+}
 
-    fn grid(&self) -> Grid {
-        Grid::linear(self.chunks.div_ceil(self.g), self.g)
-    }
+/// The exclusive running sum of `n` digit counts, the sort's offsets: a scan whose column
+/// is given by the sort plan it is inlined in.
+fn offsets_scan(ctx: &Context, n: usize) -> Scan<'static, u32> {
+    Query::<u32>::shape_only(ctx, n).scan_exclusive(0, |a, b| a + b)
 }
 
 /// `key` (of type `ty`) as an unsigned integer of 32 bits (keys of up to 4 bytes) or 64 bits
@@ -320,10 +378,10 @@ impl<'a, T: Row> Sorted<'a, T> {
         })?)
     }
 
-    /// The fingerprint of the pass kernels (see the `plan_cache` module): the row types, the
-    /// order and the ordered key of one row.
-    fn fingerprint(&self) -> Option<Fingerprint> {
-        fingerprint_of("query_sort", &[self.desc as u32], |k| {
+    /// The fingerprint of `plan`'s kernels (see the `plan_cache` module): the row types, the
+    /// order, the scan's shape and the ordered key of one row.
+    fn fingerprint(&self, plan: &Plan) -> Option<Fingerprint> {
+        fingerprint_of(plan.key.0, &plan.key.1, |k| {
             let types = Query::<T>::out_types();
             let cols = declare_columns(k, "rows", &types, Access::Read);
             let row = load_row(&cols, &types, global_id(Axis::X));
@@ -334,51 +392,24 @@ impl<'a, T: Row> Sorted<'a, T> {
         })
     }
 
-    /// Sorts `rows` (`n` of them) pass by pass, through a second set of columns, and writes
-    /// the last pass into `outs` (one argument per column).
+    /// Sorts `rows` (`n` of them) pass by pass, through a second set of columns (and through
+    /// `rows`), and writes the last pass into `outs` (one argument per column).
     fn passes(&self, rows: &Columns, n: usize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
-        let q = &self.query;
-        let ctx = &q.ctx;
-        let shape = SortShape::of(ctx, n);
-        let kernels = ctx.plan(self.fingerprint(), || {
-            Ok(vec![self.count_kernel()?, self.scatter_kernel()?])
-        })?;
-        let counts = ctx
-            .backend()
-            .alloc(shape.chunks as usize * RADIX as usize * 4)?;
-        let spare = alloc_rows(ctx, &Query::<T>::out_types(), n)?;
-        let (mut from, mut to) = (rows, &spare);
-        let mut outs = Some(outs);
+        let ctx = &self.query.ctx;
+        let profile = ctx.profile();
+        let types = Query::<T>::out_types();
         let shifts = self.digit_shifts(rows, n)?;
-        for (pass, &shift) in shifts.iter().enumerate() {
-            let values = |args: &mut Vec<LaunchArg<'_>>| {
-                args.extend([
-                    value_bytes(n as u32),
-                    value_bytes(shape.chunk),
-                    value_bytes(shape.chunks),
-                    value_bytes(shift),
-                ])
-            };
-            let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
-            values(&mut args);
-            args.push(LaunchArg::Device(&*counts));
-            ctx.launch_planned(kernels.kernel(0), &shape.grid(), &mut args)?;
-            drop(args);
-            let offsets = Query::<u32>::over_device(ctx, &[&*counts], shape.chunks as usize * 256)
-                .scan_exclusive(0, |a, b| a + b)
-                .to_buffer()?;
-            let mut args: Vec<LaunchArg> = from.iter().map(|m| LaunchArg::Device(&**m)).collect();
-            values(&mut args);
-            args.push(LaunchArg::Device(offsets.memory()));
-            if pass + 1 == shifts.len() {
-                args.extend(outs.take().into_iter().flatten());
-            } else {
-                args.extend(to.iter().map(|m| LaunchArg::Device(&**m)));
-            }
-            ctx.launch_planned(kernels.kernel(1), &shape.grid(), &mut args)?;
-            drop(args);
-            std::mem::swap(&mut from, &mut to);
-        }
+        let digits = chunks_of(n, sort_shape(&profile).0) as usize * RADIX as usize;
+        let scan = offsets_scan(ctx, digits);
+        let scan_plan = scan.plan(&profile);
+        let plan = sort_plan(&profile, &types, n, self.desc, &shifts, &scan_plan);
+        let kernels = ctx.plan(self.fingerprint(&plan), || {
+            let mut ks = vec![self.count_kernel()?, self.scatter_kernel()?];
+            ks.extend(scan.kernels(&scan_plan)?);
+            Ok(ks)
+        })?;
+        let sources: Vec<Source> = rows.iter().map(|m| Source::Device(&**m)).collect();
+        Run::start(ctx, plan, kernels, &sources)?.finish(&sources, outs)?;
         Ok(())
     }
 }
