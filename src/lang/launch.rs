@@ -1,0 +1,507 @@
+//! Launching kernels: `#[kiln::kernel]` functions and lambdas, extents, host arguments and
+//! `Context::launch`.
+
+use super::*;
+
+/// A kernel written with `#[kiln::kernel]`: its name, the dimensions of its index (0 without
+/// one) and the function that builds its IR. `P` is the tuple of its parameter types.
+pub struct KernelFn<P> {
+    name: &'static str,
+    dims: usize,
+    build: fn(&KernelScope),
+    _p: PhantomData<fn(P)>,
+}
+
+impl<P> Clone for KernelFn<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P> Copy for KernelFn<P> {}
+
+impl<P> KernelFn<P> {
+    /// A kernel definition (generated code).
+    pub fn new(name: &'static str, dims: usize, build: fn(&KernelScope)) -> KernelFn<P> {
+        KernelFn {
+            name,
+            dims,
+            build,
+            _p: PhantomData,
+        }
+    }
+
+    /// The kernel's IR, built once per process (and per generic instantiation). Returns the
+    /// build or validation error, naming the kernel.
+    pub fn ir(&self) -> Result<Arc<Kernel>> {
+        let build = self.build;
+        cached_ir(build as usize, self.name, build)
+    }
+
+    /// Dimensions of the kernel's index (0 when it takes none).
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+}
+
+/// The IR built by the build function at address `key`, built on first use.
+fn cached_ir(key: usize, name: &str, build: impl FnOnce(&KernelScope)) -> Result<Arc<Kernel>> {
+    type Built = std::result::Result<Arc<Kernel>, kiln_ir::IrError>;
+    static BUILT: OnceLock<Mutex<HashMap<usize, Built>>> = OnceLock::new();
+    let map = BUILT.get_or_init(Default::default);
+    if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(hit.clone()?);
+    }
+    let built = Kernel::build(name, build).map(Arc::new);
+    map.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, built.clone());
+    Ok(built?)
+}
+
+/// A kernel written as a closure with `kiln::lambda!`: the values it captured become
+/// parameters after the closure's own, passed by every launch. `P` is the tuple of the
+/// closure's parameter types (after the index), `C` the tuple of captured values.
+pub struct Lambda<P, C> {
+    name: &'static str,
+    dims: usize,
+    captured: C,
+    build: fn(&KernelScope, PhantomData<C>),
+    _p: PhantomData<fn(P)>,
+}
+
+impl<P, C: Copy> Clone for Lambda<P, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P, C: Copy> Copy for Lambda<P, C> {}
+
+impl<P, C: Captures> Lambda<P, C> {
+    /// A closure kernel (generated code): `build` declares the parameters, then the captures
+    /// in order with [`capture`], then the body.
+    pub fn new(
+        name: &'static str,
+        dims: usize,
+        captured: C,
+        build: fn(&KernelScope, PhantomData<C>),
+    ) -> Lambda<P, C> {
+        Lambda {
+            name,
+            dims,
+            captured,
+            build,
+            _p: PhantomData,
+        }
+    }
+
+    /// The kernel's IR, built once per process (per closure and instantiation); the captured
+    /// values are parameters, so it does not depend on them. Errors as [`KernelFn::ir`].
+    pub fn ir(&self) -> Result<Arc<Kernel>> {
+        let build = self.build;
+        cached_ir(build as usize, self.name, |scope| build(scope, PhantomData))
+    }
+}
+
+/// Declares the parameter `name` for a captured value; `select` is never called, it only
+/// names which element of the capture tuple `C` (and so which type) the value is (generated
+/// code for `kiln::lambda!`).
+pub fn capture<C, T: IrType>(
+    scope: &KernelScope,
+    name: &str,
+    _: PhantomData<C>,
+    select: impl Fn(&C) -> &T,
+) -> Val<T> {
+    let _ = select;
+    scope.value::<T>(name)
+}
+
+/// Tuples of captured values (kiln values: scalars, vectors, `#[derive(kiln::Value)]`
+/// structs), passed after a closure kernel's own arguments.
+pub trait Captures: Copy + 'static {
+    /// The launch arguments, in capture order.
+    fn captured_args(&self) -> Vec<LaunchArg<'static>>;
+}
+macro_rules! captures {
+    ($(($($c:ident $v:ident),*))*) => {$(
+        impl<$($c: IrType),*> Captures for ($($c,)*) {
+            #[allow(unused_variables)]
+            fn captured_args(&self) -> Vec<LaunchArg<'static>> {
+                let ($($v,)*) = *self;
+                vec![$(LaunchArg::value($v)),*]
+            }
+        }
+    )*};
+}
+captures! {
+    ()
+    (C0 c0)
+    (C0 c0, C1 c1)
+    (C0 c0, C1 c1, C2 c2)
+    (C0 c0, C1 c1, C2 c2, C3 c3)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5, C6 c6)
+    (C0 c0, C1 c1, C2 c2, C3 c3, C4 c4, C5 c5, C6 c6, C7 c7)
+}
+
+/// What a launch takes from a kernel: its IR, the dimensions of its index and the values it
+/// captured.
+pub struct LaunchKernel {
+    ir: Arc<Kernel>,
+    dims: usize,
+    captured: Vec<LaunchArg<'static>>,
+}
+
+/// Anything that names a kernel: a `#[kiln::kernel]` function item (`saxpy`,
+/// `apply::<f32, Square>`), the [`KernelFn`] it returns, or a [`Lambda`].
+pub trait IntoKernel<P> {
+    /// The kernel's IR and captures; fails with its build error.
+    fn into_launch(self) -> Result<LaunchKernel>;
+}
+impl<P> IntoKernel<P> for KernelFn<P> {
+    fn into_launch(self) -> Result<LaunchKernel> {
+        Ok(LaunchKernel {
+            ir: self.ir()?,
+            dims: self.dims,
+            captured: Vec::new(),
+        })
+    }
+}
+impl<P, F: FnOnce() -> KernelFn<P>> IntoKernel<P> for F {
+    fn into_launch(self) -> Result<LaunchKernel> {
+        self().into_launch()
+    }
+}
+impl<P, C: Captures> IntoKernel<P> for Lambda<P, C> {
+    fn into_launch(self) -> Result<LaunchKernel> {
+        Ok(LaunchKernel {
+            ir: self.ir()?,
+            dims: self.dims,
+            captured: self.captured.captured_args(),
+        })
+    }
+}
+
+/// How far a launch reaches per axis: `n`, `(width, height)` or `(x, y, z)` work items, from
+/// `usize`, `u32` or `i32` (what an integer literal is); a negative `i32` is kept as its
+/// two's-complement bits, which [`Context::launch`] refuses as negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent(pub [u64; 3]);
+impl From<i32> for Extent {
+    fn from(n: i32) -> Extent {
+        Extent([n as i64 as u64, 1, 1])
+    }
+}
+impl From<(i32, i32)> for Extent {
+    fn from((x, y): (i32, i32)) -> Extent {
+        Extent([x as i64 as u64, y as i64 as u64, 1])
+    }
+}
+impl From<(i32, i32, i32)> for Extent {
+    fn from((x, y, z): (i32, i32, i32)) -> Extent {
+        Extent([x as i64 as u64, y as i64 as u64, z as i64 as u64])
+    }
+}
+impl From<usize> for Extent {
+    fn from(n: usize) -> Extent {
+        Extent([n as u64, 1, 1])
+    }
+}
+impl From<u32> for Extent {
+    fn from(n: u32) -> Extent {
+        Extent([n as u64, 1, 1])
+    }
+}
+impl From<(usize, usize)> for Extent {
+    fn from((x, y): (usize, usize)) -> Extent {
+        Extent([x as u64, y as u64, 1])
+    }
+}
+impl From<(u32, u32)> for Extent {
+    fn from((x, y): (u32, u32)) -> Extent {
+        Extent([x as u64, y as u64, 1])
+    }
+}
+impl From<(usize, usize, usize)> for Extent {
+    fn from((x, y, z): (usize, usize, usize)) -> Extent {
+        Extent([x as u64, y as u64, z as u64])
+    }
+}
+impl From<(u32, u32, u32)> for Extent {
+    fn from((x, y, z): (u32, u32, u32)) -> Extent {
+        Extent([x as u64, y as u64, z as u64])
+    }
+}
+
+/// A host argument for a kernel parameter of type `P`.
+pub trait HostArg<'a, P> {
+    /// Appends the launch arguments for the parameter; fails for a buffer of another context.
+    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()>;
+}
+impl<'a, T: IrType> HostArg<'a, T> for T {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::value(self));
+        Ok(())
+    }
+}
+impl<'a, T: IrType> HostArg<'a, View<T>> for &'a [T] {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read(self));
+        Ok(())
+    }
+}
+impl<'a, T: IrType> HostArg<'a, View<T>> for &'a Vec<T> {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read(self));
+        Ok(())
+    }
+}
+impl<'a, T: IrType> HostArg<'a, ViewMut<T>> for &'a mut [T] {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read_write(self));
+        Ok(())
+    }
+}
+impl<'a, T: IrType> HostArg<'a, ViewMut<T>> for &'a mut Vec<T> {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read_write(self));
+        Ok(())
+    }
+}
+macro_rules! buffer_arg {
+    ($($p:ident),*) => {$(
+        impl<'a, T: Scalar> HostArg<'a, $p<T>> for &'a Buffer<T> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                ctx.check_buffer(self)?;
+                out.push(LaunchArg::Device(self.memory()));
+                Ok(())
+            }
+        }
+    )*};
+}
+buffer_arg!(View, ViewMut);
+
+/// Host data for a `View2D`/`View2DMut` parameter: `rows` rows of `cols` elements with
+/// `stride` elements from one row to the next.
+pub struct Slice2D<S> {
+    data: S,
+    rows: u32,
+    cols: u32,
+    stride: u32,
+}
+impl<S> Slice2D<S> {
+    /// `data` as rows of `cols` elements (stride = `cols`); the last partial row is left out.
+    pub fn new<T>(data: S, cols: usize) -> Slice2D<S>
+    where
+        S: AsRef<[T]>,
+    {
+        let len = data.as_ref().len();
+        let rows = len.checked_div(cols).unwrap_or(0);
+        Slice2D {
+            data,
+            rows: rows.min(u32::MAX as usize) as u32,
+            cols: cols.min(u32::MAX as usize) as u32,
+            stride: cols.min(u32::MAX as usize) as u32,
+        }
+    }
+    /// `rows` rows of `cols` elements, row `r` starting at `r * stride`. Fails with
+    /// `ViewOutOfBounds` when the data is shorter than that or a count exceeds `u32::MAX`.
+    pub fn with_stride<T>(data: S, rows: usize, cols: usize, stride: usize) -> Result<Slice2D<S>>
+    where
+        S: AsRef<[T]>,
+    {
+        let need = if rows == 0 {
+            0
+        } else {
+            (rows - 1).saturating_mul(stride).saturating_add(cols)
+        };
+        let max = u32::MAX as usize;
+        let len = data.as_ref().len();
+        if len < need || [rows, cols, stride].iter().any(|&n| n > max) {
+            return Err(Error::ViewOutOfBounds {
+                rows,
+                cols,
+                stride,
+                need,
+                len,
+                max,
+            });
+        }
+        Ok(Slice2D {
+            data,
+            rows: rows as u32,
+            cols: cols as u32,
+            stride: stride as u32,
+        })
+    }
+}
+impl<'a, T: IrType> HostArg<'a, View2D<T>> for Slice2D<&'a [T]> {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read(self.data));
+        out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
+        Ok(())
+    }
+}
+impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a mut [T]> {
+    fn push_args(self, _: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        out.push(LaunchArg::read_write(self.data));
+        out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
+        Ok(())
+    }
+}
+
+/// The tuple of host arguments for a kernel whose parameter types are the tuple `P`.
+pub trait KernelArgs<'a, P> {
+    /// The launch arguments in parameter order.
+    fn launch_args(self, ctx: &Context) -> Result<Vec<LaunchArg<'a>>>;
+}
+macro_rules! kernel_args {
+    ($(($($p:ident $a:ident $v:ident),*))*) => {$(
+        impl<'a, $($p, $a: HostArg<'a, $p>),*> KernelArgs<'a, ($($p,)*)> for ($($a,)*) {
+            #[allow(unused_variables, unused_mut)]
+            fn launch_args(self, ctx: &Context) -> Result<Vec<LaunchArg<'a>>> {
+                let ($($v,)*) = self;
+                let mut out = Vec::new();
+                $($v.push_args(ctx, &mut out)?;)*
+                Ok(out)
+            }
+        }
+    )*};
+}
+kernel_args! {
+    ()
+    (P0 A0 a0)
+    (P0 A0 a0, P1 A1 a1)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6, P7 A7 a7)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6, P7 A7 a7, P8 A8 a8)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6, P7 A7 a7, P8 A8 a8, P9 A9 a9)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6, P7 A7 a7, P8 A8 a8, P9 A9 a9, P10 A10 a10)
+    (P0 A0 a0, P1 A1 a1, P2 A2 a2, P3 A3 a3, P4 A4 a4, P5 A5 a5, P6 A6 a6, P7 A7 a7, P8 A8 a8, P9 A9 a9, P10 A10 a10, P11 A11 a11)
+}
+
+/// Work items per group of an auto-grouped launch with `dims` axes.
+fn auto_group_size(dims: usize, max: u32) -> [u32; 3] {
+    let g = match dims {
+        2 => [16, 16, 1],
+        3 => [8, 8, 4],
+        _ => [256, 1, 1],
+    };
+    let mut g = g;
+    while g.iter().product::<u32>() > max.max(1) {
+        let i = (0..3).max_by_key(|&i| g[i]).unwrap_or(0);
+        g[i] = (g[i] / 2).max(1);
+    }
+    g
+}
+
+impl Context {
+    /// Runs `kernel` over `extent` work items (`n`, `(width, height)` or `(x, y, z)`), grouped
+    /// automatically; the body runs only for indices inside the extent. `args` is the tuple of
+    /// arguments after the index: slices or `Buffer`s for views, values for values. Host
+    /// slices are up to date when it returns. Fails with the kernel's build error, the
+    /// backend's compile or launch error, or `Unsupported` for an extent beyond `u32::MAX` or
+    /// below 0 along any axis (an integer literal extent such as `3001` is an `i32`).
+    pub fn launch<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        kernel: impl IntoKernel<P>,
+        extent: impl Into<Extent>,
+        args: A,
+    ) -> Result<()> {
+        let k = kernel.into_launch()?;
+        let extent = extent.into().0;
+        let size = auto_group_size(k.dims, self.device().max_group_size);
+        let mut groups = [1u32; 3];
+        for d in 0..3 {
+            let what = match i64::try_from(extent[d]) {
+                Err(_) => format!("a negative extent ({}) along axis {d}", extent[d] as i64),
+                Ok(_) if extent[d] > u32::MAX as u64 => format!(
+                    "an extent of {} work items along axis {d} (at most u32::MAX)",
+                    extent[d]
+                ),
+                Ok(_) => {
+                    groups[d] = extent[d].div_ceil(size[d] as u64) as u32;
+                    continue;
+                }
+            };
+            return Err(Error::Unsupported {
+                backend: self.device().backend,
+                what,
+            });
+        }
+        if extent.contains(&0) {
+            return Ok(());
+        }
+        let grid = Grid {
+            groups,
+            group_size: size,
+            dynamic_shared: Vec::new(),
+        };
+        self.launch_with_extent(k, &grid, extent, args)
+    }
+
+    /// Runs `kernel` over `groups` groups of `group_size` work items (each a `u32`, `(x, y)`
+    /// or `(x, y, z)`); an index parameter then covers the whole grid. Errors as
+    /// [`Context::launch`].
+    pub fn launch_grouped<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        kernel: impl IntoKernel<P>,
+        groups: impl Into<Extent>,
+        group_size: impl Into<Extent>,
+        args: A,
+    ) -> Result<()> {
+        let (g, s) = (groups.into().0, group_size.into().0);
+        let to32 = |v: [u64; 3]| -> Result<[u32; 3]> {
+            let mut out = [0u32; 3];
+            for d in 0..3 {
+                out[d] = u32::try_from(v[d]).map_err(|_| Error::Unsupported {
+                    backend: self.device().backend,
+                    what: match i64::try_from(v[d]) {
+                        Ok(_) => format!("{} along axis {d} is more than u32::MAX", v[d]),
+                        Err(_) => format!("{} along axis {d} is negative", v[d] as i64),
+                    },
+                })?;
+            }
+            Ok(out)
+        };
+        let grid = Grid {
+            groups: to32(g)?,
+            group_size: to32(s)?,
+            dynamic_shared: Vec::new(),
+        };
+        self.launch_grid(kernel, &grid, args)
+    }
+
+    /// Runs `kernel` over `grid`, which also gives the element counts of the kernel's
+    /// `shared_dynamic` arrays. Errors as [`Context::launch`].
+    pub fn launch_grid<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        kernel: impl IntoKernel<P>,
+        grid: &Grid,
+        args: A,
+    ) -> Result<()> {
+        let k = kernel.into_launch()?;
+        let extent: [u64; 3] =
+            std::array::from_fn(|d| grid.groups[d] as u64 * grid.group_size[d] as u64);
+        self.launch_with_extent(k, grid, extent, args)
+    }
+
+    fn launch_with_extent<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        k: LaunchKernel,
+        grid: &Grid,
+        extent: [u64; 3],
+        args: A,
+    ) -> Result<()> {
+        let mut args = args.launch_args(self)?;
+        args.extend(k.captured);
+        for &e in extent.iter().take(k.dims) {
+            args.push(LaunchArg::value(e.min(u32::MAX as u64) as u32));
+        }
+        self.launch_ir(&k.ir, grid, &mut args)
+    }
+}

@@ -1,0 +1,384 @@
+//! Memory a kernel reads and writes: views (1D and 2D), indexing, shared and private
+//! arrays, subgroup builtins and atomics.
+
+use super::*;
+
+/// A read-only view of `T` elements (a buffer parameter).
+pub struct View<T>(Mem<T>);
+/// A read-write view of `T` elements (a buffer parameter; stores and atomics allowed).
+pub struct ViewMut<T>(Mem<T>);
+/// Shared memory of a work group: `shared::<T, N>()` or `shared_dynamic::<T>()`.
+pub type Shared<T> = Mem<T>;
+
+macro_rules! copy_view {
+    ($($v:ident),*) => {$(
+        impl<T> Clone for $v<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $v<T> {}
+    )*};
+}
+copy_view!(View, ViewMut);
+
+impl<T: IrType> View<T> {
+    /// Number of elements.
+    pub fn len(self) -> Val<u32> {
+        self.0.len()
+    }
+    /// Element `i` (zero out of bounds).
+    pub fn load(self, i: impl IntoVal<u32>) -> Val<T> {
+        self.0.load(i)
+    }
+}
+
+impl<T: IrType> ViewMut<T> {
+    /// Number of elements.
+    pub fn len(self) -> Val<u32> {
+        self.0.len()
+    }
+    /// Element `i` (zero out of bounds).
+    pub fn load(self, i: impl IntoVal<u32>) -> Val<T> {
+        self.0.load(i)
+    }
+    /// Writes element `i` (skipped out of bounds).
+    pub fn store(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) {
+        self.0.store(i, v)
+    }
+    /// The underlying memory, for atomics.
+    pub fn memory(self) -> Mem<T> {
+        self.0
+    }
+}
+
+/// A row-major 2D region of a buffer: `rows` rows of `cols` elements, row `r` starting at
+/// `r * stride`.
+struct Rows<T> {
+    mem: Mem<T>,
+    rows: Val<u32>,
+    cols: Val<u32>,
+    stride: Val<u32>,
+}
+impl<T> Clone for Rows<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Rows<T> {}
+impl<T: IrType> Rows<T> {
+    /// The buffer index of `(row, col)`, or `u32::MAX` (out of bounds: loads give zero,
+    /// stores are skipped) outside the region.
+    fn cell(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>) -> Val<u32> {
+        let (r, c) = (row.into_val(), col.into_val());
+        let inside = r.lt(self.rows).and(c.lt(self.cols));
+        kiln_ir::select(inside, r * self.stride + c, u32::MAX)
+    }
+}
+
+/// A read-only row-major 2D view: `rows` rows of `cols` elements, row `r` starting at
+/// `r * stride`. Indexed as `v[(row, col)]` or with an [`Index2D`].
+pub struct View2D<T>(Rows<T>);
+/// A read-write row-major 2D view (see [`View2D`]).
+pub struct View2DMut<T>(Rows<T>);
+macro_rules! view2d {
+    ($($v:ident),*) => {$(
+        impl<T> Clone for $v<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $v<T> {}
+        impl<T: IrType> $v<T> {
+            /// Number of rows.
+            pub fn rows(self) -> Val<u32> {
+                self.0.rows
+            }
+            /// Number of columns.
+            pub fn cols(self) -> Val<u32> {
+                self.0.cols
+            }
+            /// Elements from one row to the next.
+            pub fn stride(self) -> Val<u32> {
+                self.0.stride
+            }
+            /// Element `(row, col)`; zero outside the view.
+            pub fn load(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>) -> Val<T> {
+                self.0.mem.load(self.0.cell(row, col))
+            }
+        }
+    )*};
+}
+view2d!(View2D, View2DMut);
+
+impl<T: IrType> View2DMut<T> {
+    /// Writes element `(row, col)`; skipped outside the view.
+    pub fn store(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>, v: impl IntoVal<T>) {
+        self.0.mem.store(self.0.cell(row, col), v)
+    }
+}
+
+/// Kernel parameter types: how each is declared in the IR (generated code).
+pub trait KernelParam {
+    /// What the kernel body sees.
+    type Handle;
+    /// Declares the parameter `name` in the kernel being built.
+    fn declare(scope: &KernelScope, name: &str) -> Self::Handle;
+}
+impl<T: IrType> KernelParam for T {
+    type Handle = Val<T>;
+    fn declare(scope: &KernelScope, name: &str) -> Val<T> {
+        scope.value::<T>(name)
+    }
+}
+impl<T: IrType> KernelParam for View<T> {
+    type Handle = View<T>;
+    fn declare(scope: &KernelScope, name: &str) -> View<T> {
+        View(scope.buffer::<T>(name, Access::Read))
+    }
+}
+impl<T: IrType> KernelParam for ViewMut<T> {
+    type Handle = ViewMut<T>;
+    fn declare(scope: &KernelScope, name: &str) -> ViewMut<T> {
+        ViewMut(scope.buffer::<T>(name, Access::ReadWrite))
+    }
+}
+fn declare_2d<T: IrType>(scope: &KernelScope, name: &str, access: Access) -> Rows<T> {
+    Rows {
+        mem: scope.buffer::<T>(name, access),
+        rows: scope.value::<u32>(&format!("{name}_rows")),
+        cols: scope.value::<u32>(&format!("{name}_cols")),
+        stride: scope.value::<u32>(&format!("{name}_stride")),
+    }
+}
+impl<T: IrType> KernelParam for View2D<T> {
+    type Handle = View2D<T>;
+    fn declare(scope: &KernelScope, name: &str) -> View2D<T> {
+        View2D(declare_2d(scope, name, Access::Read))
+    }
+}
+impl<T: IrType> KernelParam for View2DMut<T> {
+    type Handle = View2DMut<T>;
+    fn declare(scope: &KernelScope, name: &str) -> View2DMut<T> {
+        View2DMut(declare_2d(scope, name, Access::ReadWrite))
+    }
+}
+
+/// Things a kernel indexes with `x[i]` (views, shared memory, local arrays); the macro turns
+/// reads into [`Indexable::load_at`] and writes into [`Indexable::store_at`].
+pub trait Indexable<I> {
+    /// The element type.
+    type Elem;
+    /// Element `i`.
+    fn load_at(self, i: I) -> Val<Self::Elem>;
+    /// Writes element `i`; `ViewMut`, shared memory and local arrays only.
+    fn store_at(self, i: I, v: impl IntoVal<Self::Elem>);
+}
+
+/// Integer index values (any integer type; negative ones are out of bounds).
+pub trait IndexValue {
+    /// The index as `u32`.
+    fn to_index(self) -> Val<u32>;
+}
+macro_rules! index_value {
+    ($($t:ty),*) => {$(
+        impl IndexValue for $t {
+            fn to_index(self) -> Val<u32> {
+                kiln_ir::lit(self).cast::<u32>()
+            }
+        }
+        impl IndexValue for Val<$t> {
+            fn to_index(self) -> Val<u32> {
+                self.cast::<u32>()
+            }
+        }
+    )*};
+}
+index_value!(i8, i16, i32, i64, u8, u16, u64);
+impl IndexValue for u32 {
+    fn to_index(self) -> Val<u32> {
+        kiln_ir::lit(self)
+    }
+}
+impl IndexValue for Val<u32> {
+    fn to_index(self) -> Val<u32> {
+        self
+    }
+}
+
+/// Rejects a store into a read-only view while the kernel is built (the kernel fails to build
+/// with this message).
+fn read_only(what: &str) {
+    kiln_ir::record_error(format!(
+        "`{what}` is read-only: declare the parameter as ViewMut<T> (or View2DMut<T>) to write it"
+    ));
+}
+
+impl<T: IrType, I: IndexValue> Indexable<I> for View<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        self.0.load(i.to_index())
+    }
+    fn store_at(self, _i: I, _v: impl IntoVal<T>) {
+        read_only("View")
+    }
+}
+impl<T: IrType, I: IndexValue> Indexable<I> for ViewMut<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        self.0.load(i.to_index())
+    }
+    fn store_at(self, i: I, v: impl IntoVal<T>) {
+        self.0.store(i.to_index(), v)
+    }
+}
+impl<T: IrType, I: IndexValue> Indexable<I> for Mem<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        self.load(i.to_index())
+    }
+    fn store_at(self, i: I, v: impl IntoVal<T>) {
+        self.store(i.to_index(), v)
+    }
+}
+impl<T: IrType, I: IndexValue> Indexable<I> for LocalArray<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        self.get(i.to_index())
+    }
+    fn store_at(self, i: I, v: impl IntoVal<T>) {
+        self.set(i.to_index(), v)
+    }
+}
+/// Indices of 2D views: `(row, col)` of any integer types, or an [`Index2D`] (row `y`,
+/// column `x`).
+pub trait CellIndex {
+    /// Row and column.
+    fn row_col(self) -> (Val<u32>, Val<u32>);
+}
+impl<R: IndexValue, C: IndexValue> CellIndex for (R, C) {
+    fn row_col(self) -> (Val<u32>, Val<u32>) {
+        (self.0.to_index(), self.1.to_index())
+    }
+}
+impl CellIndex for Index2D {
+    fn row_col(self) -> (Val<u32>, Val<u32>) {
+        (self.y, self.x)
+    }
+}
+impl<T: IrType, I: CellIndex> Indexable<I> for View2D<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        let (r, c) = i.row_col();
+        self.load(r, c)
+    }
+    fn store_at(self, _i: I, _v: impl IntoVal<T>) {
+        read_only("View2D")
+    }
+}
+impl<T: IrType, I: CellIndex> Indexable<I> for View2DMut<T> {
+    type Elem = T;
+    fn load_at(self, i: I) -> Val<T> {
+        let (r, c) = i.row_col();
+        self.load(r, c)
+    }
+    fn store_at(self, i: I, v: impl IntoVal<T>) {
+        let (r, c) = i.row_col();
+        self.store(r, c, v)
+    }
+}
+
+/// A static shared array of `N` elements of `T`, one per work group (declare it in the kernel
+/// body, not in a branch or loop). Its contents when the group starts are unspecified on GPU
+/// backends: write an element (and pass a `barrier()`) before reading it.
+pub fn shared<T: IrType, const N: u32>(scope: &KernelScope, name: &str) -> Mem<T> {
+    scope.shared::<T>(name, SharedLen::Static(N))
+}
+
+/// A shared array of `T` whose length is given at launch (`Grid::dynamic_shared`); like
+/// [`shared`], it starts unspecified on GPU backends.
+pub fn shared_dynamic<T: IrType>(scope: &KernelScope, name: &str) -> Mem<T> {
+    scope.shared::<T>(name, SharedLen::Dynamic)
+}
+
+/// A fixed-size local array of `N` elements, every one `init`.
+pub fn local_array<T: IrType, const N: u32>(name: &str, init: impl IntoVal<T>) -> LocalArray<T> {
+    let a = LocalArray::<T>::new(name, N);
+    let init = init.into_val();
+    kiln_ir::for_range(0u32, N, |i| a.set(i, init));
+    a
+}
+
+/// A local array holding `items`.
+pub fn local_array_of<T: IrType, const N: usize>(name: &str, items: [Val<T>; N]) -> LocalArray<T> {
+    let a = LocalArray::<T>::new(name, N as u32);
+    for (i, v) in items.into_iter().enumerate() {
+        a.set(i as u32, v);
+    }
+    a
+}
+
+/// Subgroup (warp) lanes; 1 where the device runs one lane per subgroup.
+pub fn subgroup_size() -> Val<u32> {
+    builtin(Builtin::SubgroupSize)
+}
+
+/// This work item's lane in its subgroup.
+pub fn subgroup_lane() -> Val<u32> {
+    builtin(Builtin::SubgroupLane)
+}
+
+macro_rules! atomics {
+    ($bound:ident: $($name:ident, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        #[doc = " Returns the old value."]
+        pub fn $name<T: $bound, V: AtomicTarget<T>>(
+            view: &V,
+            i: impl IndexValue,
+            v: impl IntoVal<T>,
+        ) -> Val<T> {
+            view.memory().$name(i.to_index(), v)
+        }
+    )*};
+}
+atomics! {
+    Numeric:
+    atomic_add, "Atomically adds `v` to element `i`.";
+    atomic_sub, "Atomically subtracts `v` from element `i`.";
+    atomic_min, "Atomically keeps the smaller of element `i` and `v`.";
+    atomic_max, "Atomically keeps the larger of element `i` and `v`.";
+    atomic_exchange, "Atomically replaces element `i` with `v`.";
+}
+atomics! {
+    Int:
+    atomic_and, "Atomically ands `v` into element `i`.";
+    atomic_or, "Atomically ors `v` into element `i`.";
+    atomic_xor, "Atomically xors `v` into element `i`.";
+}
+
+/// Atomically sets element `i` to `v` if it equals `compare`; returns the old value.
+pub fn atomic_compare_exchange<T: Numeric, V: AtomicTarget<T>>(
+    view: &V,
+    i: impl IndexValue,
+    compare: impl IntoVal<T>,
+    v: impl IntoVal<T>,
+) -> Val<T> {
+    view.memory()
+        .atomic_compare_exchange(i.to_index(), compare, v)
+}
+
+/// Memory atomics work on: `ViewMut<T>` and shared arrays.
+pub trait AtomicTarget<T> {
+    /// The memory.
+    fn memory(&self) -> Mem<T>;
+}
+impl<T: IrType> AtomicTarget<T> for ViewMut<T> {
+    fn memory(&self) -> Mem<T> {
+        self.0
+    }
+}
+impl<T: IrType> AtomicTarget<T> for Mem<T> {
+    fn memory(&self) -> Mem<T> {
+        *self
+    }
+}

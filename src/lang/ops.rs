@@ -1,0 +1,124 @@
+//! Operators the kernel macro writes: comparisons in either order, `&&`/`||`, casts and
+//! `if` used as a value.
+
+use super::*;
+
+/// Comparisons the macro writes for `<`, `<=`, `>`, `>=`, `==`, `!=` between values and
+/// constants in either order.
+pub trait Compare<Rhs> {
+    /// `self < rhs`
+    fn lt_(self, rhs: Rhs) -> Val<bool>;
+    /// `self <= rhs`
+    fn le_(self, rhs: Rhs) -> Val<bool>;
+    /// `self > rhs`
+    fn gt_(self, rhs: Rhs) -> Val<bool>;
+    /// `self >= rhs`
+    fn ge_(self, rhs: Rhs) -> Val<bool>;
+    /// `self == rhs`
+    fn eq_(self, rhs: Rhs) -> Val<bool>;
+    /// `self != rhs`
+    fn ne_(self, rhs: Rhs) -> Val<bool>;
+}
+impl<T: Scalar, B: IntoVal<T>> Compare<B> for Val<T> {
+    fn lt_(self, rhs: B) -> Val<bool> {
+        self.lt(rhs)
+    }
+    fn le_(self, rhs: B) -> Val<bool> {
+        self.le(rhs)
+    }
+    fn gt_(self, rhs: B) -> Val<bool> {
+        self.gt(rhs)
+    }
+    fn ge_(self, rhs: B) -> Val<bool> {
+        self.ge(rhs)
+    }
+    fn eq_(self, rhs: B) -> Val<bool> {
+        self.eq(rhs)
+    }
+    fn ne_(self, rhs: B) -> Val<bool> {
+        self.ne(rhs)
+    }
+}
+macro_rules! lhs_compare {
+    ($($t:ty),*) => {$(
+        impl Compare<Val<$t>> for $t {
+            fn lt_(self, rhs: Val<$t>) -> Val<bool> { rhs.gt(self) }
+            fn le_(self, rhs: Val<$t>) -> Val<bool> { rhs.ge(self) }
+            fn gt_(self, rhs: Val<$t>) -> Val<bool> { rhs.lt(self) }
+            fn ge_(self, rhs: Val<$t>) -> Val<bool> { rhs.le(self) }
+            fn eq_(self, rhs: Val<$t>) -> Val<bool> { rhs.eq(self) }
+            fn ne_(self, rhs: Val<$t>) -> Val<bool> { rhs.ne(self) }
+        }
+    )*};
+}
+lhs_compare!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+
+/// `a && b` with both sides evaluated. `#[kiln::kernel]` writes `&&` with this where the right
+/// side is pure, and as an `if` where it may have an effect, so the right side runs only when
+/// Rust would run it.
+pub fn and(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
+    a.into_val().and(b)
+}
+
+/// `a || b` with both sides evaluated (see [`and`] for how kernels use it).
+pub fn or(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
+    a.into_val().or(b)
+}
+
+/// `x as U` for values and constants.
+pub trait CastTo {
+    /// The conversion under the IR's cast rules (saturating float-to-int, NaN to 0).
+    fn cast_to<U: Scalar>(self) -> Val<U>;
+}
+impl<T: Scalar> CastTo for Val<T> {
+    fn cast_to<U: Scalar>(self) -> Val<U> {
+        self.cast::<U>()
+    }
+}
+macro_rules! cast_lit {
+    ($($t:ty),*) => {$(
+        impl CastTo for $t {
+            fn cast_to<U: Scalar>(self) -> Val<U> {
+                kiln_ir::lit(self).cast::<U>()
+            }
+        }
+    )*};
+}
+cast_lit!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+
+/// `value` as a `Val<T>` (for `let x: T = value;`).
+pub fn typed<T: Scalar>(value: impl IntoVal<T>) -> Val<T> {
+    value.into_val()
+}
+
+/// The result of an `if`/`else` used as a value: each branch puts its value, the code after
+/// takes it (generated code).
+pub struct Slot<T> {
+    var: std::cell::Cell<Option<Var<T>>>,
+    name: &'static str,
+}
+impl<T: IrType> Slot<T> {
+    /// An empty slot; the local is declared by the first branch that puts a value.
+    pub fn new(name: &'static str) -> Slot<T> {
+        Slot {
+            var: std::cell::Cell::new(None),
+            name,
+        }
+    }
+    /// Stores a branch's value.
+    pub fn put(&self, v: impl IntoVal<T>) {
+        match self.var.get() {
+            Some(var) => var.set(v),
+            None => self.var.set(Some(Var::new(self.name, v))),
+        }
+    }
+    /// The value after the branches.
+    pub fn take(&self) -> Val<T> {
+        match self.var.get() {
+            Some(var) => var.get(),
+            None => {
+                kiln_ir::build_error("an `if` used as a value has no branch with a value".into())
+            }
+        }
+    }
+}
