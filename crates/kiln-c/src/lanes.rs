@@ -34,14 +34,14 @@ pub(crate) struct Lanes {
     pub loops: Vec<String>,
     /// Which of the kernel's device functions take the caller's mask (they use subgroup
     /// operations, directly or through calls).
-    pub functions: Vec<bool>,
+    pub functions: std::rc::Rc<[bool]>,
     /// Numbers the mask and flag variables.
     next: usize,
 }
 
 impl Lanes {
     /// Tracking for a body whose current mask is the C variable `current`.
-    pub fn new(current: &str, functions: Vec<bool>) -> Lanes {
+    pub fn new(current: &str, functions: std::rc::Rc<[bool]>) -> Lanes {
         Lanes {
             current: current.to_string(),
             loops: Vec::new(),
@@ -282,16 +282,7 @@ impl Writer {
         let (iter, flag) = (format!("kiln_iter{id}"), format!("kiln_jump{id}"));
         let _ = writeln!(out, "{pad}unsigned int {iter} = {outer};");
         let _ = writeln!(out, "{pad}int {flag} = 0;");
-        self.loop_id += 1;
-        let first = format!("kiln_loop{}", self.loop_id);
-        match continuing.0.is_empty() {
-            true => {
-                let _ = writeln!(out, "{pad}for (;;) {{");
-            }
-            false => {
-                let _ = writeln!(out, "{pad}for (bool {first} = true;; {first} = false) {{");
-            }
-        }
+        let first = self.open_loop(continuing, out, &pad);
         let _ = writeln!(out, "{pad}  {flag} = 0;");
         let lanes = self.tracking()?;
         lanes.current = iter.clone();

@@ -99,7 +99,8 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
     // CUDA kernels with subgroup operations carry lane masks through their control flow,
     // which the writer follows best with the device functions' statements in the body.
-    let k = match dialect == Dialect::Cuda && lanes::uses_subgroups(kernel) {
+    let tracked = dialect == Dialect::Cuda && lanes::uses_subgroups(kernel);
+    let k = match tracked {
         true => inline_calls(kernel).with_names(safe),
         false => kernel.with_names(safe),
     };
@@ -111,7 +112,7 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
         at: None,
         lanes: None,
     }
-    .kernel(&k)
+    .kernel(&k, tracked)
 }
 
 /// The C name of a scalar type in a dialect (register form; `bool` is `bool`).

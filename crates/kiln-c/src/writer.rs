@@ -6,11 +6,12 @@ use kiln_ir::*;
 use std::fmt::Write as _;
 
 impl Writer {
-    pub(crate) fn kernel(mut self, k: &Kernel) -> W<Source> {
-        let tracked = self.d == Dialect::Cuda && lanes::uses_subgroups(k);
-        let with_mask = match tracked {
-            true => lanes::functions_using_subgroups(k),
-            false => Vec::new(),
+    /// Writes `k`; `tracked` when its CUDA source tracks lane masks (see
+    /// [`lanes::uses_subgroups`]).
+    pub(crate) fn kernel(mut self, k: &Kernel, tracked: bool) -> W<Source> {
+        let with_mask: std::rc::Rc<[bool]> = match tracked {
+            true => lanes::functions_using_subgroups(k).into(),
+            false => std::rc::Rc::new([]),
         };
         let mut body = String::new();
         for (fi, f) in k.functions.iter().enumerate() {
@@ -439,12 +440,8 @@ impl Writer {
         depth: usize,
     ) -> W<()> {
         let pad = "  ".repeat(depth);
-        self.loop_id += 1;
-        let flag = format!("kiln_loop{}", self.loop_id);
-        if continuing.0.is_empty() {
-            let _ = writeln!(out, "{pad}for (;;) {{");
-        } else {
-            let _ = writeln!(out, "{pad}for (bool {flag} = true;; {flag} = false) {{");
+        let flag = self.open_loop(continuing, out, &pad);
+        if !continuing.0.is_empty() {
             let _ = writeln!(out, "{pad}  if (!{flag}) {{");
             self.block(cx, continuing, out, depth + 2)?;
             let _ = writeln!(out, "{pad}  }}");
@@ -452,5 +449,22 @@ impl Writer {
         self.block(cx, body, out, depth + 1)?;
         let _ = writeln!(out, "{pad}}}");
         Ok(())
+    }
+
+    /// Opens a C loop at `pad` whose `continuing` part runs at the top of every iteration
+    /// but the first: `for (;;) {`, or with a non-empty `continuing` a header that sets a
+    /// first-iteration flag. Returns the flag's name.
+    pub(crate) fn open_loop(&mut self, continuing: &Block, out: &mut String, pad: &str) -> String {
+        self.loop_id += 1;
+        let first = format!("kiln_loop{}", self.loop_id);
+        match continuing.0.is_empty() {
+            true => {
+                let _ = writeln!(out, "{pad}for (;;) {{");
+            }
+            false => {
+                let _ = writeln!(out, "{pad}for (bool {first} = true;; {first} = false) {{");
+            }
+        }
+        first
     }
 }
