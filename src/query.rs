@@ -21,8 +21,8 @@ use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan::{
-    chunks_of, grouped_groups, temp_bindings, Binding, DeviceProfile, Place, Plan, Rows, Run,
-    Source, Step, CHUNK, ITEM_CHUNK,
+    chunks_of, grouped_groups, read_value, temp_bindings, Binding, DeviceProfile, Place, Plan,
+    Rows, Run, Source, Step, CHUNK, ITEM_CHUNK,
 };
 use crate::plan_cache::{CompiledPlan, Fingerprint};
 use crate::row::{IntoRow, Row};
@@ -220,19 +220,6 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
         let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
         store_dyn(out, lit(0u32), v);
     }
-}
-
-fn as_bytes(w: &[u64]) -> &[u8] {
-    // SAFETY: u64 storage viewed as bytes.
-    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, w.len() * 8) }
-}
-
-fn read_value(w: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
-    let size = ty.size() as usize;
-    let bytes = &as_bytes(w)[i * size..(i + 1) * size];
-    let mut b = [0u8; 8];
-    b[..size].copy_from_slice(bytes);
-    ScalarValue::from_bits(ty, u64::from_le_bytes(b))
 }
 
 impl Context {

@@ -119,13 +119,13 @@ impl<'c> Run<'c> {
             .map(|t| {
                 let ty = plan.temps[t].ty;
                 match &self.temps[t] {
-                    TempMemory::Host(words) => Ok(first_value(words, ty)),
+                    TempMemory::Host(words) => Ok(read_value(words, 0, ty)),
                     TempMemory::Device(m) => {
                         let mut w = [0u64];
                         self.ctx
                             .backend()
                             .download(&**m, &mut bytes_mut(&mut w)[..ty.size() as usize])?;
-                        Ok(first_value(&w, ty))
+                        Ok(read_value(&w, 0, ty))
                     }
                 }
             })
@@ -180,13 +180,7 @@ impl<'c> Run<'c> {
             }
             Step::SumCounts { counts } => {
                 let n = plan.temps[*counts].len;
-                let TempMemory::Device(m) = &self.temps[*counts] else {
-                    return Err(mismatch(plan, "sums counts on the host".into()));
-                };
-                let mut words = crate::error::zeroed_host_vec(n.div_ceil(2).max(1), "counts")?;
-                self.ctx
-                    .backend()
-                    .download(&**m, &mut bytes_mut(&mut words)[..n * 4])?;
+                let words = self.temp_words(*counts)?;
                 self.rows = u32s(&words, n).iter().map(|c| *c as usize).sum();
                 Ok(())
             }
@@ -293,10 +287,11 @@ fn launch(
     ctx.launch_compiled(name, &*ready.kernel.compiled, &l.grid, &mut args)
 }
 
-fn first_value(words: &[u64], ty: ScalarType) -> ScalarValue {
+/// Value `i` of type `ty` in word storage holding values of `ty` one after another.
+pub(crate) fn read_value(words: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
     let size = ty.size() as usize;
     let mut b = [0u8; 8];
-    b[..size].copy_from_slice(&bytes(words)[..size]);
+    b[..size].copy_from_slice(&bytes(words)[i * size..(i + 1) * size]);
     ScalarValue::from_bits(ty, u64::from_le_bytes(b))
 }
 
