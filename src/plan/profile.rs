@@ -43,6 +43,8 @@ pub struct DeviceProfile {
     pub compute_units: u32,
     /// See [`DeviceInfo::indexed_private_arrays`].
     pub indexed_private_arrays: bool,
+    /// See [`DeviceInfo::max_shared_bytes`].
+    pub max_shared_bytes: u64,
 }
 
 impl DeviceProfile {
@@ -69,6 +71,7 @@ impl DeviceProfile {
             max_loop_iterations: device.max_loop_iterations,
             compute_units: device.compute_units,
             indexed_private_arrays: device.indexed_private_arrays,
+            max_shared_bytes: device.max_shared_bytes,
         };
         profile.chunk = chunk_len(profile.loop_budget());
         profile

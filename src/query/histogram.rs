@@ -301,6 +301,7 @@ mod tests {
             max_loop_iterations: None,
             compute_units: 4,
             indexed_private_arrays: true,
+            max_shared_bytes: 48 << 10,
         }
     }
 

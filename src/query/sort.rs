@@ -6,16 +6,24 @@
 //! the key's order (for floats IEEE 754's total order, as `f32::total_cmp`), and each pass
 //! sorts by one 8-bit digit of it, lowest first:
 //!
-//! 1. each work item counts the digits of its chunk of rows in a private 256-entry histogram
-//!    and stores it digit-major (`counts[digit * chunks + chunk]`);
+//! 1. the rows are cut into chunks, and the digits of each chunk are counted and stored
+//!    digit-major (`counts[digit * chunks + chunk]`);
 //! 2. an exclusive scan of the counts gives every (digit, chunk) pair its first output place;
-//! 3. each work item moves its chunk's rows, in order, to those places.
+//! 3. each chunk moves its rows, in order, to those places.
 //!
-//! Work items keep their chunk's order and the scan puts earlier chunks first, so every pass is
-//! stable, and the sort is. A key of `b` bits takes at most `b / 8` passes: a first reduction
-//! ANDs and ORs the ordered keys, and only the digits where the two differ get a pass (a pass
-//! over a digit every row shares would leave the rows where they are).
+//! The chunked plan (CPUs) gives each work item a long chunk, counted in a private histogram
+//! and moved row by row. The tiled plan (GPUs) gives each group a tile of `group * items`
+//! rows, read so that neighbouring work items read neighbouring rows: the count uses shared
+//! atomics, and the move ranks the tile's digits in shared memory first, by four stable
+//! splits on two bits each (a scan over the group per split), so that rows of one digit
+//! leave the tile as one run of neighbouring places.
+//!
+//! Chunks keep their order and the scan puts earlier chunks first, so every pass is stable,
+//! and the sort is. A key of `b` bits takes at most `b / 8` passes: a first reduction ANDs and
+//! ORs the ordered keys, and only the digits where the two differ get a pass (a pass over a
+//! digit every row shares would leave the rows where they are).
 
+use super::scan::group_inclusive_scan;
 use super::*;
 
 /// A key function: the row's column values to the key's value.
@@ -23,10 +31,72 @@ type KeyFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> AnyVal + 'a>;
 
 /// Digits of 8 bits: 256 counts per chunk.
 const RADIX: u32 = 256;
-/// Rows per work item in the grouped plan (the chunked plan takes the profile's chunk).
-const SORT_ITEM_CHUNK: u32 = 256;
-/// Work items per group in the grouped plan.
-const SORT_GROUP: u32 = 64;
+/// The most rows per work item in a tile.
+const TILE_ITEMS: u32 = 16;
+/// A tile row's place and digit share one `u32` in shared memory: the place in the low 16
+/// bits, the digit above.
+const PLACE_BITS: u32 = 16;
+
+/// How a sort's passes spread the rows over work items (see the module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PassShape {
+    /// Each work item alone takes a chunk of `chunk` rows.
+    Chunked { chunk: u32 },
+    /// Each group of `group` work items takes a tile of `group * items` rows.
+    Tiled { group: u32, items: u32 },
+}
+
+impl PassShape {
+    /// The shape for `profile`: tiled in the grouped plan, with as many rows per work item
+    /// (up to [`TILE_ITEMS`], a power of two) as the device's shared memory holds; chunked
+    /// otherwise, and where not even one row per work item fits.
+    fn of(profile: &DeviceProfile) -> PassShape {
+        let group = profile.group_size;
+        let fits = |items: u32| tile_shared_bytes(group, items) <= profile.max_shared_bytes;
+        match (1..=TILE_ITEMS.ilog2())
+            .rev()
+            .map(|b| 1 << b)
+            .chain([1])
+            .find(|&i| fits(i))
+        {
+            Some(items) if profile.grouped() && group * items <= 1 << PLACE_BITS => {
+                PassShape::Tiled { group, items }
+            }
+            _ => PassShape::Chunked {
+                chunk: profile.chunk,
+            },
+        }
+    }
+
+    /// Rows per chunk (a tile is a chunk).
+    fn rows(self) -> u32 {
+        match self {
+            PassShape::Chunked { chunk } => chunk,
+            PassShape::Tiled { group, items } => group * items,
+        }
+    }
+
+    /// Rows per work item of a tile; 0 when chunked.
+    fn items(self) -> u32 {
+        match self {
+            PassShape::Chunked { .. } => 0,
+            PassShape::Tiled { items, .. } => items,
+        }
+    }
+}
+
+/// The length of a tile's array of `rows` places with one spare word after every 32, so that
+/// work items reading `items` neighbouring places each hit different shared-memory banks.
+fn padded(rows: Val<u32>) -> Val<u32> {
+    rows + (rows >> 5u32)
+}
+
+/// The shared memory a tile of `group * items` rows takes in the move: two arrays of its
+/// padded places, two words per work item for the group's scans, and a start per digit.
+fn tile_shared_bytes(group: u32, items: u32) -> u64 {
+    let rows = (group * items) as u64;
+    4 * (2 * (rows + rows / 32) + 2 * group as u64 + RADIX as u64)
+}
 
 /// A sort of a query's rows, from [`Query::sort`], [`Query::sort_desc`],
 /// [`Query::sort_by_key`] or [`Query::sort_by_key_desc`]. Nothing runs until
@@ -39,24 +109,25 @@ pub struct Sorted<'a, T> {
 }
 
 /// The plan of the radix passes over `n` rows of `types` (the rows are the plan's inputs,
-/// one per column), one pass per digit at each of `shifts`, writing the sorted rows to the
-/// outputs: per pass a count launch, the exclusive scan of the counts into offsets (the plan
-/// of `offsets_scan`, inlined), and a scatter launch. The passes alternate between the input
-/// columns and a spare set; the last writes the outputs. Work items take
-/// [`SORT_ITEM_CHUNK`] rows in groups of [`SORT_GROUP`] in the grouped plan, a chunk each
-/// alone in the chunked plan.
+/// one per column) in chunks of `shape`, one pass per digit at each of `shifts`, writing the
+/// sorted rows to the outputs: per pass a count launch, the exclusive scan of the counts into
+/// offsets (the plan of `offsets_scan`, inlined), and a move launch. The passes alternate
+/// between the input columns and a spare set; the last writes the outputs.
 fn sort_plan(
     profile: &DeviceProfile,
+    shape: PassShape,
     types: &[ScalarType],
     n: usize,
     desc: bool,
     shifts: &[u32],
     offsets_scan: &Plan,
 ) -> Plan {
-    let (chunk, g) = sort_shape(profile);
-    let chunks = chunks_of(n, chunk);
+    let chunks = chunks_of(n, shape.rows());
     let scan = &offsets_scan.key.1;
-    let key = ("query_sort", [desc as u32, scan[0], scan[1]]);
+    // The order, and the tile's rows per work item above it (0 when chunked); the scan's
+    // shape gives the group.
+    let order = desc as u32 | shape.items() << 1;
+    let key = ("query_sort", [order, scan[0], scan[1]]);
     let mut plan = Plan::new("sort", *profile, key, Rows::Known(n));
     let (count, scatter) = (
         plan.kernel("query_sort_count"),
@@ -68,7 +139,10 @@ fn sort_plan(
     let spare: Vec<Binding> = temp_bindings(plan.temps("rows", types, n, Place::Device)).collect();
     let rows: Vec<Binding> = (0..types.len()).map(Binding::Input).collect();
     let outputs: Vec<Binding> = (0..types.len()).map(Binding::Output).collect();
-    let grid = Grid::linear(chunks.div_ceil(g), g);
+    let grid = match shape {
+        PassShape::Chunked { .. } => Grid::linear(chunks, 1),
+        PassShape::Tiled { group, .. } => Grid::linear(chunks, group),
+    };
     for (pass, &shift) in shifts.iter().enumerate() {
         let (from, to) = match pass % 2 {
             0 => (&rows, &spare),
@@ -81,7 +155,7 @@ fn sort_plan(
         };
         let scalars = [
             Binding::Scalar("n", n as u32),
-            Binding::Scalar("chunk", chunk),
+            Binding::Scalar("chunk", shape.rows()),
             Binding::Scalar("chunks", chunks),
             Binding::Scalar("shift", shift),
         ];
@@ -105,14 +179,6 @@ fn sort_plan(
         plan.launch(scatter, grid.clone(), b);
     }
     plan
-}
-
-/// The rows per work item of the passes on `profile`, and the work items per group.
-fn sort_shape(profile: &DeviceProfile) -> (u32, u32) {
-    match profile.grouped() {
-        true => (SORT_ITEM_CHUNK, SORT_GROUP.min(profile.max_group_size)),
-        false => (profile.chunk, 1),
-    }
 }
 
 /// The exclusive running sum of `n` digit counts, the sort's offsets: a scan whose column
@@ -316,9 +382,8 @@ impl<'a, T: Row> Sorted<'a, T> {
         }
     }
 
-    /// The parameters both pass kernels start with: the row columns, `n`, the chunk length,
-    /// the number of chunks and the digit's shift; with the chunk of the work item (its range
-    /// of rows) and its index.
+    /// The parameters both pass kernels start with: the row columns, `n`, the rows per chunk,
+    /// the number of chunks and the digit's shift.
     fn declare_pass(&self, k: &KernelScope) -> PassParams {
         let types = Query::<T>::out_types();
         let cols: Vec<Memory> = declare_columns(k, "rows", &types, Access::Read);
@@ -326,56 +391,189 @@ impl<'a, T: Row> Sorted<'a, T> {
         let chunk = k.value::<u32>("chunk");
         let chunks = k.value::<u32>("chunks");
         let shift = k.value::<u32>("shift");
-        let (start, end) = chunk_range(n, chunk);
         PassParams {
             types,
             cols,
+            n,
+            chunk,
             chunks,
             shift,
-            start,
-            end,
         }
     }
 
-    /// Counts the digits of each chunk into `counts[digit * chunks + chunk]`.
-    fn count_kernel(&self) -> Result<Kernel> {
+    /// Counts the digits of each chunk into `counts[digit * chunks + chunk]`: in a private
+    /// histogram per work item (chunked), or in shared memory per group (tiled).
+    fn count_kernel(&self, shape: PassShape) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_sort_count", |k| {
             let p = self.declare_pass(k);
             let counts = k.buffer::<u32>("counts", Access::Write);
-            let c = global_id(Axis::X);
-            if_then(c.lt(p.chunks), || {
-                let hist = LocalArray::<u32>::new("hist", RADIX);
-                for_range(p.start, p.end, |i| {
-                    let d = self.digit(&load_row(&p.cols, &p.types, i), p.shift);
-                    hist.set(d, hist.get(d) + 1u32);
+            let PassShape::Tiled { group, .. } = shape else {
+                let c = global_id(Axis::X);
+                let (start, end) = chunk_range(p.n, p.chunk);
+                if_then(c.lt(p.chunks), || {
+                    let hist = LocalArray::<u32>::new("hist", RADIX);
+                    for_range(start, end, |i| {
+                        let d = self.digit(&load_row(&p.cols, &p.types, i), p.shift);
+                        hist.set(d, hist.get(d) + 1u32);
+                    });
+                    for_range(0u32, RADIX, |d| counts.store(d * p.chunks + c, hist.get(d)));
                 });
-                for_range(0u32, RADIX, |d| counts.store(d * p.chunks + c, hist.get(d)));
+                return;
+            };
+            let hist = k.shared::<u32>("digit_counts", SharedLen::Static(RADIX));
+            let (l, tile) = (local_id(Axis::X), group_id(Axis::X));
+            for_range_step(l, lit(RADIX), lit(group), |d| hist.store(d, 0u32));
+            barrier();
+            let base = tile * p.chunk;
+            for_range_step(base + l, (base + p.chunk).min(p.n), lit(group), |i| {
+                let d = self.digit(&load_row(&p.cols, &p.types, i), p.shift);
+                hist.atomic_add(d, 1u32);
+            });
+            barrier();
+            for_range_step(l, lit(RADIX), lit(group), |d| {
+                counts.store(d * p.chunks + tile, hist.load(d))
             });
         })?)
     }
 
     /// Moves each chunk's rows, in order, from the places `offsets[digit * chunks + chunk]`
-    /// on.
-    fn scatter_kernel(&self) -> Result<Kernel> {
+    /// on: row by row per work item (chunked), or ranked in shared memory first (tiled).
+    fn scatter_kernel(&self, shape: PassShape) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_sort_scatter", |k| {
             let p = self.declare_pass(k);
             let offsets = k.buffer::<u32>("offsets", Access::Read);
             let outs: Vec<Memory> = declare_columns(k, "out", &p.types, Access::Write);
-            let c = global_id(Axis::X);
-            if_then(c.lt(p.chunks), || {
-                let next = LocalArray::<u32>::new("next", RADIX);
-                for_range(0u32, RADIX, |d| next.set(d, offsets.load(d * p.chunks + c)));
-                for_range(p.start, p.end, |i| {
-                    let vals = load_row(&p.cols, &p.types, i);
-                    let d = self.digit(&vals, p.shift);
-                    let at = next.get(d);
-                    for (o, v) in outs.iter().zip(&vals) {
-                        store_dyn(*o, at, v);
-                    }
-                    next.set(d, at + 1u32);
+            let PassShape::Tiled { group, items } = shape else {
+                let c = global_id(Axis::X);
+                let (start, end) = chunk_range(p.n, p.chunk);
+                if_then(c.lt(p.chunks), || {
+                    let next = LocalArray::<u32>::new("next", RADIX);
+                    for_range(0u32, RADIX, |d| next.set(d, offsets.load(d * p.chunks + c)));
+                    for_range(start, end, |i| {
+                        let vals = load_row(&p.cols, &p.types, i);
+                        let d = self.digit(&vals, p.shift);
+                        let at = next.get(d);
+                        for (o, v) in outs.iter().zip(&vals) {
+                            store_dyn(*o, at, v);
+                        }
+                        next.set(d, at + 1u32);
+                    });
                 });
-            });
+                return;
+            };
+            self.move_tile(k, &p, group, items, offsets, &outs);
         })?)
+    }
+
+    /// The tiled move (see the module): the tile's places, each with its row's digit, are
+    /// sorted by digit in shared memory, then each row goes to its digit's offset plus its
+    /// rank among the tile's rows of that digit, so neighbouring work items write
+    /// neighbouring places.
+    fn move_tile(
+        &self,
+        k: &KernelScope,
+        p: &PassParams,
+        group: u32,
+        items: u32,
+        offsets: Mem<u32>,
+        outs: &[Memory],
+    ) {
+        let rows = group * items;
+        let half = rows + rows / 32;
+        let places = k.shared::<u32>("tile_places", SharedLen::Static(2 * half));
+        let sums = [
+            k.shared::<u32>("split_sums_low", SharedLen::Static(group)),
+            k.shared::<u32>("split_sums_high", SharedLen::Static(group)),
+        ];
+        let starts = k.shared::<u32>("digit_starts", SharedLen::Static(RADIX));
+        let (l, tile) = (local_id(Axis::X), group_id(Axis::X));
+        let base = tile * p.chunk;
+        let valid = select(base.lt(p.n), p.n - base, 0u32).min(p.chunk);
+        // Each place with its row's digit; places past the rows take the largest digit and,
+        // coming last, stay behind every row.
+        for_range(0u32, items, |j| {
+            let at = j * group + l;
+            let digit = Var::new("digit", RADIX - 1);
+            if_then(at.lt(valid), || {
+                digit.set(self.digit(&load_row(&p.cols, &p.types, base + at), p.shift))
+            });
+            places.store(padded(at), (digit.get() << PLACE_BITS) | at);
+        });
+        barrier();
+        // Four stable splits on two bits of the digit each, lowest first. Each work item
+        // takes `items` neighbouring places; the group's scan of how many of each value of
+        // the two bits come before each work item (four counts of 16 bits in two words)
+        // gives every place its new one.
+        for_range(0u32, 4u32, |split| {
+            let from = (split & 1u32) * half;
+            let to = half - from;
+            let bits_of = |v: Val<u32>| (v >> (split * 2u32 + PLACE_BITS)) & 3u32;
+            // One more of `bits` in the two words of counts.
+            let one = |bits: Val<u32>| {
+                let one = 1u32 << ((bits & 1u32) * 16u32);
+                (
+                    select(bits.lt(2u32), one, 0u32),
+                    select(bits.ge(2u32), one, 0u32),
+                )
+            };
+            let own = [Var::new("own_low", 0u32), Var::new("own_high", 0u32)];
+            let mine = |j: Val<u32>| from + padded(l * items + j);
+            for_range(0u32, items, |j| {
+                let (low, high) = one(bits_of(places.load(mine(j))));
+                own[0].set(own[0].get() + low);
+                own[1].set(own[1].get() + high);
+            });
+            for (s, o) in sums.iter().zip(&own) {
+                s.store(l, o.get());
+            }
+            barrier();
+            let memories = sums.map(|s| s.memory());
+            group_inclusive_scan(&memories, &[ScalarType::U32; 2], &add_u32_pair, group);
+            let before: Vec<Var<u32>> = sums
+                .iter()
+                .zip(&own)
+                .map(|(s, o)| Var::new("before", s.load(l) - o.get()))
+                .collect();
+            let (low, high) = (sums[0].load(group - 1), sums[1].load(group - 1));
+            let totals = [low & 0xFFFFu32, low >> 16u32, high & 0xFFFFu32];
+            for_range(0u32, items, |j| {
+                let v = places.load(mine(j));
+                let bits = bits_of(v);
+                let first = (0..3).fold(lit(0u32), |acc, b| {
+                    acc + select(bits.gt(b as u32), totals[b], 0u32)
+                });
+                let word = select(bits.lt(2u32), before[0].get(), before[1].get());
+                let rank = (word >> ((bits & 1u32) * 16u32)) & 0xFFFFu32;
+                places.store(to + padded(first + rank), v);
+                let (low, high) = one(bits);
+                before[0].set(before[0].get() + low);
+                before[1].set(before[1].get() + high);
+            });
+            barrier();
+        });
+        // After an even number of splits the sorted places are in the first half. Each run of
+        // one digit notes where it starts.
+        let digit_at = |at: Val<u32>| places.load(padded(at)) >> PLACE_BITS;
+        for_range(0u32, items, |j| {
+            let at = j * group + l;
+            let d = digit_at(at);
+            let before = select(at.gt(0u32), digit_at(at.max(1u32) - 1u32), RADIX);
+            if_then(before.ne(d), || starts.store(d, at));
+        });
+        barrier();
+        for_range(0u32, items, |j| {
+            let at = j * group + l;
+            let v = places.load(padded(at));
+            let row = v & ((1u32 << PLACE_BITS) - 1);
+            if_then(row.lt(valid), || {
+                let d = v >> PLACE_BITS;
+                let to = offsets.load(d * p.chunks + tile) + at - starts.load(d);
+                let vals = load_row(&p.cols, &p.types, base + row);
+                for (o, v) in outs.iter().zip(&vals) {
+                    store_dyn(*o, to, v);
+                }
+            });
+        });
     }
 
     /// The fingerprint of `plan`'s kernels (see the `plan_cache` module): the row types, the
@@ -399,12 +597,13 @@ impl<'a, T: Row> Sorted<'a, T> {
         let profile = ctx.profile();
         let types = Query::<T>::out_types();
         let shifts = self.digit_shifts(rows, n)?;
-        let digits = chunks_of(n, sort_shape(&profile).0) as usize * RADIX as usize;
+        let shape = PassShape::of(&profile);
+        let digits = chunks_of(n, shape.rows()) as usize * RADIX as usize;
         let scan = offsets_scan(ctx, digits);
         let scan_plan = scan.plan(&profile);
-        let plan = sort_plan(&profile, &types, n, self.desc, &shifts, &scan_plan);
+        let plan = sort_plan(&profile, shape, &types, n, self.desc, &shifts, &scan_plan);
         let kernels = ctx.plan(self.fingerprint(&plan), || {
-            let mut ks = vec![self.count_kernel()?, self.scatter_kernel()?];
+            let mut ks = vec![self.count_kernel(shape)?, self.scatter_kernel(shape)?];
             ks.extend(scan.kernels(&scan_plan)?);
             Ok(ks)
         })?;
@@ -431,10 +630,17 @@ impl<'a, T: Scalar + Row> Sorted<'a, T> {
 struct PassParams {
     types: Vec<ScalarType>,
     cols: Vec<Memory>,
+    n: Val<u32>,
+    /// Rows per chunk.
+    chunk: Val<u32>,
     chunks: Val<u32>,
     shift: Val<u32>,
-    /// The first row of the work item's chunk.
-    start: Val<u32>,
-    /// One past its last row.
-    end: Val<u32>,
+}
+
+/// Adds two rows of two `u32` each, column by column.
+fn add_u32_pair(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
+    vec![
+        bin(BinaryOp::Add, &a[0], &b[0]),
+        bin(BinaryOp::Add, &a[1], &b[1]),
+    ]
 }

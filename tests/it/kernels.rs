@@ -1548,12 +1548,14 @@ fn generated_code_matches_the_snapshots() {
         max_loop_iterations: None,
         compute_units: 2,
         indexed_private_arrays: true,
+        max_shared_bytes: 64 << 20,
     };
     let grouped = kiln::DeviceProfile {
         shape: kiln::PlanShape::Grouped,
         max_group_size: 1024,
         fits_groups_to_work: false,
         compute_units: 132,
+        max_shared_bytes: 227 << 10,
         ..chunked
     };
     let kernels = [
