@@ -644,3 +644,77 @@ fn add_u32_pair(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
         bin(BinaryOp::Add, &a[1], &b[1]),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanShape, Step};
+
+    fn profile(shape: PlanShape, max_shared_bytes: u64) -> DeviceProfile {
+        DeviceProfile {
+            shape,
+            group_size: 256,
+            chunk: 16384,
+            max_group_size: 1024,
+            fits_groups_to_work: false,
+            max_loop_iterations: None,
+            compute_units: 4,
+            indexed_private_arrays: true,
+            max_shared_bytes,
+        }
+    }
+
+    #[test]
+    fn tiles_take_as_many_rows_as_shared_memory_holds() {
+        let tiled = |items| PassShape::Tiled { group: 256, items };
+        let grouped = |bytes| PassShape::of(&profile(PlanShape::Grouped, bytes));
+        // 36 KiB for 16 rows per work item (two padded arrays of 4096 places, the scan's
+        // two words per work item and 256 starts), 19.5 KiB for 8, 11.25 KiB for 4.
+        assert_eq!(grouped(48 << 10), tiled(16));
+        assert_eq!(grouped(36 << 10), tiled(16));
+        assert_eq!(grouped((36 << 10) - 1), tiled(8));
+        assert_eq!(grouped(16 << 10), tiled(4));
+        assert_eq!(grouped(1 << 10), PassShape::Chunked { chunk: 16384 });
+        let chunked = PassShape::of(&profile(PlanShape::Chunked, 48 << 10));
+        assert_eq!(chunked, PassShape::Chunked { chunk: 16384 });
+    }
+
+    #[test]
+    fn each_pass_counts_scans_and_moves_over_tiles() {
+        let ctx = Context::with_backend(crate::BackendKind::Cpu).unwrap();
+        let gpu = profile(PlanShape::Grouped, 48 << 10);
+        let n = 100_000;
+        let shape = PassShape::of(&gpu);
+        let tiles = chunks_of(n, shape.rows());
+        assert_eq!(tiles, 25);
+        let scan = offsets_scan(&ctx, tiles as usize * RADIX as usize);
+        let scan_plan = scan.plan(&gpu);
+        let plan = sort_plan(
+            &gpu,
+            shape,
+            &[ScalarType::U32],
+            n,
+            false,
+            &[0, 8],
+            &scan_plan,
+        );
+        let launches: Vec<(&str, u32, u32)> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Launch(l) => Some((
+                    plan.kernels[l.kernel],
+                    l.grid.groups[0],
+                    l.grid.group_size[0],
+                )),
+                _ => None,
+            })
+            .collect();
+        let scan_launches = scan_plan.steps.len();
+        assert_eq!(launches.len(), 2 * (2 + scan_launches));
+        for pass in launches.chunks(2 + scan_launches) {
+            assert_eq!(pass[0], ("query_sort_count", tiles, 256));
+            assert_eq!(pass[scan_launches + 1], ("query_sort_scatter", tiles, 256));
+        }
+    }
+}
