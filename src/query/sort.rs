@@ -613,6 +613,43 @@ impl<'a, T: Row> Sorted<'a, T> {
     }
 }
 
+impl<'a, T: Row> Sorted<'a, T> {
+    /// What the sort would run on the context's device ([`Sorted::explain_on`] its profile).
+    pub fn explain(&self) -> String {
+        let device = self.query.ctx.device();
+        format!("device: {} ({})\n", device.backend, device.name)
+            + &self.explain_on(&self.query.ctx.profile())
+    }
+
+    /// What the sort would run on a device of `profile`, without running anything: the plan
+    /// writing the query's rows to device columns, then the sort's plan over as many rows as
+    /// the query's source has, with a pass per byte of the key. A run sorts only the rows a
+    /// filter keeps, and first reduces the keys (a plan not shown here) to skip the bytes
+    /// every row shares (see the module).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let keys: Vec<u32> = (0..100_000).rev().collect();
+    /// let gpu = kiln::DeviceProfile { shape: kiln::PlanShape::Grouped, ..ctx.profile() };
+    /// let plan = ctx.from(&keys).sort().explain_on(&gpu);
+    /// assert_eq!(plan.matches("launch query_sort_scatter").count(), 4);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        let n = self.query.len;
+        let shape = PassShape::of(profile);
+        let digits = chunks_of(n, shape.rows()) as usize * RADIX as usize;
+        let scan_plan = offsets_scan(&self.query.ctx, digits).plan(profile);
+        let shifts: Vec<u32> = (0..self.key_type.bits().max(8) / 8)
+            .map(|d| d * 8)
+            .collect();
+        let types = Query::<T>::out_types();
+        let plan = sort_plan(profile, shape, &types, n, self.desc, &shifts, &scan_plan);
+        format!("{}\n{plan}", self.query.materialize_plan(profile))
+    }
+}
+
 impl<'a, T: Scalar + Row> Sorted<'a, T> {
     /// Runs the sort and collects the elements into a new buffer on the device, without
     /// copying them to the host. Fails as [`Sorted::to_vec`] does.
