@@ -84,6 +84,12 @@ for root in nvidia.__path__:
                 if [ "$module" != - ]; then
                     name="$name-$module"
                     filter=("$module::")
+                    # A filter matches anywhere in a name: `cache::` skips `disk_cache::`.
+                    for other in $modules; do
+                        if [ "$other" != "$module" ] && [[ "$other" == *"$module"* ]]; then
+                            filter+=(--skip "$other::")
+                        fi
+                    done
                 fi
                 rm -rf "$cache"
                 local start=$SECONDS
