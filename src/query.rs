@@ -40,7 +40,7 @@ mod scan;
 mod sort;
 pub use group::{Distinct, GroupBy};
 use materialize::{collect_rows, new_buffer};
-use reduce::{add_u32, fold_into, identity_vars, min_max_identity, one_u32};
+use reduce::{add_columns, fold_into, identity_vars, min_max_identity, one_u32};
 pub use scan::Scan;
 pub use sort::Sorted;
 

@@ -277,7 +277,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let pairs = self.pairs::<u32>(Box::new(one_u32))?;
-        if let Some(counts) = dense_fold(&pairs, &[ScalarValue::U32(0)], &add_u32)? {
+        if let Some(counts) = dense_fold(&pairs, &[ScalarValue::U32(0)], &add_columns)? {
             return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
         }
         let ctx = pairs.ctx.clone();

@@ -138,7 +138,7 @@ impl<'a, T: Row> Query<'a, T> {
         self.chunked_fold_kernel(
             "query_filter_count",
             &[ScalarValue::U32(0)],
-            &add_u32,
+            &add_columns,
             &one_u32,
             Order::Any,
         )
@@ -231,7 +231,7 @@ impl<'a, T: Row> Query<'a, T> {
                 self.grouped_reduce_kernel(
                     "query_filter_count_grouped",
                     &[ScalarValue::U32(0)],
-                    &add_u32,
+                    &add_columns,
                     &one_u32,
                     Order::Any,
                     plan.profile.group_size,
@@ -271,7 +271,7 @@ impl<'a, T: Row> Query<'a, T> {
                 scan::group_inclusive_scan(
                     &[item_counts.memory()],
                     &[ScalarType::U32],
-                    &add_u32,
+                    &add_columns,
                     g,
                 );
                 // The counts before this work item's, read from shared memory rather than

@@ -334,7 +334,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// Number of elements (after filters).
     pub fn count(self) -> Result<usize> {
         let q = self.map_erased(one_u32);
-        let v = q.reduce_values(vec![ScalarValue::U32(0)], &add_u32, Order::Any)?;
+        let v = q.reduce_values(vec![ScalarValue::U32(0)], &add_columns, Order::Any)?;
         Ok(v[0].to_bits() as usize)
     }
 
@@ -660,9 +660,12 @@ pub(super) fn grouped_fold_kernel(
     })?)
 }
 
-/// `a + b` on one `u32` column: counting.
-pub(super) fn add_u32(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
-    vec![bin(BinaryOp::Add, &a[0], &b[0])]
+/// `a + b`, column by column: counting (one `u32` column), or several counts side by side.
+pub(super) fn add_columns(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| bin(BinaryOp::Add, x, y))
+        .collect()
 }
 
 /// A `u32` 1 for any row: what counting adds up.

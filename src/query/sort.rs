@@ -53,10 +53,9 @@ impl PassShape {
     fn of(profile: &DeviceProfile) -> PassShape {
         let group = profile.group_size;
         let fits = |items: u32| tile_shared_bytes(group, items) <= profile.max_shared_bytes;
-        match (1..=TILE_ITEMS.ilog2())
+        match (0..=TILE_ITEMS.ilog2())
             .rev()
             .map(|b| 1 << b)
-            .chain([1])
             .find(|&i| fits(i))
         {
             Some(items) if profile.grouped() && group * items <= 1 << PLACE_BITS => {
@@ -91,11 +90,15 @@ fn padded(rows: Val<u32>) -> Val<u32> {
     rows + (rows >> 5u32)
 }
 
+/// The length of a tile's array of `rows` places, [`padded`] (the index one past its last).
+fn padded_len(rows: u32) -> u32 {
+    rows + rows / 32
+}
+
 /// The shared memory a tile of `group * items` rows takes in the move: two arrays of its
 /// padded places, two words per work item for the group's scans, and a start per digit.
 fn tile_shared_bytes(group: u32, items: u32) -> u64 {
-    let rows = (group * items) as u64;
-    4 * (2 * (rows + rows / 32) + 2 * group as u64 + RADIX as u64)
+    4 * (2 * padded_len(group * items) as u64 + 2 * group as u64 + RADIX as u64)
 }
 
 /// A sort of a query's rows, from [`Query::sort`], [`Query::sort_desc`],
@@ -478,8 +481,7 @@ impl<'a, T: Row> Sorted<'a, T> {
         offsets: Mem<u32>,
         outs: &[Memory],
     ) {
-        let rows = group * items;
-        let half = rows + rows / 32;
+        let half = padded_len(group * items);
         let places = k.shared::<u32>("tile_places", SharedLen::Static(2 * half));
         let sums = [
             k.shared::<u32>("split_sums_low", SharedLen::Static(group)),
@@ -528,7 +530,7 @@ impl<'a, T: Row> Sorted<'a, T> {
             }
             barrier();
             let memories = sums.map(|s| s.memory());
-            group_inclusive_scan(&memories, &[ScalarType::U32; 2], &add_u32_pair, group);
+            group_inclusive_scan(&memories, &[ScalarType::U32; 2], &add_columns, group);
             let before: Vec<Var<u32>> = sums
                 .iter()
                 .zip(&own)
@@ -576,6 +578,22 @@ impl<'a, T: Row> Sorted<'a, T> {
         });
     }
 
+    /// The sort of `n` rows on a device of `profile` by the digits at `shifts`.
+    fn plan(&self, profile: &DeviceProfile, n: usize, shifts: &[u32]) -> SortPlan {
+        let shape = PassShape::of(profile);
+        let digits = chunks_of(n, shape.rows()) as usize * RADIX as usize;
+        let scan = offsets_scan(&self.query.ctx, digits);
+        let scan_plan = scan.plan(profile);
+        let types = Query::<T>::out_types();
+        let plan = sort_plan(profile, shape, &types, n, self.desc, shifts, &scan_plan);
+        SortPlan {
+            shape,
+            scan,
+            scan_plan,
+            plan,
+        }
+    }
+
     /// The fingerprint of `plan`'s kernels (see the `plan_cache` module): the row types, the
     /// order, the scan's shape and the ordered key of one row.
     fn fingerprint(&self, plan: &Plan) -> Option<Fingerprint> {
@@ -594,21 +612,16 @@ impl<'a, T: Row> Sorted<'a, T> {
     /// `rows`), and writes the last pass into `outs` (one argument per column).
     fn passes(&self, rows: &Columns, n: usize, outs: Vec<LaunchArg<'_>>) -> Result<()> {
         let ctx = &self.query.ctx;
-        let profile = ctx.profile();
-        let types = Query::<T>::out_types();
         let shifts = self.digit_shifts(rows, n)?;
-        let shape = PassShape::of(&profile);
-        let digits = chunks_of(n, shape.rows()) as usize * RADIX as usize;
-        let scan = offsets_scan(ctx, digits);
-        let scan_plan = scan.plan(&profile);
-        let plan = sort_plan(&profile, shape, &types, n, self.desc, &shifts, &scan_plan);
-        let kernels = ctx.plan(self.fingerprint(&plan), || {
+        let planned = self.plan(&ctx.profile(), n, &shifts);
+        let kernels = ctx.plan(self.fingerprint(&planned.plan), || {
+            let shape = planned.shape;
             let mut ks = vec![self.count_kernel(shape)?, self.scatter_kernel(shape)?];
-            ks.extend(scan.kernels(&scan_plan)?);
+            ks.extend(planned.scan.kernels(&planned.scan_plan)?);
             Ok(ks)
         })?;
         let sources: Vec<Source> = rows.iter().map(|m| Source::Device(&**m)).collect();
-        Run::start(ctx, plan, kernels, &sources)?.finish(&sources, outs)?;
+        Run::start(ctx, planned.plan, kernels, &sources)?.finish(&sources, outs)?;
         Ok(())
     }
 }
@@ -637,15 +650,10 @@ impl<'a, T: Row> Sorted<'a, T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn explain_on(&self, profile: &DeviceProfile) -> String {
-        let n = self.query.len;
-        let shape = PassShape::of(profile);
-        let digits = chunks_of(n, shape.rows()) as usize * RADIX as usize;
-        let scan_plan = offsets_scan(&self.query.ctx, digits).plan(profile);
         let shifts: Vec<u32> = (0..self.key_type.bits().max(8) / 8)
             .map(|d| d * 8)
             .collect();
-        let types = Query::<T>::out_types();
-        let plan = sort_plan(profile, shape, &types, n, self.desc, &shifts, &scan_plan);
+        let plan = self.plan(profile, self.query.len, &shifts).plan;
         format!("{}\n{plan}", self.query.materialize_plan(profile))
     }
 }
@@ -663,6 +671,18 @@ impl<'a, T: Scalar + Row> Sorted<'a, T> {
     }
 }
 
+/// What [`Sorted::plan`] makes.
+struct SortPlan {
+    /// How the passes spread the rows.
+    shape: PassShape,
+    /// The offsets scan, whose kernels the sort's plan runs.
+    scan: Scan<'static, u32>,
+    /// Its plan, inlined in `plan` once per pass.
+    scan_plan: Plan,
+    /// The sort's plan.
+    plan: Plan,
+}
+
 /// What [`Sorted::declare_pass`] declares.
 struct PassParams {
     types: Vec<ScalarType>,
@@ -672,14 +692,6 @@ struct PassParams {
     chunk: Val<u32>,
     chunks: Val<u32>,
     shift: Val<u32>,
-}
-
-/// Adds two rows of two `u32` each, column by column.
-fn add_u32_pair(a: Vec<AnyVal>, b: Vec<AnyVal>) -> Vec<AnyVal> {
-    vec![
-        bin(BinaryOp::Add, &a[0], &b[0]),
-        bin(BinaryOp::Add, &a[1], &b[1]),
-    ]
 }
 
 #[cfg(test)]
