@@ -3601,6 +3601,10 @@ fn reserved_and_colliding_names_compile_on_every_backend() {
         "loop",
         "kiln_const0",
         "x_len",
+        "threadIdx",
+        "kernel",
+        "global",
+        "fn",
     ];
     let k = Kernel::build("float4", |k| {
         let out = k.buffer::<u32>("out", Access::Write);

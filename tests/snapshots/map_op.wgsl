@@ -10,9 +10,9 @@ var<private> kiln_gid: vec3<u32>;
 var<private> kiln_groups: vec3<u32>;
 var<private> kiln_lindex: u32;
 // NaN gives the other operand; of -0 and +0, min gives -0 and max +0
-fn kiln_max_f32(a: f32, b: f32) -> f32 { if (!(a == a)) { return b; } if (!(b == b)) { return a; } if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); } return max(a, b); }
-// NaN gives the other operand; of -0 and +0, min gives -0 and max +0
 fn kiln_min_f32(a: f32, b: f32) -> f32 { if (!(a == a)) { return b; } if (!(b == b)) { return a; } if (a == b) { return bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)); } return min(a, b); }
+// NaN gives the other operand; of -0 and +0, min gives -0 and max +0
+fn kiln_max_f32(a: f32, b: f32) -> f32 { if (!(a == a)) { return b; } if (!(b == b)) { return a; } if (a == b) { return bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)); } return max(a, b); }
 // device function #0 (inline)
 fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {
   let t0: f32 = e0;

@@ -2,348 +2,80 @@
 //! amounts, saturating casts, NaN in min/max), math functions, builtins and atomics.
 
 use crate::*;
-use kiln_ir::*;
 
-impl Writer {
-    pub(crate) fn expr(&mut self, cx: &Cx, h: Handle) -> W<Vals> {
-        let e = &cx.body.exprs[h.index()];
-        let ty = cx.ty(h)?;
-        let one = |s: String| {
-            Ok(Vals {
-                comps: vec![s],
-                call_struct: None,
-                fn_name: String::new(),
-            })
-        };
-        let u32t = Type::Scalar(ScalarType::U32);
-        let arg = |x: Handle, c: usize| -> W<String> { Ok(temp_name(x, c, &cx.ty(x)?)) };
-        match e {
-            Expr::Literal(v) => one(self.lit(*v)),
-            Expr::Param(i) => {
-                let p = &cx.params[*i as usize];
-                let flat = ty.flatten();
-                let comps = flat
-                    .iter()
-                    .enumerate()
-                    .map(|(c, (s, _))| {
-                        let name = if !cx.is_kernel() {
-                            component_name(&p.name, c, ty.flatten().len())
-                        } else if flat.len() == 1 {
-                            p.name.clone()
-                        } else {
-                            format!("{}_{c}", p.name)
-                        };
-                        if *s == ScalarType::Bool && cx.is_kernel() {
-                            format!("({name} != 0)")
-                        } else {
-                            name
-                        }
-                    })
-                    .collect();
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::LocalGet(l) => {
-                let name = cx.local_name(l.0 as usize);
-                Ok(Vals {
-                    comps: (0..ty.flatten().len())
-                        .map(|c| component_name(&name, c, ty.flatten().len()))
-                        .collect(),
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::LocalIndex { local, index } => {
-                let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
-                    return err("not an array local");
-                };
-                let name = cx.local_name(local.0 as usize);
-                let comps = e.flatten().len();
-                let i = temp_name(*index, 0, &u32t);
-                let checked = !cx.in_bounds.load(h);
-                let vals = e
-                    .flatten()
-                    .iter()
-                    .enumerate()
-                    .map(|(c, (s, _))| {
-                        let arr = if comps == 1 {
-                            name.clone()
-                        } else {
-                            format!("{name}_{c}")
-                        };
-                        if checked {
-                            format!(
-                                "(({i} < {n}u) ? {arr}[{i}] : {})",
-                                self.lit(ScalarValue::zero(*s))
-                            )
-                        } else {
-                            format!("{arr}[{i}]")
-                        }
-                    })
-                    .collect();
-                Ok(Vals {
-                    comps: vals,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Load { memory, index } => {
-                let (name, elem) = mem_info(cx.kernel, *memory)?;
-                let i = temp_name(*index, 0, &u32t);
-                let checked = !cx.in_bounds.load(h);
-                let vals = elem
-                    .flatten()
-                    .into_iter()
-                    .map(|(s, off)| {
-                        let r = self.elem_ref(&name, &elem, s, off, &i, *memory);
-                        let r = if s == ScalarType::Bool {
-                            format!("({r} != 0)")
-                        } else {
-                            r
-                        };
-                        if checked {
-                            format!(
-                                "(({i} < {name}_len) ? {r} : {})",
-                                self.lit(ScalarValue::zero(s))
-                            )
-                        } else {
-                            r
-                        }
-                    })
-                    .collect();
-                Ok(Vals {
-                    comps: vals,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Len(m) => one(format!("{}_len", mem_info(cx.kernel, *m)?.0)),
-            Expr::Binary { op, lhs, rhs } => {
-                let lt = cx.ty(*lhs)?;
-                let s = lt
-                    .component()
-                    .ok_or_else(|| WriteError("binary on a non-scalar".into()))?;
-                let comps = (0..lt.flatten().len())
-                    .map(|c| {
-                        self.binary(*op, s, &temp_name(*lhs, c, &lt), &temp_name(*rhs, c, &lt))
-                    })
-                    .collect::<W<Vec<_>>>()?;
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Unary { op, arg: a } => {
-                let s = ty
-                    .component()
-                    .ok_or_else(|| WriteError("unary on a non-scalar".into()))?;
-                let comps = (0..ty.flatten().len())
-                    .map(|c| {
-                        let x = temp_name(*a, c, &ty);
-                        match (op, s) {
-                            (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
-                            // Narrow signed negation sign-extends by shifts: NVRTC 13 for
-                            // sm_90 on an H100 widened `(short)(0u - (unsigned)x)` of -32768
-                            // to +32768 (it emits neg.s16, whose widening ptxas gets wrong).
-                            (UnaryOp::Neg, s) if s.is_signed() && s.bits() < 32 => format!(
-                                "(({})(((int)((0u - (unsigned int){x}) << {w})) >> {w}))",
-                                self.t(s),
-                                w = 32 - s.bits()
-                            ),
-                            (UnaryOp::Neg, s) => format!(
-                                "(({})((({})0) - ({}){x}))",
-                                self.t(s),
-                                self.t(wide_unsigned(s)),
-                                self.t(wide_unsigned(s))
-                            ),
-                            (UnaryOp::Not, ScalarType::Bool) => format!("(!{x})"),
-                            (UnaryOp::Not, s) => format!("(({})(~{x}))", self.t(s)),
-                        }
-                    })
-                    .collect();
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Select {
-                cond,
-                accept,
-                reject,
-            } => {
-                let c = arg(*cond, 0)?;
-                let comps = (0..ty.flatten().len())
-                    .map(|i| {
-                        format!(
-                            "({c} ? {} : {})",
-                            temp_name(*accept, i, &ty),
-                            temp_name(*reject, i, &ty)
-                        )
-                    })
-                    .collect();
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Cast { arg: a, to } => {
-                let at = cx.ty(*a)?;
-                let from = at
-                    .component()
-                    .ok_or_else(|| WriteError("cast of a non-scalar".into()))?;
-                self.note_type(*to);
-                let comps = (0..at.flatten().len())
-                    .map(|c| self.cast(&temp_name(*a, c, &at), from, *to))
-                    .collect();
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Bitcast { arg: a, to } => {
-                let at = cx.ty(*a)?;
-                let from = at
-                    .component()
-                    .ok_or_else(|| WriteError("bitcast of a non-scalar".into()))?;
-                let comps = (0..at.flatten().len())
-                    .map(|c| self.bitcast(&temp_name(*a, c, &at), from, *to))
-                    .collect();
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Math { fun, args } => {
-                let at = cx.ty(args[0])?;
-                let s = at
-                    .component()
-                    .ok_or_else(|| WriteError("math on a non-scalar".into()))?;
-                let comps = (0..at.flatten().len())
-                    .map(|c| {
-                        let xs: Vec<String> = args.iter().map(|a| temp_name(*a, c, &at)).collect();
-                        self.math(*fun, s, &xs)
-                    })
-                    .collect::<W<Vec<_>>>()?;
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Builtin(b) => one(self.builtin(*b)),
-            Expr::Compose { parts, .. } => {
-                let mut comps = Vec::new();
-                for p in parts {
-                    let pt = cx.ty(*p)?;
-                    for c in 0..pt.flatten().len() {
-                        comps.push(temp_name(*p, c, &pt));
-                    }
-                }
-                Ok(Vals {
-                    comps,
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Extract { base, index } => {
-                let bt = cx.ty(*base)?;
-                let range = bt
-                    .component_range(*index)
-                    .ok_or_else(|| WriteError(format!("{bt} has no component {index}")))?;
-                Ok(Vals {
-                    comps: range.map(|c| temp_name(*base, c, &bt)).collect(),
-                    call_struct: None,
-                    fn_name: String::new(),
-                })
-            }
-            Expr::Atomic {
-                memory,
-                index,
-                op,
-                value,
-                compare,
-            } => {
-                let (name, elem) = mem_info(cx.kernel, *memory)?;
-                let s = elem
-                    .as_scalar()
-                    .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
-                let i = temp_name(*index, 0, &u32t);
-                let v = arg(*value, 0)?;
-                let cmp = compare.map(|c| temp_name(c, 0, &Type::Scalar(s)));
-                let a = self.atomic(&name, *memory, s, *op, &i, &v, cmp.as_deref())?;
-                one(format!(
-                    "(({i} < {name}_len) ? {a} : {})",
-                    self.lit(ScalarValue::zero(s))
-                ))
-            }
-            Expr::Subgroup { op, arg: a, lane } => {
-                let s = cx
-                    .ty(*a)?
-                    .as_scalar()
-                    .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
-                let x = arg(*a, 0)?;
-                let l = lane.map(|l| temp_name(l, 0, &u32t));
-                one(self.subgroup(*op, s, &x, l.as_deref())?)
-            }
-            Expr::Call { function, args } => {
-                let f = &cx.kernel.functions[function.0 as usize];
-                let mut flat_args = Vec::new();
-                for a in args {
-                    let at = cx.ty(*a)?;
-                    for c in 0..at.flatten().len() {
-                        flat_args.push(temp_name(*a, c, &at));
-                    }
-                }
-                if let Some(l) = &self.lanes {
-                    if l.functions.get(function.0 as usize) == Some(&true) {
-                        flat_args.insert(0, l.current.clone());
-                    }
-                }
-                let call = format!("{}({})", f.name, flat_args.join(", "));
-                if ty.flatten().len() == 1 {
-                    one(call)
-                } else {
-                    Ok(Vals {
-                        comps: Vec::new(),
-                        call_struct: Some(call),
-                        fn_name: f.name.clone(),
-                    })
-                }
-            }
+impl Syntax for Writer {
+    fn literal(&mut self, v: ScalarValue) -> String {
+        self.lit(v)
+    }
+
+    /// A `bool` kernel parameter arrives as a `uchar`.
+    fn param(&mut self, cx: &Cx, name: String, s: ScalarType) -> String {
+        match s == ScalarType::Bool && cx.is_kernel() {
+            true => format!("({name} != 0)"),
+            false => name,
         }
     }
 
-    pub(crate) fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
-        if op.is_compare() {
-            return Ok(format!("({a} {} {b})", op.symbol()));
+    fn checked_local_index(&mut self, array: &str, i: &str, len: u32, s: ScalarType) -> String {
+        format!(
+            "(({i} < {len}u) ? {array}[{i}] : {})",
+            self.lit(ScalarValue::zero(s))
+        )
+    }
+
+    fn load(&mut self, cx: &Cx, memory: Memory, i: &str, _: Handle, checked: bool) -> W<Written> {
+        let (name, elem) = mem_info(cx.kernel, memory)?;
+        let comps = elem
+            .flatten()
+            .into_iter()
+            .map(|(s, off)| {
+                let r = self.elem_ref(&name, &elem, s, off, i, memory);
+                let r = match s == ScalarType::Bool {
+                    true => format!("({r} != 0)"),
+                    false => r,
+                };
+                match checked {
+                    true => format!(
+                        "(({i} < {name}_len) ? {r} : {})",
+                        self.lit(ScalarValue::zero(s))
+                    ),
+                    false => r,
+                }
+            })
+            .collect();
+        Ok(Written::new(comps))
+    }
+
+    fn len(&mut self, cx: &Cx, memory: Memory) -> W<String> {
+        Ok(format!("{}_len", mem_info(cx.kernel, memory)?.0))
+    }
+
+    /// `a op b` with kiln's rules: wrapping integer arithmetic in a wide unsigned type, shift
+    /// amounts masked, integer division made total by a helper, float `%` as `fmod`.
+    fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
+        if let Some(text) = rules::infix(op, s, a, b)? {
+            return Ok(text);
         }
         if s.is_float() {
-            return Ok(match op {
-                BinaryOp::Rem => format!("{}({a}, {b})", self.fname("fmod", s)),
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                    format!("({a} {} {b})", op.symbol())
-                }
-                _ => return err(format!("`{}` on floats", op.symbol())),
-            });
-        }
-        if s == ScalarType::Bool {
-            return Ok(match op {
-                BinaryOp::And => format!("({a} && {b})"),
-                BinaryOp::Or => format!("({a} || {b})"),
-                BinaryOp::Xor => format!("({a} != {b})"),
-                _ => return err(format!("`{}` on bool", op.symbol())),
-            });
+            return Ok(format!("{}({a}, {b})", self.fname("fmod", s)));
         }
         let t = self.t(s);
         let w = self.t(wide_unsigned(s));
+        let mask = rules::shift_mask(s);
+        if let Some(rule) = rules::IntDivision::of(op, s) {
+            let name = rule.helper_name(s.name());
+            let guard = rule.guard(|v| self.lit(v));
+            let guarded = match rule.guarded_is_dividend() {
+                true => "a".to_string(),
+                false => format!("({t})0"),
+            };
+            let sym = op.symbol();
+            self.helper(format!(
+                "{} {t} {name}({t} a, {t} b) {{ return ({guard}) ? {guarded} : ({t})(a {sym} b); }}",
+                self.fn_prefix()
+            ));
+            return Ok(format!("{name}({a}, {b})"));
+        }
         Ok(match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
                 format!("(({t})(({w}){a} {} ({w}){b}))", op.symbol())
@@ -352,41 +84,40 @@ impl Writer {
                 format!("(({t})({a} {} {b}))", op.symbol())
             }
             BinaryOp::Shl => format!(
-                "(({t})(({}){a} << (({w}){b} & {}u)))",
-                self.t(unsigned_of(s)),
-                s.bits() - 1
+                "(({t})(({}){a} << (({w}){b} & {mask}u)))",
+                self.t(unsigned_of(s))
             ),
-            BinaryOp::Shr => format!("(({t})({a} >> (({w}){b} & {}u)))", s.bits() - 1),
-            BinaryOp::Div | BinaryOp::Rem => {
-                let name = format!(
-                    "kiln_{}_{}",
-                    if op == BinaryOp::Div { "div" } else { "rem" },
-                    s.name()
-                );
-                let min_check = if s.is_signed() {
-                    format!(
-                        " || (a == {} && b == ({t})-1)",
-                        self.lit(ScalarValue::from_bits(s, 1u64 << (s.bits() - 1)))
-                    )
-                } else {
-                    String::new()
-                };
-                let body = if op == BinaryOp::Div {
-                    format!("(b == ({t})0{min_check}) ? a : ({t})(a / b)")
-                } else {
-                    format!("(b == ({t})0{min_check}) ? ({t})0 : ({t})(a % b)")
-                };
-                self.helper(format!(
-                    "{} {t} {name}({t} a, {t} b) {{ return {body}; }}",
-                    self.fn_prefix()
-                ));
-                format!("{name}({a}, {b})")
-            }
+            BinaryOp::Shr => format!("(({t})({a} >> (({w}){b} & {mask}u)))"),
             _ => return err(format!("`{}` on {s}", op.symbol())),
         })
     }
 
-    pub(crate) fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+    fn unary(&mut self, op: UnaryOp, s: ScalarType, x: &str) -> String {
+        let t = self.t(s);
+        match (op, s) {
+            (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
+            // Narrow signed negation sign-extends by shifts: NVRTC 13 for sm_90 on an H100
+            // widened `(short)(0u - (unsigned)x)` of -32768 to +32768 (it emits neg.s16,
+            // whose widening ptxas gets wrong).
+            (UnaryOp::Neg, s) if s.is_signed() && s.bits() < 32 => format!(
+                "(({t})(((int)((0u - (unsigned int){x}) << {w})) >> {w}))",
+                w = 32 - s.bits()
+            ),
+            (UnaryOp::Neg, s) => {
+                let w = self.t(wide_unsigned(s));
+                format!("(({t})((({w})0) - ({w}){x}))")
+            }
+            (UnaryOp::Not, ScalarType::Bool) => format!("(!{x})"),
+            (UnaryOp::Not, _) => format!("(({t})(~{x}))"),
+        }
+    }
+
+    fn select(&mut self, cond: &str, accept: &str, reject: &str) -> String {
+        format!("({cond} ? {accept} : {reject})")
+    }
+
+    fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        self.note_type(to);
         let tt = self.t(to);
         if from == to {
             return x.to_string();
@@ -402,30 +133,10 @@ impl Writer {
         }
         let ft = self.t(from);
         let name = format!("kiln_cvt_{}_{}", from.name(), to.name());
-        let (lo, hi) = if to.is_signed() {
-            (
-                -(2f64.powi(to.bits() as i32 - 1)),
-                2f64.powi(to.bits() as i32 - 1),
-            )
-        } else {
-            (-1.0, 2f64.powi(to.bits() as i32))
-        };
-        let max = self.lit(ScalarValue::from_bits(
-            to,
-            if to.is_signed() {
-                (1u64 << (to.bits() - 1)) - 1
-            } else {
-                u64::MAX
-            },
-        ));
-        let min = self.lit(ScalarValue::from_bits(
-            to,
-            if to.is_signed() {
-                1u64 << (to.bits() - 1)
-            } else {
-                0
-            },
-        ));
+        let rule = rules::Saturation::of(to);
+        let max = self.lit(rules::Saturation::value(rule.max, to));
+        let min = self.lit(rules::Saturation::value(rule.min, to));
+        let (lo, hi) = (rule.lo, rule.hi);
         let lo_test = format!("v <= {}", float_lit(lo, from));
         self.helper(format!(
             "{} {tt} {name}({ft} v) {{ return (v != v) ? ({tt})0 : (v >= {}) ? {max} : ({lo_test}) ? {min} : ({tt})v; }}",
@@ -435,7 +146,7 @@ impl Writer {
         format!("{name}({x})")
     }
 
-    pub(crate) fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+    fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
         let tt = self.t(to);
         if from.is_float() == to.is_float() {
             return format!("(({tt}){x})");
@@ -462,15 +173,7 @@ impl Writer {
         }
     }
 
-    pub(crate) fn fname(&self, base: &str, s: ScalarType) -> String {
-        if self.d == Dialect::Cuda && s == ScalarType::F32 {
-            format!("{base}f")
-        } else {
-            base.to_string()
-        }
-    }
-
-    pub(crate) fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
+    fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
         if !s.is_float() {
             let t = self.t(s);
             let w = self.t(wide_unsigned(s));
@@ -496,22 +199,10 @@ impl Writer {
         }
         let f = |name: &str| self.fname(name, s);
         let one = if s == ScalarType::F32 { "1.0f" } else { "1.0" };
+        if rules::library_math(fun) || fun == MathFn::Log10 {
+            return Ok(format!("{}({})", f(fun.name()), x[0]));
+        }
         Ok(match fun {
-            MathFn::Sin
-            | MathFn::Cos
-            | MathFn::Tan
-            | MathFn::Asin
-            | MathFn::Acos
-            | MathFn::Atan
-            | MathFn::Sinh
-            | MathFn::Cosh
-            | MathFn::Tanh
-            | MathFn::Exp
-            | MathFn::Exp2
-            | MathFn::Log
-            | MathFn::Log2
-            | MathFn::Log10
-            | MathFn::Sqrt => format!("{}({})", f(fun.name()), x[0]),
             // NaN passes through explicitly: PoCL drops stores of floor/ceil/trunc/round of a
             // constant NaN, and the guard costs one compare elsewhere.
             MathFn::Floor | MathFn::Ceil | MathFn::Round | MathFn::Trunc => {
@@ -552,31 +243,11 @@ impl Writer {
                     ScalarValue::F64(f64::INFINITY)
                 })
             ),
+            library => return err(format!("{} has no C spelling", library.name())),
         })
     }
 
-    /// The helper computing float min (or max): NaN gives the other operand, and of -0 and +0
-    /// min gives -0 and max +0 (equal operands combine their bits: OR keeps a sign, AND
-    /// clears it).
-    pub(crate) fn min_max(&mut self, max: bool, s: ScalarType) -> String {
-        let t = self.t(s);
-        let name = format!("kiln_{}_{}", if max { "max" } else { "min" }, s.name());
-        let combine = if max { "&" } else { "|" };
-        let libm = self.fname(if max { "fmax" } else { "fmin" }, s);
-        let (to_bits, from_bits) = match (self.d, s) {
-            (Dialect::OpenCl, ScalarType::F32) => ("as_uint", "as_float"),
-            (Dialect::OpenCl, _) => ("as_ulong", "as_double"),
-            (Dialect::Cuda, ScalarType::F32) => ("__float_as_uint", "__uint_as_float"),
-            (Dialect::Cuda, _) => ("__double_as_longlong", "__longlong_as_double"),
-        };
-        self.helper(format!(
-            "{} {t} {name}({t} a, {t} b) {{ return (a == b) ? {from_bits}({to_bits}(a) {combine} {to_bits}(b)) : {libm}(a, b); }}",
-            self.fn_prefix()
-        ));
-        name
-    }
-
-    pub(crate) fn builtin(&self, b: Builtin) -> String {
+    fn builtin(&mut self, b: Builtin) -> String {
         let ax = |a: Axis| a.index();
         let xyz = |a: Axis| ["x", "y", "z"][a.index()];
         match self.d {
@@ -606,17 +277,62 @@ impl Writer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn atomic(
-        &mut self,
-        name: &str,
-        memory: Memory,
-        s: ScalarType,
-        op: AtomicOp,
-        i: &str,
-        v: &str,
-        cmp: Option<&str>,
-    ) -> W<String> {
+    /// The atomic operation, which on an out-of-bounds index is skipped and reads zero.
+    fn atomic(&mut self, cx: &Cx, a: AtomicCall) -> W<Written> {
+        let (name, _) = mem_info(cx.kernel, a.memory)?;
+        let zero = self.lit(ScalarValue::zero(a.ty));
+        let i = a.index;
+        let op = Writer::atomic(self, &name, a)?;
+        Ok(Written::one(format!(
+            "(({i} < {name}_len) ? {op} : {zero})"
+        )))
+    }
+
+    fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
+        Writer::subgroup(self, call)
+    }
+
+    /// A device function that uses subgroup operations takes the caller's lane mask.
+    fn call_prefix(&mut self, function: usize) -> Option<String> {
+        let l = self.lanes.as_ref()?;
+        (l.functions.get(function) == Some(&true)).then(|| l.current.clone())
+    }
+}
+
+impl Writer {
+    pub(crate) fn fname(&self, base: &str, s: ScalarType) -> String {
+        if self.d == Dialect::Cuda && s == ScalarType::F32 {
+            format!("{base}f")
+        } else {
+            base.to_string()
+        }
+    }
+
+    /// The helper computing float min (or max): NaN gives the other operand, and of -0 and +0
+    /// min gives -0 and max +0 (equal operands combine their bits: OR keeps a sign, AND
+    /// clears it).
+    pub(crate) fn min_max(&mut self, max: bool, s: ScalarType) -> String {
+        let t = self.t(s);
+        let name = format!("kiln_{}_{}", if max { "max" } else { "min" }, s.name());
+        let combine = if max { "&" } else { "|" };
+        let libm = self.fname(if max { "fmax" } else { "fmin" }, s);
+        let (to_bits, from_bits) = match (self.d, s) {
+            (Dialect::OpenCl, ScalarType::F32) => ("as_uint", "as_float"),
+            (Dialect::OpenCl, _) => ("as_ulong", "as_double"),
+            (Dialect::Cuda, ScalarType::F32) => ("__float_as_uint", "__uint_as_float"),
+            (Dialect::Cuda, _) => ("__double_as_longlong", "__longlong_as_double"),
+        };
+        self.helper(format!(
+            "{} {t} {name}({t} a, {t} b) {{ return (a == b) ? {from_bits}({to_bits}(a) {combine} {to_bits}(b)) : {libm}(a, b); }}",
+            self.fn_prefix()
+        ));
+        name
+    }
+
+    /// The atomic operation `a` on element `a.index` of the memory `name`.
+    pub(crate) fn atomic(&mut self, name: &str, a: AtomicCall) -> W<String> {
+        let (memory, s, op) = (a.memory, a.ty, a.op);
+        let (i, v, cmp) = (a.index, a.value, a.compare);
         if s.bits() == 64 {
             self.needs.atomics64 = true;
         }

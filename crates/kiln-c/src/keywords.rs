@@ -1,5 +1,7 @@
 //! Names the dialects reserve, and the renaming of user names that would collide with them.
 
+use kiln_writer::Namer;
+
 /// Names a C dialect or the writer itself gives a meaning to: keywords, types, qualifiers,
 /// and builtin functions of OpenCL C and CUDA.
 const RESERVED: &[&str] = &[
@@ -196,27 +198,30 @@ const RESERVED: &[&str] = &[
     "vstore",
 ];
 
-/// A user-chosen name made safe in C: names the dialects or the writer reserve, and names
-/// starting with a prefix they reserve, get a trailing `_`.
-///
-/// Names already ending in `_` get one more, so the renaming never maps two names to one
-/// (`int` becomes `int_`, and a parameter named `int_` becomes `int__`). Names in capitals
-/// (the macros OpenCL C and CUDA define: `NAN`, `INFINITY`, `M_PI`, `FLT_MAX`) and vector
-/// type names (`float4`, `uchar16`) are escaped too.
-pub(crate) fn safe(name: &str) -> String {
-    let prefixed = [
+/// User names made safe in C: names the dialects or the writer reserve, names starting
+/// with a prefix they reserve (`kiln_`, `get_`, `atomic`, `__`, ...), the writer's companion
+/// suffixes (`_len`, `_mem`, `_r`), names in capitals (the macros OpenCL C and CUDA define:
+/// `NAN`, `INFINITY`, `M_PI`, `FLT_MAX`) and vector type names (`float4`, `uchar16`) get a
+/// trailing `_` by [`Namer::safe`]'s one rule.
+pub(crate) const NAMER: Namer = Namer {
+    reserved: RESERVED,
+    prefixes: &[
         "kiln_", "get_", "atomic", "atom_", "as_", "convert_", "native_", "half_", "vload",
         "vstore", "async_", "__",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p));
-    let temp_like =
-        name.starts_with('t') && name[1..].chars().all(|c| c.is_ascii_digit() || c == '_');
-    let companion = name.ends_with("_len") || name.ends_with("_mem") || name.ends_with("_r");
-    let macro_like = name
-        .chars()
-        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    let vector_type = [
+    ],
+    suffixes: &["_len", "_mem", "_r"],
+    also: |name| macro_like(name) || vector_type(name),
+};
+
+/// A name in capitals, digits and `_`, as the C macros are.
+fn macro_like(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// An OpenCL vector type's name (`float4`, `uchar16`).
+fn vector_type(name: &str) -> bool {
+    [
         "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double",
         "half", "bool",
     ]
@@ -224,17 +229,5 @@ pub(crate) fn safe(name: &str) -> String {
     .any(|t| {
         name.strip_prefix(t)
             .is_some_and(|n| ["2", "3", "4", "8", "16"].contains(&n))
-    });
-    let escaped = RESERVED.contains(&name)
-        || prefixed
-        || temp_like
-        || companion
-        || macro_like
-        || vector_type
-        || name.ends_with('_');
-    if escaped {
-        format!("{name}_")
-    } else {
-        name.to_string()
-    }
+    })
 }

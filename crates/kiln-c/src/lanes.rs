@@ -24,6 +24,7 @@
 
 use crate::{err, Cx, Dialect, Writer, W};
 use kiln_ir::*;
+use kiln_writer::{temp_name, SubgroupCall, Syntax, WriteError};
 use std::fmt::Write as _;
 
 /// The mask variables of the path being written.
@@ -315,13 +316,8 @@ impl Writer {
 }
 
 impl Writer {
-    pub(crate) fn subgroup(
-        &mut self,
-        op: SubgroupOp,
-        s: ScalarType,
-        x: &str,
-        lane: Option<&str>,
-    ) -> W<String> {
+    pub(crate) fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
+        let (op, s, x) = (call.op, call.ty, call.value);
         if self.d == Dialect::OpenCl {
             return Ok(match op {
                 SubgroupOp::Ballot => format!("((uint)({x} ? 1 : 0))"),
@@ -335,7 +331,7 @@ impl Writer {
             None => return err("a CUDA subgroup operation outside lane tracking"),
         };
         let t = self.t(s);
-        let lane = lane.unwrap_or("0u");
+        let lane = call.lane.unwrap_or("0u");
         Ok(match op {
             SubgroupOp::Shuffle | SubgroupOp::Broadcast => {
                 self.shuffle("", "l < 32u", "l", s, x, lane)

@@ -18,6 +18,10 @@
 //! a parameter is one `uchar` (0 or 1).
 
 use kiln_ir::*;
+use kiln_writer::{
+    common_line, component_name, components, intrinsic_body, rules, temp_name, AtomicCall,
+    DeviceFunction, Helpers, StructCall, SubgroupCall, Syntax, Written,
+};
 
 mod expr;
 mod keywords;
@@ -27,7 +31,7 @@ mod storage;
 mod tests;
 mod writer;
 
-use keywords::safe;
+use keywords::NAMER;
 pub use storage::{
     cuda_fixed_shared_in_dynamic_region, cuda_uses_dynamic_region, dynamic_shared_bytes,
     CUDA_STATIC_SHARED_LIMIT,
@@ -66,7 +70,7 @@ pub struct Source {
     pub needs: Needs,
 }
 
-pub use kiln_ir::WriteError;
+pub use kiln_writer::WriteError;
 
 type W<T> = Result<T, WriteError>;
 
@@ -79,7 +83,7 @@ pub struct Writer {
     d: Dialect,
     /// Helper functions in the order they were first needed, so each comes after the
     /// helpers it calls.
-    helpers: Vec<String>,
+    helpers: Helpers,
     needs: Needs,
     loop_id: usize,
     /// The Rust line the statements being written come from, and whether the next line of
@@ -101,12 +105,12 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     // which the writer follows best with the device functions' statements in the body.
     let tracked = dialect == Dialect::Cuda && lanes::uses_subgroups(kernel);
     let k = match tracked {
-        true => inline_calls(kernel).with_names(safe),
-        false => kernel.with_names(safe),
+        true => NAMER.rename(&inline_calls(kernel)),
+        false => NAMER.rename(kernel),
     };
     Writer {
         d: dialect,
-        helpers: Vec::new(),
+        helpers: Helpers::default(),
         needs: Needs::default(),
         loop_id: 0,
         at: None,
@@ -217,9 +221,7 @@ impl Writer {
     }
 
     fn helper(&mut self, text: String) {
-        if !self.helpers.contains(&text) {
-            self.helpers.push(text);
-        }
+        self.helpers.add(text);
     }
 
     fn fn_prefix(&self) -> &'static str {
@@ -241,12 +243,6 @@ impl Writer {
             self.needs.f64 = true;
         }
     }
-}
-
-struct Vals {
-    comps: Vec<String>,
-    call_struct: Option<String>,
-    fn_name: String,
 }
 
 /// The typed body a writer walks.

@@ -3,7 +3,7 @@
 //! written.
 
 use crate::*;
-use kiln_ir::*;
+
 use std::fmt::Write as _;
 
 /// The most bytes of fixed-size `__shared__` arrays a CUDA block may declare; ptxas refuses

@@ -2,7 +2,7 @@
 //! statements.
 
 use crate::*;
-use kiln_ir::*;
+
 use std::fmt::Write as _;
 
 impl Writer {
@@ -14,10 +14,10 @@ impl Writer {
             false => std::rc::Rc::new([]),
         };
         let mut body = String::new();
-        for (fi, f) in k.functions.iter().enumerate() {
+        for fi in 0..k.functions.len() {
             self.lanes = (with_mask.get(fi) == Some(&true))
                 .then(|| lanes::Lanes::new("kiln_lanes_in", with_mask.clone()));
-            self.function(k, fi, f, &mut body)?;
+            self.function(DeviceFunction::of(k, fi)?, &mut body)?;
         }
         self.lanes = tracked.then(|| lanes::Lanes::new("kiln_lanes0", with_mask));
         let mut params = Vec::new();
@@ -101,7 +101,7 @@ impl Writer {
                 out += "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n";
             }
         }
-        for h in &self.helpers {
+        for h in self.helpers.texts() {
             out += h;
             out.push('\n');
         }
@@ -128,18 +128,13 @@ impl Writer {
         })
     }
 
-    pub(crate) fn function(
-        &mut self,
-        k: &Kernel,
-        fi: usize,
-        f: &Function,
-        out: &mut String,
-    ) -> W<()> {
-        let cx = Cx::of_function(k, f)?;
-        let result = f
-            .result
-            .as_ref()
-            .ok_or_else(|| WriteError(format!("device function `{}` returns nothing", f.name)))?;
+    pub(crate) fn function(&mut self, d: DeviceFunction, out: &mut String) -> W<()> {
+        let DeviceFunction {
+            index: fi,
+            function: f,
+            cx,
+            result,
+        } = d;
         let flat = result.flatten();
         let ret_ty = if flat.len() == 1 {
             self.t(flat[0].0).to_string()
@@ -194,7 +189,7 @@ impl Writer {
             Dialect::OpenCl => &f.native.opencl,
         };
         if let Some(native) = native {
-            out.push_str(&kiln_ir::intrinsic_body(f, native));
+            out.push_str(&intrinsic_body(f, native));
             return Ok(());
         }
         self.locals(&cx, out)?;
@@ -255,14 +250,10 @@ impl Writer {
             }
             Stmt::Eval(h) => {
                 let ty = cx.ty(*h)?;
-                let vals = self.expr(cx, *h)?;
+                let vals = components(self, cx, *h)?;
                 let flat = ty.flatten();
-                if let Some(struct_call) = vals.call_struct {
-                    let _ = writeln!(
-                        out,
-                        "{pad}const kiln_ret_{} t{}_r = {struct_call};",
-                        vals.fn_name, h.0
-                    );
+                if let Some(StructCall { call, function }) = vals.call {
+                    let _ = writeln!(out, "{pad}const kiln_ret_{function} t{}_r = {call};", h.0);
                     for (c, (sc, _)) in flat.iter().enumerate() {
                         let _ = writeln!(
                             out,
@@ -283,54 +274,6 @@ impl Writer {
                     })
                     .collect();
                 let _ = writeln!(out, "{pad}{}", decls.join(" "));
-            }
-            Stmt::LocalSet { local, value } => {
-                let ty = cx.body.locals[local.0 as usize].ty.clone();
-                let parts: Vec<String> = (0..ty.flatten().len())
-                    .map(|c| {
-                        format!(
-                            "{} = {};",
-                            component_name(&cx.local_name(local.0 as usize), c, ty.flatten().len()),
-                            temp_name(*value, c, &ty)
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(out, "{pad}{}", parts.join(" "));
-            }
-            Stmt::LocalIndexSet {
-                local,
-                index,
-                value,
-            } => {
-                let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
-                    return err("not an array local");
-                };
-                let comps = e.flatten().len();
-                let name = cx.local_name(local.0 as usize);
-                let parts: Vec<String> = (0..comps)
-                    .map(|c| {
-                        let arr = if comps == 1 {
-                            name.clone()
-                        } else {
-                            format!("{name}_{c}")
-                        };
-                        format!(
-                            "{arr}[{}] = {};",
-                            temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
-                            temp_name(*value, c, e)
-                        )
-                    })
-                    .collect();
-                if cx.in_bounds.local_store(*local, *index, *value) {
-                    let _ = writeln!(out, "{pad}{}", parts.join(" "));
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{pad}if ({} < {n}u) {{ {} }}",
-                        temp_name(*index, 0, &Type::Scalar(ScalarType::U32)),
-                        parts.join(" ")
-                    );
-                }
             }
             Stmt::Store {
                 memory,
@@ -389,30 +332,17 @@ impl Writer {
                 let _ = writeln!(out, "{pad}}}");
             }
             Stmt::Loop { body, continuing } => self.plain_loop(cx, body, continuing, out, depth)?,
-            Stmt::Break => {
-                let _ = writeln!(out, "{pad}break;");
-            }
-            Stmt::Continue => {
-                let _ = writeln!(out, "{pad}continue;");
-            }
-            Stmt::Return(None) => {
-                let _ = writeln!(out, "{pad}return;");
-            }
-            Stmt::Return(Some(h)) => {
-                let ty = cx.ty(*h)?;
-                let flat = ty.flatten();
-                if flat.len() == 1 {
-                    let _ = writeln!(out, "{pad}return {};", temp_name(*h, 0, &ty));
-                } else {
-                    let fname = cx.function_name();
-                    let parts: Vec<String> =
-                        (0..flat.len()).map(|c| temp_name(*h, c, &ty)).collect();
-                    let _ = writeln!(
-                        out,
-                        "{pad}{{ kiln_ret_{fname} r = {{ {} }}; return r; }}",
-                        parts.join(", ")
-                    );
-                }
+            Stmt::LocalSet { .. }
+            | Stmt::LocalIndexSet { .. }
+            | Stmt::Break
+            | Stmt::Continue
+            | Stmt::Return(_) => {
+                // A struct is returned from a local: C has no struct literal CUDA and OpenCL
+                // both take.
+                let line = common_line(cx, s, |function, parts| {
+                    format!("{{ kiln_ret_{function} r = {{ {parts} }}; return r; }}")
+                })?;
+                let _ = writeln!(out, "{pad}{line}");
             }
             Stmt::Barrier(BarrierScope::Group) => {
                 let b = match self.d {

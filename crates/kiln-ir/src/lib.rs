@@ -69,7 +69,6 @@ mod hash;
 mod inline;
 mod ir;
 mod print;
-mod source;
 mod types;
 mod validate;
 
@@ -79,6 +78,5 @@ pub use hash::{kernel_hash, KernelHash};
 pub use inline::inline_calls;
 pub use ir::*;
 pub use print::print_kernel;
-pub use source::{component_name, intrinsic_body, temp_name, WriteError};
 pub use types::*;
 pub use validate::{expr_types, is_identifier, operands, validate, IrError, TypedBody};

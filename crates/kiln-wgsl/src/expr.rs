@@ -4,15 +4,6 @@
 use crate::math::fmod_helper;
 use crate::*;
 
-pub(crate) fn bitcast(x: &str, from: ScalarType, to: ScalarType) -> String {
-    match (from, to) {
-        (f, t) if f == t => x.to_string(),
-        (ScalarType::U8 | ScalarType::U16, t) => wrap(t, format!("bitcast<i32>({x})")),
-        (ScalarType::I8 | ScalarType::I16, t) => wrap(t, format!("bitcast<u32>({x})")),
-        (_, t) => format!("bitcast<{}>({x})", rt(t)),
-    }
-}
-
 pub(crate) fn builtin(b: Builtin) -> String {
     let xyz = |a: Axis| ["x", "y", "z"][a.index()];
     match b {
@@ -36,260 +27,66 @@ pub(crate) fn builtin(b: Builtin) -> String {
     }
 }
 
-impl Writer {
-    pub(crate) fn expr(&mut self, cx: &Cx, h: Handle) -> W<Vals> {
-        let e = &cx.body.exprs[h.index()];
-        let ty = cx.ty(h)?;
-        let u32t = Type::Scalar(ScalarType::U32);
-        let n = ty.flatten().len();
-        let each = |f: &mut dyn FnMut(usize) -> W<String>| -> W<Vals> {
-            Ok(Vals::new((0..n).map(f).collect::<W<Vec<_>>>()?))
+impl Syntax for Writer {
+    /// A literal in its register type (8/16-bit integers held in 32 bits).
+    fn literal(&mut self, v: ScalarValue) -> String {
+        let bits = if v.ty().is_signed() {
+            let shift = 64 - v.ty().bits();
+            (((v.to_bits() << shift) as i64) >> shift) as u64
+        } else {
+            v.to_bits()
         };
-        match e {
-            Expr::Literal(v) => Ok(Vals::one(lit(ScalarValue::from_bits(
-                reg(v.ty()),
-                if v.ty().is_signed() {
-                    let shift = 64 - v.ty().bits();
-                    (((v.to_bits() << shift) as i64) >> shift) as u64
-                } else {
-                    v.to_bits()
-                },
-            )))),
-            Expr::Param(i) => {
-                let p = &cx.params[*i as usize];
-                Ok(Vals::new(
-                    (0..n).map(|c| component_name(&p.name, c, n)).collect(),
-                ))
-            }
-            Expr::LocalGet(l) => {
-                let name = cx.local_name(l.0 as usize);
-                Ok(Vals::new(
-                    (0..n).map(|c| component_name(&name, c, n)).collect(),
-                ))
-            }
-            Expr::LocalIndex { local, index } => {
-                let Type::Array(e, len) = &cx.body.locals[local.0 as usize].ty else {
-                    return err("not an array local");
-                };
-                let name = cx.local_name(local.0 as usize);
-                let i = temp_name(*index, 0, &u32t);
-                let flat = e.flatten();
-                let checked = !cx.in_bounds.load(h);
-                Ok(Vals::new(
-                    flat.iter()
-                        .enumerate()
-                        .map(|(c, (s, _))| {
-                            let arr = component_name(&name, c, flat.len());
-                            if checked {
-                                format!(
-                                    "select({}, {arr}[min({i}, {}u)], {i} < {len}u)",
-                                    zero(*s),
-                                    len.saturating_sub(1)
-                                )
-                            } else {
-                                format!("{arr}[{i}]")
-                            }
-                        })
-                        .collect(),
-                ))
-            }
-            Expr::Load { memory, index } => self.load(
-                *memory,
-                &temp_name(*index, 0, &u32t),
-                h,
-                !cx.in_bounds.load(h),
-            ),
-            Expr::Len(m) => Ok(Vals::one(self.mem(*m)?.len.clone())),
-            Expr::Binary { op, lhs, rhs } => {
-                let lt = cx.ty(*lhs)?;
-                let s = lt
-                    .component()
-                    .ok_or_else(|| WriteError("binary on a non-scalar".into()))?;
-                let m = lt.flatten().len();
-                let comps = (0..m)
-                    .map(|c| {
-                        self.binary(*op, s, &temp_name(*lhs, c, &lt), &temp_name(*rhs, c, &lt))
-                    })
-                    .collect::<W<Vec<_>>>()?;
-                Ok(Vals::new(comps))
-            }
-            Expr::Unary { op, arg } => {
-                let s = ty
-                    .component()
-                    .ok_or_else(|| WriteError("unary on a non-scalar".into()))?;
-                each(&mut |c| {
-                    let x = temp_name(*arg, c, &ty);
-                    Ok(match (op, s) {
-                        (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
-                        (UnaryOp::Neg, s) if s.is_signed() => wrap(s, format!("(-{x})")),
-                        (UnaryOp::Neg, s) => wrap(s, format!("({} - {x})", zero(s))),
-                        (UnaryOp::Not, ScalarType::Bool) => format!("(!{x})"),
-                        (UnaryOp::Not, s) => wrap(s, format!("(~{x})")),
-                    })
-                })
-            }
-            Expr::Select {
-                cond,
-                accept,
-                reject,
-            } => {
-                let c = temp_name(*cond, 0, &Type::Scalar(ScalarType::Bool));
-                each(&mut |i| {
-                    Ok(format!(
-                        "select({}, {}, {c})",
-                        temp_name(*reject, i, &ty),
-                        temp_name(*accept, i, &ty)
-                    ))
-                })
-            }
-            Expr::Cast { arg, to } => {
-                let at = cx.ty(*arg)?;
-                let from = at
-                    .component()
-                    .ok_or_else(|| WriteError("cast of a non-scalar".into()))?;
-                self.note(*to);
-                let comps = (0..at.flatten().len())
-                    .map(|c| self.cast(&temp_name(*arg, c, &at), from, *to))
-                    .collect();
-                Ok(Vals::new(comps))
-            }
-            Expr::Bitcast { arg, to } => {
-                let at = cx.ty(*arg)?;
-                let from = at
-                    .component()
-                    .ok_or_else(|| WriteError("bitcast of a non-scalar".into()))?;
-                let comps = (0..at.flatten().len())
-                    .map(|c| bitcast(&temp_name(*arg, c, &at), from, *to))
-                    .collect();
-                Ok(Vals::new(comps))
-            }
-            Expr::Math { fun, args } => {
-                let at = cx.ty(args[0])?;
-                let s = at
-                    .component()
-                    .ok_or_else(|| WriteError("math on a non-scalar".into()))?;
-                let comps = (0..at.flatten().len())
-                    .map(|c| {
-                        let xs: Vec<String> = args.iter().map(|a| temp_name(*a, c, &at)).collect();
-                        self.math(*fun, s, &xs)
-                    })
-                    .collect::<W<Vec<_>>>()?;
-                Ok(Vals::new(comps))
-            }
-            Expr::Builtin(
-                b @ (Builtin::SubgroupId | Builtin::SubgroupSize | Builtin::SubgroupLane),
-            ) if self.options.subgroups => {
-                self.needs.subgroups = true;
-                Ok(Vals::one(
-                    match b {
-                        Builtin::SubgroupId => "kiln_sg_id",
-                        Builtin::SubgroupSize => "kiln_sg_size",
-                        _ => "kiln_sg_lane",
-                    }
-                    .into(),
-                ))
-            }
-            Expr::Builtin(b) => Ok(Vals::one(builtin(*b))),
-            Expr::Compose { parts, .. } => {
-                let mut comps = Vec::new();
-                for p in parts {
-                    let pt = cx.ty(*p)?;
-                    for c in 0..pt.flatten().len() {
-                        comps.push(temp_name(*p, c, &pt));
-                    }
-                }
-                Ok(Vals::new(comps))
-            }
-            Expr::Extract { base, index } => {
-                let bt = cx.ty(*base)?;
-                let range = bt
-                    .component_range(*index)
-                    .ok_or_else(|| WriteError(format!("{bt} has no component {index}")))?;
-                Ok(Vals::new(range.map(|c| temp_name(*base, c, &bt)).collect()))
-            }
-            Expr::Atomic {
-                memory,
-                index,
-                op,
-                value,
-                compare,
-            } => {
-                let s = ty
-                    .as_scalar()
-                    .ok_or_else(|| WriteError("atomic on a non-scalar".into()))?;
-                let i = temp_name(*index, 0, &u32t);
-                let v = temp_name(*value, 0, &ty);
-                let cmp = compare.map(|c| temp_name(c, 0, &ty));
-                self.atomic(*memory, h, s, *op, &i, &v, cmp.as_deref())
-            }
-            Expr::Subgroup { op, arg, lane } => {
-                let s = cx
-                    .ty(*arg)?
-                    .as_scalar()
-                    .ok_or_else(|| WriteError("subgroup op on a non-scalar".into()))?;
-                let x = temp_name(*arg, 0, &Type::Scalar(s));
-                if self.options.subgroups {
-                    let lane = lane.map(|l| temp_name(l, 0, &u32t));
-                    return Ok(Vals::one(self.subgroup(*op, s, &x, lane.as_deref())?));
-                }
-                Ok(Vals::one(match op {
-                    SubgroupOp::Ballot => format!("select(0u, 1u, {x})"),
-                    SubgroupOp::ExclusiveAdd => zero(s),
-                    _ => x,
-                }))
-            }
-            Expr::Call { function, args } => {
-                let f = &cx.kernel.functions[function.0 as usize];
-                let mut flat_args = Vec::new();
-                for a in args {
-                    let at = cx.ty(*a)?;
-                    for c in 0..at.flatten().len() {
-                        flat_args.push(temp_name(*a, c, &at));
-                    }
-                }
-                let call = format!("{}({})", f.name, flat_args.join(", "));
-                if n == 1 {
-                    Ok(Vals::one(call))
-                } else {
-                    Ok(Vals {
-                        pre: Vec::new(),
-                        comps: Vec::new(),
-                        call_struct: Some(call),
-                    })
-                }
-            }
-        }
+        lit(ScalarValue::from_bits(reg(v.ty()), bits))
     }
 
-    pub(crate) fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
+    fn checked_local_index(&mut self, array: &str, i: &str, len: u32, s: ScalarType) -> String {
+        format!(
+            "select({}, {array}[min({i}, {}u)], {i} < {len}u)",
+            zero(s),
+            len.saturating_sub(1)
+        )
+    }
+
+    fn load(&mut self, _: &Cx, memory: Memory, i: &str, h: Handle, checked: bool) -> W<Written> {
+        Writer::load(self, memory, i, h, checked)
+    }
+
+    fn len(&mut self, _: &Cx, memory: Memory) -> W<String> {
+        Ok(self.mem(memory)?.len.clone())
+    }
+
+    /// `a op b` with kiln's rules: 8/16-bit results wrapped, shift amounts masked, integer
+    /// division made total by a helper, float `%` exact.
+    fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
         if op == BinaryOp::Ne && s.is_float() {
             // Written as not-equal-ordered by naga, which is false for NaN on some drivers.
             return Ok(format!("(!({a} == {b}))"));
         }
-        if op.is_compare() {
-            return Ok(format!("({a} {} {b})", op.symbol()));
+        if let Some(text) = rules::infix(op, s, a, b)? {
+            return Ok(text);
         }
         if s.is_float() {
-            return Ok(match op {
-                BinaryOp::Rem => {
-                    self.helper(fmod_helper(s, self.trip()));
-                    format!("kiln_fmod_{}({a}, {b})", rt(s))
-                }
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                    format!("({a} {} {b})", op.symbol())
-                }
-                _ => return err(format!("`{}` on floats", op.symbol())),
-            });
+            self.helper(fmod_helper(s, self.trip()));
+            return Ok(format!("kiln_fmod_{}({a}, {b})", rt(s)));
         }
-        if s == ScalarType::Bool {
-            return Ok(match op {
-                BinaryOp::And => format!("({a} && {b})"),
-                BinaryOp::Or => format!("({a} || {b})"),
-                BinaryOp::Xor => format!("({a} != {b})"),
-                _ => return err(format!("`{}` on bool", op.symbol())),
-            });
+        let mask = rules::shift_mask(s);
+        if let Some(rule) = rules::IntDivision::of(op, reg(s)) {
+            let t = rt(rule.ty);
+            let name = rule.helper_name(t);
+            let guard = rule.guard(lit);
+            // GLSL leaves `%` of negative operands undefined (llvmpipe's GL gave 1 for
+            // `1 % -1`), and naga writes WGSL's `%` as GLSL's: a signed remainder is
+            // written with the division, which GLSL truncates as WGSL does.
+            let (guarded, good) = match op {
+                _ if rule.guarded_is_dividend() => ("a".to_string(), "a / b"),
+                _ if rule.ty.is_signed() => (zero(rule.ty), "a - b * (a / b)"),
+                _ => (zero(rule.ty), "a % b"),
+            };
+            self.helper(format!(
+                "fn {name}(a: {t}, b: {t}) -> {t} {{ if ({guard}) {{ return {guarded}; }} return {good}; }}"
+            ));
+            return Ok(wrap(s, format!("{name}({a}, {b})")));
         }
-        let mask = s.bits() - 1;
         Ok(match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
                 wrap(s, format!("({a} {} {b})", op.symbol()))
@@ -297,41 +94,26 @@ impl Writer {
             BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => format!("({a} {} {b})", op.symbol()),
             BinaryOp::Shl => wrap(s, format!("({a} << (u32({b}) & {mask}u))")),
             BinaryOp::Shr => format!("({a} >> (u32({b}) & {mask}u))"),
-            BinaryOp::Div | BinaryOp::Rem => {
-                let r = reg(s);
-                let t = rt(r);
-                let name = format!(
-                    "kiln_{}_{t}",
-                    if op == BinaryOp::Div { "div" } else { "rem" }
-                );
-                let min_check = if r.is_signed() {
-                    format!(
-                        " || (a == {} && b == {})",
-                        lit(ScalarValue::from_bits(r, 1u64 << (r.bits() - 1))),
-                        lit(ScalarValue::from_bits(r, u64::MAX))
-                    )
-                } else {
-                    String::new()
-                };
-                // GLSL leaves `%` of negative operands undefined (llvmpipe's GL gave 1 for
-                // `1 % -1`), and naga writes WGSL's `%` as GLSL's: a signed remainder is
-                // written with the division, which GLSL truncates as WGSL does.
-                let (on_bad, good) = match op {
-                    BinaryOp::Div => ("a".to_string(), "a / b"),
-                    _ if r.is_signed() => (zero(r), "a - b * (a / b)"),
-                    _ => (zero(r), "a % b"),
-                };
-                self.helper(format!(
-                    "fn {name}(a: {t}, b: {t}) -> {t} {{ if (b == {}{min_check}) {{ return {on_bad}; }} return {good}; }}",
-                    zero(r)
-                ));
-                wrap(s, format!("{name}({a}, {b})"))
-            }
             _ => return err(format!("`{}` on {s}", op.symbol())),
         })
     }
 
-    pub(crate) fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+    fn unary(&mut self, op: UnaryOp, s: ScalarType, x: &str) -> String {
+        match (op, s) {
+            (UnaryOp::Neg, s) if s.is_float() => format!("(-{x})"),
+            (UnaryOp::Neg, s) if s.is_signed() => wrap(s, format!("(-{x})")),
+            (UnaryOp::Neg, s) => wrap(s, format!("({} - {x})", zero(s))),
+            (UnaryOp::Not, ScalarType::Bool) => format!("(!{x})"),
+            (UnaryOp::Not, s) => wrap(s, format!("(~{x})")),
+        }
+    }
+
+    fn select(&mut self, cond: &str, accept: &str, reject: &str) -> String {
+        format!("select({reject}, {accept}, {cond})")
+    }
+
+    fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        self.note(to);
         if from == to {
             return x.to_string();
         }
@@ -376,52 +158,92 @@ impl Writer {
         }
         let (ft, tt) = (rt(from), rt(reg(to)));
         let name = format!("kiln_cvt_{}_{}", from.name(), to.name());
-        let max = lit(ScalarValue::from_bits(
-            reg(to),
-            if to.is_signed() {
-                (1u64 << (to.bits() - 1)) - 1
-            } else if to.bits() == 64 {
-                u64::MAX
-            } else {
-                (1u64 << to.bits()) - 1
-            },
-        ));
+        let rule = rules::Saturation::of(to);
+        let max = lit(rules::Saturation::value(rule.max, reg(to)));
+        let hi = float_lit(rule.hi, from);
         let body = if to.is_signed() {
-            let lim = 2f64.powi(to.bits() as i32 - 1);
-            let min = lit(ScalarValue::from_bits(
-                reg(to),
-                (-(lim as i128) as i64) as u64,
-            ));
             format!(
                 "if (!(v == v)) {{ return {z}; }} if (v >= {hi}) {{ return {max}; }} if (v <= {lo}) {{ return {min}; }} return {tt}(v);",
                 z = zero(to),
-                hi = float_lit(lim, from),
-                lo = float_lit(-lim, from),
+                lo = float_lit(rule.lo, from),
+                min = lit(rules::Saturation::value(rule.min, reg(to))),
             )
         } else {
+            // Below 1 (NaN and the floats down to the bound -1 included) the result is 0:
+            // one test.
             format!(
                 "if (!(v >= {one})) {{ return {z}; }} if (v >= {hi}) {{ return {max}; }} return {tt}(v);",
                 one = one(from),
                 z = zero(to),
-                hi = float_lit(2f64.powi(to.bits() as i32), from),
             )
         };
         self.helper(format!("fn {name}(v: {ft}) -> {tt} {{ {body} }}"));
         format!("{name}({x})")
     }
 
+    fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
+        match (from, to) {
+            (f, t) if f == t => x.to_string(),
+            (ScalarType::U8 | ScalarType::U16, t) => wrap(t, format!("bitcast<i32>({x})")),
+            (ScalarType::I8 | ScalarType::I16, t) => wrap(t, format!("bitcast<u32>({x})")),
+            (_, t) => format!("bitcast<{}>({x})", rt(t)),
+        }
+    }
+
+    fn math(&mut self, fun: MathFn, s: ScalarType, args: &[String]) -> W<String> {
+        Writer::math(self, fun, s, args)
+    }
+
+    /// A builtin value; with subgroups, the subgroup's id, size and lane come from the
+    /// entry point's parameters.
+    fn builtin(&mut self, b: Builtin) -> String {
+        match b {
+            Builtin::SubgroupId | Builtin::SubgroupSize | Builtin::SubgroupLane
+                if self.options.subgroups =>
+            {
+                self.needs.subgroups = true;
+                match b {
+                    Builtin::SubgroupId => "kiln_sg_id",
+                    Builtin::SubgroupSize => "kiln_sg_size",
+                    _ => "kiln_sg_lane",
+                }
+                .into()
+            }
+            b => builtin(b),
+        }
+    }
+
+    fn atomic(&mut self, _: &Cx, a: AtomicCall) -> W<Written> {
+        Writer::atomic(self, a)
+    }
+
+    /// A subgroup operation; without subgroups, the result on a subgroup of one lane.
+    fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
+        if self.options.subgroups {
+            return Writer::subgroup(self, call);
+        }
+        let x = call.value;
+        Ok(match call.op {
+            SubgroupOp::Ballot => format!("select(0u, 1u, {x})"),
+            SubgroupOp::ExclusiveAdd => zero(call.ty),
+            _ => x.to_string(),
+        })
+    }
+}
+
+impl Writer {
     /// A subgroup operation with WGSL's subgroup built-ins, which cover the active lanes.
     /// Every lane-taking operation is a `subgroupShuffle` whose result is the caller's own
     /// value when the asked-for lane is outside the subgroup or not active (a ballot of the
     /// active lanes tells); float minimum and maximum take NaN as the identity and settle
     /// the sign of a zero result with `subgroupAny`, so every backend gives the same answer.
-    pub(crate) fn subgroup(
-        &mut self,
-        op: SubgroupOp,
-        s: ScalarType,
-        x: &str,
-        lane: Option<&str>,
-    ) -> W<String> {
+    pub(crate) fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
+        let SubgroupCall {
+            op,
+            ty: s,
+            value: x,
+            lane,
+        } = call;
         self.needs.subgroups = true;
         let lane = lane.unwrap_or("0u");
         let (me, size) = ("kiln_sg_lane", "kiln_sg_size");
@@ -487,17 +309,18 @@ impl Writer {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn atomic(
-        &mut self,
-        m: Memory,
-        h: Handle,
-        s: ScalarType,
-        op: AtomicOp,
-        i: &str,
-        v: &str,
-        cmp: Option<&str>,
-    ) -> W<Vals> {
+    /// The atomic operation `a`, skipped on an out-of-bounds index (which reads zero): its
+    /// result is a `var` declared before the expression's temporary.
+    pub(crate) fn atomic(&mut self, a: AtomicCall) -> W<Written> {
+        let AtomicCall {
+            memory: m,
+            handle: h,
+            ty: s,
+            op,
+            index: i,
+            value: v,
+            compare: cmp,
+        } = a;
         let info = self.mem(m)?;
         let ptr = format!("&{}[{i}]", info.name);
         let len = info.len.clone();
@@ -528,14 +351,14 @@ impl Writer {
                 format!("{r} = {f}({ptr}, {v});")
             }
         };
-        Ok(Vals {
+        Ok(Written {
             pre: vec![format!(
                 "var {r}: {} = {}; if ({i} < {len}) {{ {call} }}",
                 rt(s),
                 zero(s)
             )],
             comps: vec![r],
-            call_struct: None,
+            call: None,
         })
     }
 }

@@ -1,5 +1,7 @@
 //! Names WGSL reserves, and the renaming of user names that would collide with them.
 
+use kiln_writer::Namer;
+
 /// Words WGSL reserves or gives a meaning to (keywords, reserved words, predeclared types and
 /// builtin functions kiln's shaders call).
 const RESERVED: &[&str] = &[
@@ -225,20 +227,13 @@ const RESERVED: &[&str] = &[
     "trunc",
 ];
 
-/// A user-chosen name made safe in WGSL: reserved names, names with a prefix kiln or WGSL
-/// reserve, and names shaped like kiln's own get a trailing `_`; so do names already ending
-/// in `_`, so the renaming never maps two names to one (`var` becomes `var_`, a parameter
-/// named `var_` becomes `var__`).
-pub(crate) fn safe(name: &str) -> String {
-    let prefixed = ["kiln_", "__", "atomic", "workgroup", "storage", "subgroup"]
-        .iter()
-        .any(|p| name.starts_with(p));
-    let temp_like =
-        name.starts_with('t') && name[1..].chars().all(|c| c.is_ascii_digit() || c == '_');
-    let companion = name.ends_with("_len") || name.ends_with("_r") || name.ends_with("_b");
-    if RESERVED.contains(&name) || prefixed || temp_like || companion || name.ends_with('_') {
-        format!("{name}_")
-    } else {
-        name.to_string()
-    }
-}
+/// User names made safe in WGSL: reserved names, names with a prefix kiln or WGSL reserve,
+/// and names shaped like kiln's own (companions `_len`, `_r`, `_b`) get a trailing `_` by
+/// [`Namer::safe`]'s one rule (`var` becomes `var_`, a parameter named `var_` becomes
+/// `var__`).
+pub(crate) const NAMER: Namer = Namer {
+    reserved: RESERVED,
+    prefixes: &["kiln_", "__", "atomic", "workgroup", "storage", "subgroup"],
+    suffixes: &["_len", "_r", "_b"],
+    also: |_| false,
+};

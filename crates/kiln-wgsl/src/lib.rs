@@ -41,12 +41,16 @@ mod storage;
 mod translate;
 mod writer;
 
-use keywords::safe;
+use keywords::NAMER;
 
 pub use translate::{translate, TranslateTarget, Translated};
 
 use kiln_ir::*;
-use std::collections::{BTreeSet, HashSet};
+use kiln_writer::{
+    common_line, component_name, components, intrinsic_body, rules, temp_name, AtomicCall,
+    DeviceFunction, Helpers, StructCall, SubgroupCall, Syntax, Written,
+};
+use std::collections::HashSet;
 
 /// What the shader needs from the adapter, found while writing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -142,7 +146,7 @@ pub struct Shader {
 /// The override constants holding the group size, x, y and z.
 pub const GROUP_SIZE_OVERRIDES: [&str; 3] = ["kiln_group_x", "kiln_group_y", "kiln_group_z"];
 
-pub use kiln_ir::WriteError;
+pub use kiln_writer::WriteError;
 
 type W<T> = Result<T, WriteError>;
 
@@ -180,9 +184,9 @@ pub fn write_kernel(kernel: &Kernel) -> W<Shader> {
 /// Writes `kernel` as a WGSL compute shader as `options` say. Fails like [`write_kernel`].
 pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
-    let k = kernel.with_names(safe);
+    let k = NAMER.rename(kernel);
     Writer {
-        helpers: BTreeSet::new(),
+        helpers: Helpers::default(),
         needs: Needs::default(),
         mems: Vec::new(),
         shared_base: 0,
@@ -315,7 +319,7 @@ fn float_bits(s: ScalarType) -> (&'static str, &'static str, &'static str, &'sta
 }
 
 struct Writer {
-    helpers: BTreeSet<String>,
+    helpers: Helpers,
     needs: Needs,
     /// Buffer parameters (indexed by parameter) then shared arrays.
     mems: Vec<Option<MemInfo>>,
@@ -363,27 +367,7 @@ impl Writer {
     }
 
     fn helper(&mut self, text: String) {
-        self.helpers.insert(text);
-    }
-}
-
-struct Vals {
-    pre: Vec<String>,
-    comps: Vec<String>,
-    call_struct: Option<String>,
-}
-
-impl Vals {
-    fn new(comps: Vec<String>) -> Vals {
-        Vals {
-            pre: Vec::new(),
-            comps,
-            call_struct: None,
-        }
-    }
-
-    fn one(s: String) -> Vals {
-        Vals::new(vec![s])
+        self.helpers.add(text);
     }
 }
 

@@ -85,25 +85,13 @@ impl Writer {
                 return Ok(call);
             }
         }
+        if rules::library_math(fun) {
+            return Ok(format!("{}({})", fun.name(), x[0]));
+        }
         Ok(match fun {
-            MathFn::Sin
-            | MathFn::Cos
-            | MathFn::Tan
-            | MathFn::Asin
-            | MathFn::Acos
-            | MathFn::Atan
-            | MathFn::Sinh
-            | MathFn::Cosh
-            | MathFn::Tanh
-            | MathFn::Exp
-            | MathFn::Exp2
-            | MathFn::Log
-            | MathFn::Log2
-            | MathFn::Sqrt
-            | MathFn::Floor
-            | MathFn::Ceil
-            | MathFn::Trunc
-            | MathFn::Abs => format!("{}({})", fun.name(), x[0]),
+            MathFn::Floor | MathFn::Ceil | MathFn::Trunc | MathFn::Abs => {
+                format!("{}({})", fun.name(), x[0])
+            }
             MathFn::Log10 => format!("(log({}) * {})", x[0], float_lit(std::f64::consts::LOG10_E, s)),
             MathFn::Round => {
                 let name = format!("kiln_round_{t}");
@@ -154,6 +142,7 @@ impl Writer {
             ),
             MathFn::IsNan => format!("((bitcast<{u}>({}) & {abs_mask}) > {inf})", x[0]),
             MathFn::IsInf => format!("((bitcast<{u}>({}) & {abs_mask}) == {inf})", x[0]),
+            library => return err(format!("{} has no WGSL spelling", library.name())),
         })
     }
 

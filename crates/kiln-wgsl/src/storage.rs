@@ -81,7 +81,7 @@ impl Writer {
 
     /// Component values of element `i` of memory `m`, with the lines that must run first.
     /// When `checked`, an `i` out of bounds reads zero; otherwise a guard proved it in bounds.
-    pub(crate) fn load(&mut self, m: Memory, i: &str, h: Handle, checked: bool) -> W<Vals> {
+    pub(crate) fn load(&mut self, m: Memory, i: &str, h: Handle, checked: bool) -> W<Written> {
         let info = self.mem(m)?;
         let (name, elem, storage, len) = (
             info.name.clone(),
@@ -159,10 +159,10 @@ impl Writer {
                     .collect()
             }
         };
-        Ok(Vals {
+        Ok(Written {
             pre,
             comps,
-            call_struct: None,
+            call: None,
         })
     }
 }

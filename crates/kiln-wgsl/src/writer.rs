@@ -193,8 +193,8 @@ impl Writer {
         }
 
         let mut functions = String::new();
-        for (fi, f) in k.functions.iter().enumerate() {
-            self.function(k, fi, f, &mut functions)?;
+        for fi in 0..k.functions.len() {
+            self.function(DeviceFunction::of(k, fi)?, &mut functions)?;
         }
         let cx = Cx::of_kernel(k)?;
         let mut inner = String::new();
@@ -245,7 +245,7 @@ impl Writer {
         } else {
             ""
         };
-        for h in &self.helpers {
+        for h in self.helpers.texts() {
             out += h;
             out.push('\n');
         }
@@ -331,18 +331,8 @@ impl Writer {
         Ok(())
     }
 
-    pub(crate) fn function(
-        &mut self,
-        k: &Kernel,
-        fi: usize,
-        f: &Function,
-        out: &mut String,
-    ) -> W<()> {
-        let cx = Cx::of_function(k, f)?;
-        let result = f
-            .result
-            .as_ref()
-            .ok_or_else(|| WriteError(format!("device function `{}` returns nothing", f.name)))?;
+    pub(crate) fn function(&mut self, d: DeviceFunction, out: &mut String) -> W<()> {
+        let (fi, f, cx, result) = (d.index, d.function, d.cx, d.result);
         self.note_type(result);
         let flat = result.flatten();
         let ret_ty = if flat.len() == 1 {
@@ -380,7 +370,7 @@ impl Writer {
             params.join(", ")
         );
         if let Some(native) = &f.native.wgsl {
-            out.push_str(&kiln_ir::intrinsic_body(f, native));
+            out.push_str(&intrinsic_body(f, native));
             return Ok(());
         }
         self.locals(&cx, out)?;
@@ -416,10 +406,10 @@ impl Writer {
             Stmt::Eval(h) => {
                 let ty = cx.ty(*h)?;
                 self.note_type(&ty);
-                let vals = self.expr(cx, *h)?;
+                let vals = components(self, cx, *h)?;
                 let flat = ty.flatten();
                 let mut line = vals.pre.join(" ");
-                if let Some(call) = vals.call_struct {
+                if let Some(StructCall { call, .. }) = vals.call {
                     let _ = write!(line, "let t{}_r = {call};", h.0);
                     for (c, (sc, _)) in flat.iter().enumerate() {
                         let _ = write!(
@@ -451,46 +441,6 @@ impl Writer {
                     }
                 }
                 let _ = writeln!(out, "{pad}{line}");
-            }
-            Stmt::LocalSet { local, value } => {
-                let ty = cx.body.locals[local.0 as usize].ty.clone();
-                let n = ty.flatten().len();
-                let parts: Vec<String> = (0..n)
-                    .map(|c| {
-                        format!(
-                            "{} = {};",
-                            component_name(&cx.local_name(local.0 as usize), c, n),
-                            temp_name(*value, c, &ty)
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(out, "{pad}{}", parts.join(" "));
-            }
-            Stmt::LocalIndexSet {
-                local,
-                index,
-                value,
-            } => {
-                let Type::Array(e, n) = &cx.body.locals[local.0 as usize].ty else {
-                    return err("not an array local");
-                };
-                let comps = e.flatten().len();
-                let name = cx.local_name(local.0 as usize);
-                let i = temp_name(*index, 0, &Type::Scalar(ScalarType::U32));
-                let parts: Vec<String> = (0..comps)
-                    .map(|c| {
-                        format!(
-                            "{}[{i}] = {};",
-                            component_name(&name, c, comps),
-                            temp_name(*value, c, e)
-                        )
-                    })
-                    .collect();
-                if cx.in_bounds.local_store(*local, *index, *value) {
-                    let _ = writeln!(out, "{pad}{}", parts.join(" "));
-                } else {
-                    let _ = writeln!(out, "{pad}if ({i} < {n}u) {{ {} }}", parts.join(" "));
-                }
             }
             Stmt::Store {
                 memory,
@@ -546,30 +496,15 @@ impl Writer {
                 }
                 let _ = writeln!(out, "{pad}}}");
             }
-            Stmt::Break => {
-                let _ = writeln!(out, "{pad}break;");
-            }
-            Stmt::Continue => {
-                let _ = writeln!(out, "{pad}continue;");
-            }
-            Stmt::Return(None) => {
-                let _ = writeln!(out, "{pad}return;");
-            }
-            Stmt::Return(Some(h)) => {
-                let ty = cx.ty(*h)?;
-                let flat = ty.flatten();
-                if flat.len() == 1 {
-                    let _ = writeln!(out, "{pad}return {};", temp_name(*h, 0, &ty));
-                } else {
-                    let parts: Vec<String> =
-                        (0..flat.len()).map(|c| temp_name(*h, c, &ty)).collect();
-                    let _ = writeln!(
-                        out,
-                        "{pad}return kiln_ret_{}({});",
-                        cx.function_name(),
-                        parts.join(", ")
-                    );
-                }
+            Stmt::Return(_)
+            | Stmt::Break
+            | Stmt::Continue
+            | Stmt::LocalSet { .. }
+            | Stmt::LocalIndexSet { .. } => {
+                let line = common_line(cx, s, |function, parts| {
+                    format!("return kiln_ret_{function}({parts});")
+                })?;
+                let _ = writeln!(out, "{pad}{line}");
             }
             Stmt::Barrier(BarrierScope::Group) => {
                 let _ = writeln!(out, "{pad}storageBarrier(); workgroupBarrier();");

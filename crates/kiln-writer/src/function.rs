@@ -1,0 +1,40 @@
+//! A device function ready to be written.
+
+use crate::WriteError;
+use kiln_ir::{Function, Kernel, Type, TypedBody};
+
+/// A device function as a writer needs it: its index in the kernel, the function, its typed
+/// body and its result type.
+pub struct DeviceFunction<'a> {
+    /// Its index in [`Kernel::functions`].
+    pub index: usize,
+    /// The function.
+    pub function: &'a Function,
+    /// Its body with the type of each expression.
+    pub cx: TypedBody<'a>,
+    /// What it returns.
+    pub result: &'a Type,
+}
+
+impl<'a> DeviceFunction<'a> {
+    /// Device function `index` of `kernel`. Fails when there is no such function, when it
+    /// returns nothing (device functions return a value), or when its body does not type.
+    pub fn of(kernel: &'a Kernel, index: usize) -> Result<DeviceFunction<'a>, WriteError> {
+        let function = kernel
+            .functions
+            .get(index)
+            .ok_or_else(|| WriteError(format!("no device function #{index}")))?;
+        let result = function.result.as_ref().ok_or_else(|| {
+            WriteError(format!(
+                "device function `{}` returns nothing",
+                function.name
+            ))
+        })?;
+        Ok(DeviceFunction {
+            index,
+            function,
+            cx: TypedBody::of_function(kernel, function)?,
+            result,
+        })
+    }
+}
