@@ -57,7 +57,7 @@ impl Syntax for Writer {
             return Ok(text);
         }
         if s.is_float() {
-            return Ok(format!("{}({a}, {b})", self.fname("fmod", s)));
+            return Ok(format!("{}({a}, {b})", self.d.math_name("fmod", s)));
         }
         let t = self.t(s);
         let w = self.t(wide_unsigned(s));
@@ -72,7 +72,7 @@ impl Syntax for Writer {
             let sym = op.symbol();
             self.helper(format!(
                 "{} {t} {name}({t} a, {t} b) {{ return ({guard}) ? {guarded} : ({t})(a {sym} b); }}",
-                self.fn_prefix()
+                self.d.helper_prefix()
             ));
             return Ok(format!("{name}({a}, {b})"));
         }
@@ -140,7 +140,7 @@ impl Syntax for Writer {
         let lo_test = format!("v <= {}", float_lit(lo, from));
         self.helper(format!(
             "{} {tt} {name}({ft} v) {{ return (v != v) ? ({tt})0 : (v >= {}) ? {max} : ({lo_test}) ? {min} : ({tt})v; }}",
-            self.fn_prefix(),
+            self.d.helper_prefix(),
             float_lit(hi, from)
         ));
         format!("{name}({x})")
@@ -151,26 +151,7 @@ impl Syntax for Writer {
         if from.is_float() == to.is_float() {
             return format!("(({tt}){x})");
         }
-        match self.d {
-            Dialect::OpenCl => format!("as_{}({x})", tt.replace("unsigned ", "u")),
-            Dialect::Cuda => {
-                let f = match (from, to) {
-                    (ScalarType::F32, ScalarType::I32) => "__float_as_int",
-                    (ScalarType::F32, _) => "__float_as_uint",
-                    (ScalarType::I32, ScalarType::F32) => "__int_as_float",
-                    (_, ScalarType::F32) => "__uint_as_float",
-                    (ScalarType::F64, _) => "__double_as_longlong",
-                    _ => "__longlong_as_double",
-                };
-                if from.is_float() {
-                    format!("(({tt}){f}({x}))")
-                } else if from == ScalarType::U64 {
-                    format!("{f}((long long){x})")
-                } else {
-                    format!("{f}({x})")
-                }
-            }
-        }
+        self.d.float_int_bitcast(x, from, to, tt)
     }
 
     fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
@@ -187,7 +168,7 @@ impl Syntax for Writer {
                 MathFn::Max => format!("(({1} > {0}) ? {1} : {0})", x[0], x[1]),
                 MathFn::Clamp => {
                     let name = format!("kiln_clamp_{}", s.name());
-                    self.helper(format!("{} {t} {name}({t} x, {t} lo, {t} hi) {{ {t} m = (lo > x) ? lo : x; return (hi < m) ? hi : m; }}", self.fn_prefix()));
+                    self.helper(format!("{} {t} {name}({t} x, {t} lo, {t} hi) {{ {t} m = (lo > x) ? lo : x; return (hi < m) ? hi : m; }}", self.d.helper_prefix()));
                     format!("{name}({}, {}, {})", x[0], x[1], x[2])
                 }
                 MathFn::Sign if s.is_signed() => {
@@ -197,7 +178,7 @@ impl Syntax for Writer {
                 f => return err(format!("{} on integers", f.name())),
             });
         }
-        let f = |name: &str| self.fname(name, s);
+        let f = |name: &str| self.d.math_name(name, s);
         let one = if s == ScalarType::F32 { "1.0f" } else { "1.0" };
         if rules::library_math(fun) || fun == MathFn::Log10 {
             return Ok(format!("{}({})", f(fun.name()), x[0]));
@@ -248,33 +229,7 @@ impl Syntax for Writer {
     }
 
     fn builtin(&mut self, b: Builtin) -> String {
-        let ax = |a: Axis| a.index();
-        let xyz = |a: Axis| ["x", "y", "z"][a.index()];
-        match self.d {
-            Dialect::OpenCl => match b {
-                Builtin::GlobalId(a) => format!("((uint)get_global_id({}))", ax(a)),
-                Builtin::LocalId(a) => format!("((uint)get_local_id({}))", ax(a)),
-                Builtin::GroupId(a) => format!("((uint)get_group_id({}))", ax(a)),
-                Builtin::GroupSize(a) => format!("((uint)get_local_size({}))", ax(a)),
-                Builtin::NumGroups(a) => format!("((uint)get_num_groups({}))", ax(a)),
-                Builtin::GlobalSize(a) => format!("((uint)get_global_size({}))", ax(a)),
-                Builtin::LocalIndex | Builtin::SubgroupId => "((uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2))))".into(),
-                Builtin::SubgroupSize => "1u".into(),
-                Builtin::SubgroupLane => "0u".into(),
-            },
-            Dialect::Cuda => match b {
-                Builtin::GlobalId(a) => format!("(blockIdx.{0} * blockDim.{0} + threadIdx.{0})", xyz(a)),
-                Builtin::LocalId(a) => format!("threadIdx.{}", xyz(a)),
-                Builtin::GroupId(a) => format!("blockIdx.{}", xyz(a)),
-                Builtin::GroupSize(a) => format!("blockDim.{}", xyz(a)),
-                Builtin::NumGroups(a) => format!("gridDim.{}", xyz(a)),
-                Builtin::GlobalSize(a) => format!("(gridDim.{0} * blockDim.{0})", xyz(a)),
-                Builtin::LocalIndex => "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))".into(),
-                Builtin::SubgroupSize => "32u".into(),
-                Builtin::SubgroupId => "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5)".into(),
-                Builtin::SubgroupLane => "((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u)".into(),
-            },
-        }
+        self.d.builtin(b)
     }
 
     /// The atomic operation, which on an out-of-bounds index is skipped and reads zero.
@@ -282,7 +237,7 @@ impl Syntax for Writer {
         let (name, _) = mem_info(cx.kernel, a.memory)?;
         let zero = self.lit(ScalarValue::zero(a.ty));
         let i = a.index;
-        let op = Writer::atomic(self, &name, a)?;
+        let op = Writer::atomic(self, &name, &a);
         Ok(Written::one(format!(
             "(({i} < {name}_len) ? {op} : {zero})"
         )))
@@ -300,14 +255,6 @@ impl Syntax for Writer {
 }
 
 impl Writer {
-    pub(crate) fn fname(&self, base: &str, s: ScalarType) -> String {
-        if self.d == Dialect::Cuda && s == ScalarType::F32 {
-            format!("{base}f")
-        } else {
-            base.to_string()
-        }
-    }
-
     /// The helper computing float min (or max): NaN gives the other operand, and of -0 and +0
     /// min gives -0 and max +0 (equal operands combine their bits: OR keeps a sign, AND
     /// clears it).
@@ -315,112 +262,20 @@ impl Writer {
         let t = self.t(s);
         let name = format!("kiln_{}_{}", if max { "max" } else { "min" }, s.name());
         let combine = if max { "&" } else { "|" };
-        let libm = self.fname(if max { "fmax" } else { "fmin" }, s);
-        let (to_bits, from_bits) = match (self.d, s) {
-            (Dialect::OpenCl, ScalarType::F32) => ("as_uint", "as_float"),
-            (Dialect::OpenCl, _) => ("as_ulong", "as_double"),
-            (Dialect::Cuda, ScalarType::F32) => ("__float_as_uint", "__uint_as_float"),
-            (Dialect::Cuda, _) => ("__double_as_longlong", "__longlong_as_double"),
-        };
+        let libm = self.d.math_name(if max { "fmax" } else { "fmin" }, s);
+        let (to_bits, from_bits) = self.d.float_bit_casts(s);
         self.helper(format!(
             "{} {t} {name}({t} a, {t} b) {{ return (a == b) ? {from_bits}({to_bits}(a) {combine} {to_bits}(b)) : {libm}(a, b); }}",
-            self.fn_prefix()
+            self.d.helper_prefix()
         ));
         name
     }
 
     /// The atomic operation `a` on element `a.index` of the memory `name`.
-    pub(crate) fn atomic(&mut self, name: &str, a: AtomicCall) -> W<String> {
-        let (memory, s, op) = (a.memory, a.ty, a.op);
-        let (i, v, cmp) = (a.index, a.value, a.compare);
-        if s.bits() == 64 {
+    pub(crate) fn atomic(&mut self, name: &str, a: &AtomicCall) -> String {
+        if a.ty.bits() == 64 {
             self.needs.atomics64 = true;
         }
-        let t = self.t(s);
-        match self.d {
-            Dialect::OpenCl => {
-                let space = if matches!(memory, Memory::Shared(_)) {
-                    "__local"
-                } else {
-                    "__global"
-                };
-                let prefix = if s.bits() == 64 { "atom" } else { "atomic" };
-                let p = format!("(volatile {space} {t}*)&{name}[{i}]");
-                Ok(match (op, s) {
-                    (AtomicOp::Add, ScalarType::F32) => {
-                        let h = format!("kiln_atomic_add_f32_{}", &space[2..]);
-                        self.helper(format!("static inline float {h}(volatile {space} float* p, float v) {{ volatile {space} uint* q = (volatile {space} uint*)p; uint old = *q; for (;;) {{ uint seen = atomic_cmpxchg(q, old, as_uint(as_float(old) + v)); if (seen == old) return as_float(old); old = seen; }} }}"));
-                        format!("{h}({p}, {v})")
-                    }
-                    (AtomicOp::Exchange, ScalarType::F32) => format!("atomic_xchg({p}, {v})"),
-                    (AtomicOp::CompareExchange, _) => {
-                        format!("{prefix}_cmpxchg({p}, {}, {v})", cmp.unwrap_or("0"))
-                    }
-                    _ => {
-                        let n = match op {
-                            AtomicOp::Add => "add",
-                            AtomicOp::Sub => "sub",
-                            AtomicOp::Min => "min",
-                            AtomicOp::Max => "max",
-                            AtomicOp::And => "and",
-                            AtomicOp::Or => "or",
-                            AtomicOp::Xor => "xor",
-                            AtomicOp::Exchange => "xchg",
-                            AtomicOp::CompareExchange => unreachable!(),
-                        };
-                        format!("{prefix}_{n}({p}, {v})")
-                    }
-                })
-            }
-            Dialect::Cuda => {
-                let p = format!("&{name}[{i}]");
-                let ull = "unsigned long long";
-                let as_ull = |x: &str| format!("({ull})({x})");
-                let p64 = format!("({ull}*){p}");
-                Ok(match (op, s) {
-                    (AtomicOp::Add, ScalarType::F32)
-                    | (AtomicOp::Add, ScalarType::I32 | ScalarType::U32) => {
-                        format!("atomicAdd({p}, {v})")
-                    }
-                    (AtomicOp::Add, _) => format!("(({t})atomicAdd({p64}, {}))", as_ull(v)),
-                    (AtomicOp::Sub, ScalarType::I32 | ScalarType::U32) => {
-                        format!("atomicSub({p}, {v})")
-                    }
-                    (AtomicOp::Sub, _) => format!("(({t})atomicAdd({p64}, 0ULL - {}))", as_ull(v)),
-                    (AtomicOp::Min, ScalarType::I64) => {
-                        format!("(({t})atomicMin((long long*){p}, (long long)({v})))")
-                    }
-                    (AtomicOp::Max, ScalarType::I64) => {
-                        format!("(({t})atomicMax((long long*){p}, (long long)({v})))")
-                    }
-                    (AtomicOp::Min, _) => format!("atomicMin({p}, {v})"),
-                    (AtomicOp::Max, _) => format!("atomicMax({p}, {v})"),
-                    (AtomicOp::And | AtomicOp::Or | AtomicOp::Xor, _) => {
-                        let f = match op {
-                            AtomicOp::And => "atomicAnd",
-                            AtomicOp::Or => "atomicOr",
-                            _ => "atomicXor",
-                        };
-                        if s.bits() == 64 {
-                            format!("(({t}){f}({p64}, {}))", as_ull(v))
-                        } else {
-                            format!("{f}({p}, {v})")
-                        }
-                    }
-                    (AtomicOp::Exchange, ScalarType::I64 | ScalarType::U64) => {
-                        format!("(({t})atomicExch({p64}, {}))", as_ull(v))
-                    }
-                    (AtomicOp::Exchange, _) => format!("atomicExch({p}, {v})"),
-                    (AtomicOp::CompareExchange, ScalarType::I64 | ScalarType::U64) => format!(
-                        "(({t})atomicCAS({p64}, {}, {}))",
-                        as_ull(cmp.unwrap_or("0")),
-                        as_ull(v)
-                    ),
-                    (AtomicOp::CompareExchange, _) => {
-                        format!("atomicCAS({p}, {}, {v})", cmp.unwrap_or("0"))
-                    }
-                })
-            }
-        }
+        self.d.atomic(&mut self.helpers, name, a)
     }
 }

@@ -22,7 +22,7 @@
 //! locals) and uses subgroup operations takes the caller's mask as its first parameter, and
 //! may not return before its last statement.
 
-use crate::{err, Cx, Dialect, Writer, W};
+use crate::{err, Cx, Writer, W};
 use kiln_ir::*;
 use kiln_writer::{temp_name, SubgroupCall, Syntax, WriteError};
 use std::fmt::Write as _;
@@ -318,7 +318,7 @@ impl Writer {
 impl Writer {
     pub(crate) fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
         let (op, s, x) = (call.op, call.ty, call.value);
-        if self.d == Dialect::OpenCl {
+        if !self.d.has_warps() {
             return Ok(match op {
                 SubgroupOp::Ballot => format!("((uint)({x} ? 1 : 0))"),
                 SubgroupOp::ExclusiveAdd => self.lit(ScalarValue::zero(s)),

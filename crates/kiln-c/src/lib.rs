@@ -15,7 +15,9 @@
 //! Buffer parameters become a pointer plus a `<name>_len` element count (`uint`), in parameter
 //! order. Value parameters are passed as their flattened scalar components
 //! (`<name>_0`, `<name>_1`, ...), or under their own name when scalar. A `bool` in memory or as
-//! a parameter is one `uchar` (0 or 1).
+//! a parameter is one `uchar` (0 or 1). [`Source::slots`] says what each written parameter
+//! takes ([`Slot`]); the OpenCL and CUDA runtimes bind their arguments by it, so the
+//! convention is stated once, here.
 
 use kiln_ir::*;
 use kiln_writer::{
@@ -23,6 +25,8 @@ use kiln_writer::{
     DeviceFunction, Helpers, StructCall, SubgroupCall, Syntax, Written,
 };
 
+mod convention;
+mod dialect;
 mod expr;
 mod keywords;
 mod lanes;
@@ -31,12 +35,14 @@ mod storage;
 mod tests;
 mod writer;
 
+pub use convention::{ScalarArg, Slot};
+use dialect::{mem_type, CDialect};
 use keywords::NAMER;
+use storage::mem_info;
 pub use storage::{
     cuda_fixed_shared_in_dynamic_region, cuda_uses_dynamic_region, dynamic_shared_bytes,
     CUDA_STATIC_SHARED_LIMIT,
 };
-use storage::{mem_info, mem_type};
 
 /// Which C dialect to write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,6 +52,16 @@ pub enum Dialect {
     /// CUDA C++ for NVRTC (`extern "C" __global__`, `threadIdx`, `__syncthreads`, warp
     /// intrinsics with 32 lanes).
     Cuda,
+}
+
+impl Dialect {
+    /// How this dialect spells what differs between the two.
+    fn syntax(self) -> &'static dyn CDialect {
+        match self {
+            Dialect::OpenCl => &dialect::OpenClC,
+            Dialect::Cuda => &dialect::CudaC,
+        }
+    }
 }
 
 /// What the kernel needs from the device, found while writing.
@@ -68,6 +84,8 @@ pub struct Source {
     pub entry: String,
     /// Device requirements.
     pub needs: Needs,
+    /// What each of the entry point's parameters takes, in order.
+    pub slots: Vec<Slot>,
 }
 
 pub use kiln_writer::WriteError;
@@ -80,7 +98,7 @@ fn err<T>(m: impl Into<String>) -> W<T> {
 
 /// Writes kernels as C source in one dialect.
 pub struct Writer {
-    d: Dialect,
+    d: &'static dyn CDialect,
     /// Helper functions in the order they were first needed, so each comes after the
     /// helpers it calls.
     helpers: Helpers,
@@ -103,13 +121,14 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
     validate(kernel).map_err(|e| WriteError(e.to_string()))?;
     // CUDA kernels with subgroup operations carry lane masks through their control flow,
     // which the writer follows best with the device functions' statements in the body.
-    let tracked = dialect == Dialect::Cuda && lanes::uses_subgroups(kernel);
+    let d = dialect.syntax();
+    let tracked = d.has_warps() && lanes::uses_subgroups(kernel);
     let k = match tracked {
         true => NAMER.rename(&inline_calls(kernel)),
         false => NAMER.rename(kernel),
     };
     Writer {
-        d: dialect,
+        d,
         helpers: Helpers::default(),
         needs: Needs::default(),
         loop_id: 0,
@@ -117,29 +136,6 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
         lanes: None,
     }
     .kernel(&k, tracked)
-}
-
-/// The C name of a scalar type in a dialect (register form; `bool` is `bool`).
-pub fn c_type(d: Dialect, s: ScalarType) -> &'static str {
-    match (d, s) {
-        (_, ScalarType::Bool) => "bool",
-        (Dialect::OpenCl, ScalarType::I8) => "char",
-        (Dialect::Cuda, ScalarType::I8) => "signed char",
-        (Dialect::OpenCl, ScalarType::U8) => "uchar",
-        (Dialect::Cuda, ScalarType::U8) => "unsigned char",
-        (_, ScalarType::I16) => "short",
-        (Dialect::OpenCl, ScalarType::U16) => "ushort",
-        (Dialect::Cuda, ScalarType::U16) => "unsigned short",
-        (_, ScalarType::I32) => "int",
-        (Dialect::OpenCl, ScalarType::U32) => "uint",
-        (Dialect::Cuda, ScalarType::U32) => "unsigned int",
-        (Dialect::OpenCl, ScalarType::I64) => "long",
-        (Dialect::Cuda, ScalarType::I64) => "long long",
-        (Dialect::OpenCl, ScalarType::U64) => "ulong",
-        (Dialect::Cuda, ScalarType::U64) => "unsigned long long",
-        (_, ScalarType::F32) => "float",
-        (_, ScalarType::F64) => "double",
-    }
 }
 
 fn unsigned_of(s: ScalarType) -> ScalarType {
@@ -162,17 +158,6 @@ fn wide_unsigned(s: ScalarType) -> ScalarType {
     }
 }
 
-/// A NaN or infinity written from its exact bits (folding `0.0/0.0` is not reliable across
-/// compilers).
-fn nonfinite_lit(d: Dialect, s: ScalarType, bits: u64) -> String {
-    match (d, s) {
-        (Dialect::OpenCl, ScalarType::F32) => format!("as_float({:#x}u)", bits as u32),
-        (Dialect::OpenCl, _) => format!("as_double({bits:#x}UL)"),
-        (Dialect::Cuda, ScalarType::F32) => format!("__uint_as_float({:#x}u)", bits as u32),
-        (Dialect::Cuda, _) => format!("__longlong_as_double({bits:#x}LL)"),
-    }
-}
-
 /// A finite float constant.
 fn float_lit(v: f64, s: ScalarType) -> String {
     let suffix = if s == ScalarType::F32 { "f" } else { "" };
@@ -186,7 +171,7 @@ fn float_lit(v: f64, s: ScalarType) -> String {
 
 impl Writer {
     fn t(&self, s: ScalarType) -> &'static str {
-        c_type(self.d, s)
+        self.d.type_name(s)
     }
 
     fn lit(&self, v: ScalarValue) -> String {
@@ -194,11 +179,9 @@ impl Writer {
         match v {
             ScalarValue::Bool(b) => (if b { "true" } else { "false" }).into(),
             ScalarValue::F32(f) if !f.is_finite() => {
-                nonfinite_lit(self.d, ScalarType::F32, f.to_bits() as u64)
+                self.d.nonfinite(ScalarType::F32, f.to_bits() as u64)
             }
-            ScalarValue::F64(f) if !f.is_finite() => {
-                nonfinite_lit(self.d, ScalarType::F64, f.to_bits())
-            }
+            ScalarValue::F64(f) if !f.is_finite() => self.d.nonfinite(ScalarType::F64, f.to_bits()),
             ScalarValue::F32(f) => float_lit(f as f64, ScalarType::F32),
             ScalarValue::F64(f) => float_lit(f, ScalarType::F64),
             ScalarValue::I64(i) if i == i64::MIN => format!("(({t})(-9223372036854775807LL - 1))"),
@@ -222,20 +205,6 @@ impl Writer {
 
     fn helper(&mut self, text: String) {
         self.helpers.add(text);
-    }
-
-    fn fn_prefix(&self) -> &'static str {
-        match self.d {
-            Dialect::OpenCl => "static inline",
-            Dialect::Cuda => "static __device__ __forceinline__",
-        }
-    }
-
-    fn global(&self) -> &'static str {
-        match self.d {
-            Dialect::OpenCl => "__global ",
-            Dialect::Cuda => "",
-        }
     }
 
     fn note_type(&mut self, s: ScalarType) {

@@ -64,101 +64,14 @@ pub(crate) fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {
     }
 }
 
-/// Memory form of a scalar type (`bool` is stored as one unsigned byte).
-pub(crate) fn mem_type(d: Dialect, s: ScalarType) -> &'static str {
-    if s == ScalarType::Bool {
-        c_type(d, ScalarType::U8)
-    } else {
-        c_type(d, s)
-    }
-}
-
 impl Writer {
-    pub(crate) fn shared_decls(&mut self, k: &Kernel, out: &mut String) -> W<()> {
-        let mut first_dynamic = true;
-        let fixed_in_region = self.d == Dialect::Cuda && cuda_fixed_shared_in_dynamic_region(k);
+    pub(crate) fn shared_decls(&mut self, k: &Kernel, out: &mut String) {
         for s in &k.shared {
             for (sc, _) in s.elem.flatten() {
                 self.note_type(sc);
             }
-            // Structs and vectors are bytes here, read through wider pointers: 16-byte aligned.
-            let (ty, count, align) = match &s.elem {
-                Type::Scalar(sc) => (mem_type(self.d, *sc).to_string(), 1, ""),
-                other => (self.t(ScalarType::U8).to_string(), other.size(), "16"),
-            };
-            match (s.len, self.d) {
-                (SharedLen::Static(n), Dialect::OpenCl) => {
-                    let aligned = match align {
-                        "" => String::new(),
-                        a => format!(" __attribute__((aligned({a})))"),
-                    };
-                    let _ = writeln!(
-                        out,
-                        "  __local {ty} {}[{}]{aligned};",
-                        s.name,
-                        (n as u64 * count as u64).max(1)
-                    );
-                    let _ = writeln!(out, "  const uint {}_len = {n}u;", s.name);
-                }
-                (SharedLen::Static(n), Dialect::Cuda) if !fixed_in_region => {
-                    let aligned = match align {
-                        "" => String::new(),
-                        a => format!("__align__({a}) "),
-                    };
-                    let _ = writeln!(
-                        out,
-                        "  __shared__ {aligned}{ty} {}[{}];",
-                        s.name,
-                        (n as u64 * count as u64).max(1)
-                    );
-                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
-                }
-                (SharedLen::Static(n), Dialect::Cuda) => {
-                    let _ = writeln!(out, "  const unsigned int {}_len = {n}u;", s.name);
-                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
-                }
-                (SharedLen::Dynamic, Dialect::OpenCl) => {
-                    let _ = writeln!(
-                        out,
-                        "  __local {ty}* {} = (__local {ty}*){}_mem;",
-                        s.name, s.name
-                    );
-                }
-                (SharedLen::Dynamic, Dialect::Cuda) => {
-                    self.dynamic_region_array(&mut first_dynamic, &ty, s, out);
-                }
-            }
         }
-        Ok(())
-    }
-
-    /// Declares shared array `s` (whose `_len` is in scope) in CUDA's one extern array, at
-    /// the next 16-byte boundary (the layout `dynamic_shared_bytes` counts); the first call
-    /// declares the extern array.
-    pub(crate) fn dynamic_region_array(
-        &self,
-        first: &mut bool,
-        ty: &str,
-        s: &kiln_ir::SharedDecl,
-        out: &mut String,
-    ) {
-        if std::mem::take(first) {
-            let _ = writeln!(
-                out,
-                "  extern __shared__ unsigned long long kiln_dynamic_shared[];\n  unsigned long long kiln_shared_at = 0ull;"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  {ty}* {} = ({ty}*)((unsigned char*)kiln_dynamic_shared + kiln_shared_at);",
-            s.name
-        );
-        let _ = writeln!(
-            out,
-            "  kiln_shared_at += ((unsigned long long){}_len * {}ull + 15ull) & ~15ull;",
-            s.name,
-            s.elem.size()
-        );
+        self.d.shared_decls(k, out);
     }
 
     pub(crate) fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
@@ -209,11 +122,7 @@ impl Writer {
         if matches!(elem, Type::Scalar(_)) {
             return format!("{name}[{i}]");
         }
-        let space = match (self.d, memory) {
-            (Dialect::OpenCl, Memory::Buffer(_)) => "__global ",
-            (Dialect::OpenCl, Memory::Shared(_)) => "__local ",
-            _ => "",
-        };
+        let space = self.d.space(matches!(memory, Memory::Shared(_)));
         let byte = self.t(ScalarType::U8);
         format!(
             "*(({space}{mt}*)(({space}{byte}*){name} + (size_t){i} * {}u + {off}u))",

@@ -155,3 +155,61 @@ fn cuda_subgroup_operations_take_the_mask_of_their_path() {
         "{cuda}"
     );
 }
+
+/// The slots follow the written parameter list one to one: a pointer and a length per
+/// buffer, a component per value scalar, and per dynamic shared array its length (and on
+/// OpenCL its memory).
+#[test]
+fn slots_follow_the_signature_in_order() {
+    let k = Kernel::build("slots", |k| {
+        let _ = k.buffer::<f32>("out", Access::Write);
+        let _ = k.value::<u8>("a");
+        let _ = k.value::<f64>("b");
+        let _ = k.shared::<u32>("fixed", SharedLen::Static(4));
+        let _ = k.shared::<u32>("tile", SharedLen::Dynamic);
+    })
+    .unwrap();
+    let common = [
+        Slot::Pointer { param: 0 },
+        Slot::Length { param: 0 },
+        Slot::Component {
+            param: 1,
+            offset: 0,
+            size: 1,
+        },
+        Slot::Component {
+            param: 2,
+            offset: 0,
+            size: 8,
+        },
+        Slot::SharedLength { shared: 1 },
+    ];
+    let opencl = [&common[..], &[Slot::SharedMemory { shared: 1 }]].concat();
+    for (d, want) in [(Dialect::OpenCl, opencl), (Dialect::Cuda, common.to_vec())] {
+        let src = write_kernel(&k, d).unwrap();
+        assert_eq!(src.slots, want, "{d:?}");
+        let head = src.text.lines().find(|l| l.contains(" slots(")).unwrap();
+        let list = &head[head.find('(').unwrap() + 1..head.rfind(')').unwrap()];
+        assert_eq!(list.split(", ").count(), want.len(), "{head}");
+    }
+}
+
+#[test]
+fn scalar_arguments_take_their_components_little_endian() {
+    let value = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+    assert_eq!(ScalarArg::component(&value, 0, 1), Some(ScalarArg::B1(1)));
+    assert_eq!(
+        ScalarArg::component(&value, 1, 2),
+        Some(ScalarArg::B2(0x0302))
+    );
+    assert_eq!(
+        ScalarArg::component(&value, 4, 4),
+        Some(ScalarArg::B4(0x0807_0605))
+    );
+    assert_eq!(
+        ScalarArg::component(&value, 1, 8),
+        Some(ScalarArg::B8(0x0908_0706_0504_0302))
+    );
+    assert_eq!(ScalarArg::component(&value, 6, 4), None);
+    assert_eq!(ScalarArg::component(&value, 0, 3), None);
+}

@@ -11,7 +11,8 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use kiln_backend::*;
-use kiln_ir::{Kernel, ParamKind, SharedLen};
+use kiln_c::{ScalarArg, Slot};
+use kiln_ir::{Kernel, ParamKind};
 use std::sync::Arc;
 
 /// The driver library cudarc loads.
@@ -239,6 +240,7 @@ impl CudaBackend {
         }
         Ok(Arc::new(CudaKernel {
             kernel: kernel.clone(),
+            slots: source.slots.clone(),
             function,
             stream: self.stream.clone(),
             info: self.info.clone(),
@@ -464,6 +466,8 @@ fn keep_freed_memory(ctx: &CudaContext, bytes: u64) -> Result<(), cudarc::driver
 /// A loaded kernel.
 struct CudaKernel {
     kernel: Kernel,
+    /// What each argument of the function takes.
+    slots: Vec<Slot>,
     function: CudaFunction,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
@@ -476,14 +480,6 @@ struct CudaKernel {
     static_shared: u64,
     /// The dynamic shared bytes a launch may ask for (opted in at load).
     dynamic_limit: u64,
-}
-
-/// One kernel argument in the C type the generated signature gives it.
-enum ArgWord {
-    B1(u8),
-    B2(u16),
-    B4(u32),
-    B8(u64),
 }
 
 impl CudaKernel {
@@ -523,14 +519,13 @@ impl CompiledKernel for CudaKernel {
         let stream = &self.stream;
         // Host arguments get device copies for this launch.
         let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());
-        let mut words = Vec::new();
+        // Each buffer parameter's device address.
+        let mut pointers: Vec<Option<u64>> = Vec::with_capacity(args.len());
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
                 (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
                     let mem = cuda_memory(*m).map_err(|e| self.err(&format!("argument {i}"), e))?;
-                    let ptr = device_ptr(&mem.slice, stream);
-                    words.push(ArgWord::B8(ptr));
-                    words.push(ArgWord::B4(shape.buffer_lengths[i] as u32));
+                    pointers.push(Some(device_ptr(&mem.slice, stream)));
                     temps.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
@@ -566,38 +561,48 @@ impl CompiledKernel for CudaKernel {
                         },
                     }
                     .map_err(|e| self.err("uploading", e))?;
-                    words.push(ArgWord::B8(ptr));
-                    words.push(ArgWord::B4(shape.buffer_lengths[i] as u32));
+                    pointers.push(Some(ptr));
                     temps.push(Some(slice));
                 }
-                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
-                    for (s, off) in t.flatten() {
-                        let b = &bytes[off as usize..(off + s.size()) as usize];
-                        words.push(match b.len() {
-                            1 => ArgWord::B1(b[0]),
-                            2 => ArgWord::B2(u16::from_le_bytes([b[0], b[1]])),
-                            4 => ArgWord::B4(u32::from_le_bytes(b.try_into().unwrap_or_default())),
-                            _ => ArgWord::B8(u64::from_le_bytes(b.try_into().unwrap_or_default())),
-                        });
-                    }
+                (ParamKind::Value(_), LaunchArg::Value(_)) => {
+                    pointers.push(None);
                     temps.push(None);
                 }
                 _ => return Err(self.err(&format!("argument {i}"), "does not match its parameter")),
             }
         }
-        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
-            if s.len == SharedLen::Dynamic {
-                words.push(ArgWord::B4(n));
-            }
+        let mut words = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let missing = || self.err("argument", format!("{slot:?} has no argument"));
+            words.push(match *slot {
+                Slot::Pointer { param } => {
+                    ScalarArg::B8(pointers.get(param).copied().flatten().ok_or_else(missing)?)
+                }
+                Slot::Length { param } => ScalarArg::B4(shape.buffer_lengths[param] as u32),
+                Slot::Component {
+                    param,
+                    offset,
+                    size,
+                } => match args.get(param) {
+                    Some(LaunchArg::Value(bytes)) => {
+                        ScalarArg::component(bytes, offset, size).ok_or_else(missing)?
+                    }
+                    _ => return Err(missing()),
+                },
+                Slot::SharedLength { shared } => ScalarArg::B4(shape.shared_lengths[shared]),
+                Slot::SharedMemory { .. } => {
+                    return Err(self.err("argument", "CUDA passes no shared memory argument"))
+                }
+            });
         }
         if shape.groups > 0 {
             let mut builder = stream.launch_builder(&self.function);
             for w in &words {
                 match w {
-                    ArgWord::B1(v) => builder.arg(v),
-                    ArgWord::B2(v) => builder.arg(v),
-                    ArgWord::B4(v) => builder.arg(v),
-                    ArgWord::B8(v) => builder.arg(v),
+                    ScalarArg::B1(v) => builder.arg(v),
+                    ScalarArg::B2(v) => builder.arg(v),
+                    ScalarArg::B4(v) => builder.arg(v),
+                    ScalarArg::B8(v) => builder.arg(v),
                 };
             }
             let config = LaunchConfig {
@@ -605,9 +610,10 @@ impl CompiledKernel for CudaKernel {
                 block_dim: (grid.group_size[0], grid.group_size[1], grid.group_size[2]),
                 shared_mem_bytes: dynamic_bytes as u32,
             };
-            // SAFETY: the arguments follow the signature kiln-c wrote for this kernel (a
-            // pointer and a u32 length per buffer, one scalar per value component, a u32 per
-            // dynamic shared array); every pointer is live until the stream is synchronized.
+            // SAFETY: the arguments follow the slots kiln-c wrote the kernel's signature with
+            // (a pointer and a u32 length per buffer, one scalar per value component, a u32
+            // per dynamic shared array); every pointer is live until the stream is
+            // synchronized.
             unsafe { builder.launch(config) }.map_err(|e| self.err("launching", e))?;
         }
         for (a, temp) in args.iter_mut().zip(&temps) {

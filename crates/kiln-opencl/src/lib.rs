@@ -9,8 +9,8 @@
 //! in place instead (`CL_MEM_USE_HOST_PTR`), and the launch waits for it.
 
 use kiln_backend::*;
-use kiln_c::{write_kernel, Dialect};
-use kiln_ir::{Kernel, ParamKind, SharedLen};
+use kiln_c::{write_kernel, Dialect, ScalarArg, Slot};
+use kiln_ir::{Kernel, ParamKind};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -19,7 +19,7 @@ use opencl3::memory::{
     Buffer, ClMem, CL_MAP_READ, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
 };
 use opencl3::program::Program;
-use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
@@ -453,6 +453,7 @@ impl OpenClBackend {
             })?;
         Ok(Arc::new(OpenClKernel {
             kernel: Arc::new(kernel.clone()),
+            slots: src.slots.clone(),
             cl: Mutex::new(cl_kernel),
             _program: program,
             shared: self.shared.clone(),
@@ -462,6 +463,8 @@ impl OpenClBackend {
 
 struct OpenClKernel {
     kernel: Arc<Kernel>,
+    /// What each argument of the compiled kernel takes.
+    slots: Vec<Slot>,
     cl: Mutex<ClKernel>,
     _program: Program,
     shared: Arc<Shared>,
@@ -524,21 +527,14 @@ impl CompiledKernel for OpenClKernel {
             .collect();
         // Host arguments' device sides, released after the launch.
         let mut buffers: Vec<Option<HostBuffer>> = Vec::new();
-        let mut arg = 0u32;
+        // Each buffer parameter's memory object.
+        let mut memory: Vec<Option<cl_mem>> = Vec::new();
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
                 (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
                     let mem =
                         cl_memory(*m).map_err(|e| self.launch_err(&format!("argument {i}"), e))?;
-                    let len = shape.buffer_lengths[i] as u32;
-                    // SAFETY: argument indices and types follow the parameter list kiln-c wrote.
-                    unsafe {
-                        cl.set_arg(arg, &mem.buf.get())
-                            .map_err(|e| self.launch_err("setting a buffer argument", e))?;
-                        cl.set_arg(arg + 1, &len)
-                            .map_err(|e| self.launch_err("setting a length argument", e))?;
-                    }
-                    arg += 2;
+                    memory.push(Some(mem.buf.get()));
                     buffers.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
@@ -570,54 +566,54 @@ impl CompiledKernel for OpenClKernel {
                     let buf = match &side {
                         HostBuffer::Copied(_, b) | HostBuffer::InPlace { buf: b, .. } => b,
                     };
-                    let len = shape.buffer_lengths[i] as u32;
-                    // SAFETY: argument indices and types follow the parameter list kiln-c wrote.
-                    unsafe {
-                        cl.set_arg(arg, &buf.get())
-                            .map_err(|e| self.launch_err("setting a buffer argument", e))?;
-                        cl.set_arg(arg + 1, &len)
-                            .map_err(|e| self.launch_err("setting a length argument", e))?;
-                    }
-                    arg += 2;
+                    memory.push(Some(buf.get()));
                     buffers.push(Some(side));
                 }
-                (ParamKind::Value(t), LaunchArg::Value(bytes)) => {
-                    for (s, off) in t.flatten() {
-                        let b = &bytes[off as usize..(off + s.size()) as usize];
-                        // SAFETY: each component is passed with its own C type's size.
-                        let r = unsafe {
-                            match b.len() {
-                                1 => cl.set_arg(arg, &b[0]),
-                                2 => cl.set_arg(arg, &u16::from_le_bytes([b[0], b[1]])),
-                                4 => cl.set_arg(
-                                    arg,
-                                    &u32::from_le_bytes(b.try_into().unwrap_or_default()),
-                                ),
-                                _ => cl.set_arg(
-                                    arg,
-                                    &u64::from_le_bytes(b.try_into().unwrap_or_default()),
-                                ),
-                            }
-                        };
-                        r.map_err(|e| self.launch_err("setting a value argument", e))?;
-                        arg += 1;
-                    }
+                (ParamKind::Value(_), LaunchArg::Value(_)) => {
+                    memory.push(None);
                     buffers.push(None);
                 }
                 _ => return Err(self.launch_err("argument", "does not match its parameter")),
             }
         }
-        for (s, &n) in k.shared.iter().zip(&shape.shared_lengths) {
-            if s.len == SharedLen::Dynamic {
-                // SAFETY: as above; the local buffer is sized for `n` elements.
-                unsafe {
-                    cl.set_arg(arg, &n)
-                        .map_err(|e| self.launch_err("setting a shared length", e))?;
-                    cl.set_arg_local_buffer(arg + 1, (n as usize * s.elem.size() as usize).max(1))
-                        .map_err(|e| self.launch_err("setting local memory", e))?;
+        for (arg, slot) in self.slots.iter().enumerate() {
+            let arg = arg as u32;
+            let missing = || self.launch_err("argument", format!("{slot:?} has no argument"));
+            // SAFETY: each argument is set as the slot kiln-c wrote for it says: a memory
+            // object, a `uint`, a scalar of the component's size, or local memory.
+            let set = unsafe {
+                match *slot {
+                    Slot::Pointer { param } => {
+                        let mem = memory.get(param).copied().flatten().ok_or_else(missing)?;
+                        cl.set_arg(arg, &mem)
+                    }
+                    Slot::Length { param } => {
+                        cl.set_arg(arg, &(shape.buffer_lengths[param] as u32))
+                    }
+                    Slot::Component {
+                        param,
+                        offset,
+                        size,
+                    } => match args.get(param) {
+                        Some(LaunchArg::Value(bytes)) => {
+                            match ScalarArg::component(bytes, offset, size).ok_or_else(missing)? {
+                                ScalarArg::B1(v) => cl.set_arg(arg, &v),
+                                ScalarArg::B2(v) => cl.set_arg(arg, &v),
+                                ScalarArg::B4(v) => cl.set_arg(arg, &v),
+                                ScalarArg::B8(v) => cl.set_arg(arg, &v),
+                            }
+                        }
+                        _ => return Err(missing()),
+                    },
+                    Slot::SharedLength { shared } => cl.set_arg(arg, &shape.shared_lengths[shared]),
+                    Slot::SharedMemory { shared } => {
+                        let n = shape.shared_lengths[shared] as usize;
+                        let bytes = n * k.shared[shared].elem.size() as usize;
+                        cl.set_arg_local_buffer(arg, bytes.max(1))
+                    }
                 }
-                arg += 2;
-            }
+            };
+            set.map_err(|e| self.launch_err(&format!("setting argument {arg} ({slot:?})"), e))?;
         }
         if shape.groups > 0 {
             let global: Vec<usize> = (0..3)
