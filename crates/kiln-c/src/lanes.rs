@@ -97,24 +97,14 @@ fn body_uses_subgroups(body: &Body) -> bool {
     body.exprs
         .iter()
         .any(|e| matches!(e, Expr::Subgroup { .. }))
-        || block_has(&body.block, &|s| {
-            matches!(s, Stmt::Barrier(BarrierScope::Subgroup))
-        })
+        || body
+            .block
+            .any(&|s| matches!(s, Stmt::Barrier(BarrierScope::Subgroup)))
 }
 
 /// True when one of `stmts`, or a statement of a block nested in them, satisfies `p`.
 fn stmts_have(stmts: &[Stmt], p: &impl Fn(&Stmt) -> bool) -> bool {
-    stmts.iter().any(|s| {
-        p(s) || match s {
-            Stmt::If { accept, reject, .. } => block_has(accept, p) || block_has(reject, p),
-            Stmt::Loop { body, continuing } => block_has(body, p) || block_has(continuing, p),
-            _ => false,
-        }
-    })
-}
-
-fn block_has(b: &Block, p: &impl Fn(&Stmt) -> bool) -> bool {
-    stmts_have(&b.0, p)
+    stmts.iter().any(|s| s.any(p))
 }
 
 /// True when a statement of `stmts` (nested ones included) needs the current mask: it
@@ -136,13 +126,7 @@ pub(crate) fn needs_mask(body: &Body, stmts: &[Stmt], functions: &[bool]) -> boo
 
 /// True when `s` may `break` or `continue` the loop it is in (not a loop nested in it).
 pub(crate) fn may_jump(s: &Stmt) -> bool {
-    match s {
-        Stmt::Break | Stmt::Continue => true,
-        Stmt::If { accept, reject, .. } => {
-            accept.0.iter().any(may_jump) || reject.0.iter().any(may_jump)
-        }
-        _ => false,
-    }
+    s.any_outside_loops(&|s| matches!(s, Stmt::Break | Stmt::Continue))
 }
 
 /// True when `body` returns anywhere but as its last top-level statement.
@@ -151,8 +135,8 @@ pub(crate) fn returns_early(body: &Body) -> bool {
     let inner = |s: &Stmt| matches!(s, Stmt::Return(_));
     stmts.iter().enumerate().any(|(i, s)| match s {
         Stmt::Return(_) => i + 1 < stmts.len(),
-        Stmt::If { accept, reject, .. } => block_has(accept, &inner) || block_has(reject, &inner),
-        Stmt::Loop { body, continuing } => block_has(body, &inner) || block_has(continuing, &inner),
+        Stmt::If { accept, reject, .. } => accept.any(&inner) || reject.any(&inner),
+        Stmt::Loop { body, continuing } => body.any(&inner) || continuing.any(&inner),
         _ => false,
     })
 }

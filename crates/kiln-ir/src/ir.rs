@@ -728,11 +728,7 @@ pub fn block_has_barrier(b: &Block) -> bool {
 
 /// True if the block contains a loop at any depth.
 pub fn block_has_loop(b: &Block) -> bool {
-    b.0.iter().any(|s| match s {
-        Stmt::Loop { .. } => true,
-        Stmt::If { accept, reject, .. } => block_has_loop(accept) || block_has_loop(reject),
-        _ => false,
-    })
+    b.any(&|s| matches!(s, Stmt::Loop { .. }))
 }
 
 /// True if the block contains a `return` at any depth.
@@ -742,20 +738,10 @@ pub fn block_has_return(b: &Block) -> bool {
 
 /// True if the statement is or contains a `return`.
 pub fn stmt_has_return(s: &Stmt) -> bool {
-    match s {
-        Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => block_has_return(accept) || block_has_return(reject),
-        Stmt::Loop { body, continuing } => block_has_return(body) || block_has_return(continuing),
-        _ => false,
-    }
+    s.any(&|s| matches!(s, Stmt::Return(_)))
 }
 
 /// True if the statement is or contains a `Barrier(Group)`.
 pub fn stmt_has_barrier(s: &Stmt) -> bool {
-    match s {
-        Stmt::Barrier(BarrierScope::Group) => true,
-        Stmt::If { accept, reject, .. } => block_has_barrier(accept) || block_has_barrier(reject),
-        Stmt::Loop { body, continuing } => block_has_barrier(body) || block_has_barrier(continuing),
-        _ => false,
-    }
+    s.any(&|s| matches!(s, Stmt::Barrier(BarrierScope::Group)))
 }

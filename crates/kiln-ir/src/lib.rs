@@ -71,6 +71,7 @@ mod ir;
 mod print;
 mod types;
 mod validate;
+mod visit;
 
 pub use bounds::InBounds;
 pub use build::*;
@@ -80,3 +81,4 @@ pub use ir::*;
 pub use print::print_kernel;
 pub use types::*;
 pub use validate::{expr_types, is_identifier, operands, validate, IrError, TypedBody};
+pub use visit::walk_stmts;

@@ -885,22 +885,11 @@ struct Scope {
     evaluated: Vec<bool>,
 }
 
+/// True when `b` may leave the loop it is in: a `break` or `continue` outside loops nested in
+/// it, or a `return` anywhere.
 fn contains_jump(b: &Block) -> bool {
-    b.0.iter().any(|s| match s {
-        Stmt::Break | Stmt::Continue | Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => contains_jump(accept) || contains_jump(reject),
-        Stmt::Loop { body, continuing } => contains_return(body) || contains_return(continuing),
-        _ => false,
-    })
-}
-
-fn contains_return(b: &Block) -> bool {
-    b.0.iter().any(|s| match s {
-        Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => contains_return(accept) || contains_return(reject),
-        Stmt::Loop { body, continuing } => contains_return(body) || contains_return(continuing),
-        _ => false,
-    })
+    let jump = |s: &Stmt| matches!(s, Stmt::Break | Stmt::Continue | Stmt::Return(_));
+    b.0.iter().any(|s| s.any_outside_loops(&jump)) || crate::block_has_return(b)
 }
 
 /// The expression handles an expression reads.

@@ -6,23 +6,13 @@ use std::fmt::Write as _;
 
 /// The loops in `b`, nested ones included.
 pub(crate) fn count_loops(b: &Block) -> u32 {
-    b.0.iter()
-        .map(|s| match s {
-            Stmt::Loop { body, continuing } => 1 + count_loops(body) + count_loops(continuing),
-            Stmt::If { accept, reject, .. } => count_loops(accept) + count_loops(reject),
-            _ => 0,
-        })
-        .sum()
+    b.count(&|s| matches!(s, Stmt::Loop { .. })) as u32
 }
 
+/// True when `s` may leave the block it is in: a `break`, `continue` or `return` that does not
+/// belong to a loop nested in it.
 pub(crate) fn leaves_block(s: &Stmt) -> bool {
-    match s {
-        Stmt::Break | Stmt::Continue | Stmt::Return(_) => true,
-        Stmt::If { accept, reject, .. } => {
-            accept.0.iter().any(leaves_block) || reject.0.iter().any(leaves_block)
-        }
-        _ => false,
-    }
+    s.any_outside_loops(&|s| matches!(s, Stmt::Break | Stmt::Continue | Stmt::Return(_)))
 }
 
 impl Writer {

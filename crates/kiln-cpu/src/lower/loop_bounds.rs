@@ -15,7 +15,7 @@
 //! pass then share one index value, and their addresses differ only in a displacement
 //! (`tile[row * 16 + i + 1]` is the address of `tile[row * 16 + i]` plus 4 bytes).
 
-use super::simd::{each_stmt, QuadState};
+use super::simd::QuadState;
 use super::{Counted, FnCtx, LastTrip, LocalStore, LoopParts, Lowerer, R};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, InstructionData, Opcode, Value, ValueDef};
@@ -412,7 +412,7 @@ impl Lowerer<'_, '_> {
 /// Marks in `facts` the expressions `stmts` compute and the locals they assign, nested
 /// statements included.
 fn mark_inside(stmts: &[Stmt], facts: &mut LoopFacts) {
-    each_stmt(stmts, &mut |s| match s {
+    walk_stmts(stmts, &mut |s| match s {
         Stmt::Eval(h) => facts.inside[h.index()] = true,
         Stmt::LocalSet { local, .. } | Stmt::LocalIndexSet { local, .. } => {
             facts.assigned[local.0 as usize] = true

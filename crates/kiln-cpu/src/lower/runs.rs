@@ -16,7 +16,6 @@
 //! whole group, between runs, and it lives in registers, so the loops around the runs test it
 //! directly instead of reading work item 0's private copy and no run loads or stores it.
 
-use super::simd::each_stmt;
 use kiln_ir::*;
 
 /// What must live in private memory, and what is computed once per group.
@@ -72,7 +71,7 @@ impl RunPlan {
 /// holds) a `break` or `continue` leaving a loop that holds barriers (`in_uniform_loop`).
 fn group_control(s: &Stmt, in_uniform_loop: bool) -> bool {
     stmt_has_barrier(s)
-        || (in_uniform_loop && super::escapes_loop(s))
+        || (in_uniform_loop && super::loops::escapes_loop(s))
         || matches!(s, Stmt::Barrier(_))
 }
 
@@ -454,7 +453,7 @@ fn group_assignments(
                 kept[local.0 as usize] = false;
             }
             Stmt::LocalSet { .. } => {}
-            Stmt::If { .. } | Stmt::Loop { .. } => each_stmt(std::slice::from_ref(s), &mut |n| {
+            Stmt::If { .. } | Stmt::Loop { .. } => walk_stmts(std::slice::from_ref(s), &mut |n| {
                 if let Stmt::LocalSet { local, .. } = n {
                     kept[local.0 as usize] = false;
                 }
