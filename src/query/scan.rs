@@ -416,6 +416,36 @@ impl<'a, T: Row> Scan<'a, T> {
         Run::start(&q.ctx, plan, kernels, &q.sources())
     }
 
+    /// What the scan would run on the context's device ([`Scan::explain_on`] its profile).
+    pub fn explain(&self) -> String {
+        let device = self.query.ctx.device();
+        format!("device: {} ({})\n", device.backend, device.name)
+            + &self.explain_on(&self.query.ctx.profile())
+    }
+
+    /// What the scan would run on a device of `profile`, without running anything: its plan
+    /// (kernels, temporaries, each launch with its grid and bindings, host steps) over as
+    /// many elements as the query's source has. Three launches: each chunk (on a CPU) or
+    /// group (on a GPU) folds its elements into a partial, one group scans the partials into
+    /// carries, and each chunk or group writes its running values from its carry. After a
+    /// filter, a host step adds up the kept elements between the last two.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs: Vec<u32> = (0..100_000).collect();
+    /// let gpu = kiln::DeviceProfile { shape: kiln::PlanShape::Grouped, ..ctx.profile() };
+    /// let scan = ctx.from(&xs).scan(0, |a, b| a + b);
+    /// let on_gpu = scan.explain_on(&gpu);
+    /// assert_eq!(on_gpu.matches(". launch ").count(), 3, "{on_gpu}");
+    /// assert!(on_gpu.contains("launch query_scan_partials_grouped"), "{on_gpu}");
+    /// assert!(scan.explain_on(&ctx.profile()).contains("launch query_scan_partials on"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        format!("{}", self.plan(profile))
+    }
+
     /// The scan's plan on `profile` (see [`scan_plan`]).
     pub(super) fn plan(&self, profile: &DeviceProfile) -> Plan {
         let q = &self.query;

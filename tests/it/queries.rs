@@ -688,6 +688,37 @@ fn explain_shows_the_launches_the_device_makes() {
                     section("reduce plan"),
                     "{shape:?} n={n}: {text}"
                 );
+                // Scans, plain and after the filter: the launches their plan lists.
+                let mut running = 0i32;
+                let plain: Vec<i32> = xs
+                    .iter()
+                    .map(|x| {
+                        running = running.wrapping_add(*x);
+                        running
+                    })
+                    .collect();
+                running = 0;
+                let kept: Vec<i32> = want
+                    .iter()
+                    .map(|x| {
+                        running = running.wrapping_add(*x);
+                        running
+                    })
+                    .collect();
+                for (filtered, want) in [(false, plain), (true, kept)] {
+                    let scan = || match filtered {
+                        true => q().scan(0, |a, b| a + b),
+                        false => c.from(&xs).scan(0, |a, b| a + b),
+                    };
+                    let text = scan().explain();
+                    let before = c.stats().launches;
+                    assert_eq!(scan().to_vec().unwrap(), want, "{shape:?} n={n}");
+                    assert_eq!(
+                        c.stats().launches - before,
+                        text.matches(". launch ").count() as u64,
+                        "{shape:?} n={n} filtered={filtered}: {text}"
+                    );
+                }
             }
         }
     });
