@@ -311,19 +311,22 @@ impl Context {
         if let Some(hit) = self.inner.cache.lookup(kernel, hash) {
             return Ok(hit?);
         }
-        kiln_ir::validate(kernel)?;
+        // Validated once: what validation finds goes to the backend.
+        let info = kiln_ir::validate(kernel)?;
         let r = self
             .inner
             .cache
-            .get_or_compile(kernel, hash, || self.compile_uncached(kernel, hash));
+            .get_or_compile(kernel, hash, || self.compile_uncached(kernel, hash, &info));
         Ok(r?)
     }
 
-    /// Loads `kernel` from the disk cache or compiles it (and stores its binary there).
+    /// Loads `kernel` from the disk cache or compiles it (and stores its binary there), with
+    /// `facts`, what its validation found.
     fn compile_uncached(
         &self,
         kernel: &Kernel,
         hash: KernelHash,
+        facts: &kiln_ir::KernelInfo,
     ) -> std::result::Result<Arc<dyn CompiledKernel>, BackendError> {
         let backend = &self.inner.backend;
         let info = backend.info();
@@ -335,7 +338,7 @@ impl Context {
         // The source is written once: logged, part of the disk cache's key (so a change to a
         // writer is a new entry), and compiled. A backend without a source (the CPU) has
         // neither a log nor a disk cache.
-        let mut prepared = backend.prepare(kernel)?;
+        let mut prepared = backend.prepare(kernel, facts)?;
         let source = prepared.text.take();
         let key = source.as_deref().map(|source| {
             [

@@ -8,7 +8,7 @@ mod pool;
 
 pub use pool::{pool_capacity, MemoryPool};
 
-use kiln_ir::{IrType, Kernel};
+use kiln_ir::{IrType, Kernel, KernelInfo};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
@@ -391,15 +391,27 @@ impl Prepared {
     }
 }
 
+/// Validates `kernel` for `backend`: what validation found, or `Compile` with the
+/// validator's message as the log and the printed IR as the source.
+fn validate_on(backend: BackendKind, kernel: &Kernel) -> Result<KernelInfo, BackendError> {
+    kiln_ir::validate(kernel).map_err(|e| BackendError::Compile {
+        backend,
+        kernel: kernel.name.clone(),
+        log: e.to_string(),
+        source_text: kiln_ir::print_kernel(kernel),
+    })
+}
+
 /// A device that compiles and runs kiln kernels.
 pub trait Backend: Send + Sync {
     /// The device's description.
     fn info(&self) -> &DeviceInfo;
 
-    /// Writes the source this backend compiles for a validated kernel on this device. Fails
-    /// with `Unsupported` when the writer cannot express the kernel or the device lacks a
-    /// feature it needs.
-    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError>;
+    /// Writes the source this backend compiles for `kernel` on this device, using what its
+    /// validation found (`info`, from [`kiln_ir::validate`]) instead of working it out again.
+    /// Fails with `Unsupported` when the writer cannot express the kernel or the device lacks
+    /// a feature it needs.
+    fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError>;
 
     /// Compiles a kernel [`Backend::prepare`] prepared, and returns with it a binary that
     /// [`Backend::load_binary`] turns back into the same kernel, when the backend has one.
@@ -412,9 +424,14 @@ pub trait Backend: Send + Sync {
         prepared: Prepared,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError>;
 
-    /// Prepares and compiles a validated kernel; fails as those two do.
+    /// Validates, prepares and compiles a kernel. Fails with `Compile` for invalid IR (the
+    /// validator's message as the log, the printed IR as the source), and as
+    /// [`Backend::prepare`] and [`Backend::compile_prepared`] do.
     fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
-        Ok(self.compile_prepared(kernel, self.prepare(kernel)?)?.0)
+        let info = validate_on(self.info().backend, kernel)?;
+        Ok(self
+            .compile_prepared(kernel, self.prepare(kernel, &info)?)?
+            .0)
     }
 
     /// A string that changes when the compiler, driver or build options change (part of cache
@@ -422,10 +439,11 @@ pub trait Backend: Send + Sync {
     fn compiler_version(&self) -> String;
 
     /// The source this backend compiles for `kernel` on this device (the IR listing for the
-    /// CPU backend). Fails like [`Backend::prepare`].
+    /// CPU backend). Fails like [`Backend::compile`]'s validation and [`Backend::prepare`].
     fn generated_source(&self, kernel: &Kernel) -> Result<String, BackendError> {
+        let info = validate_on(self.info().backend, kernel)?;
         Ok(self
-            .prepare(kernel)?
+            .prepare(kernel, &info)?
             .text
             .unwrap_or_else(|| kiln_ir::print_kernel(kernel)))
     }

@@ -116,16 +116,30 @@ pub struct Writer {
 /// after a body whose lines were numbered as Rust lines; [`Writer::kernel`] fills it in.
 const LINE_RESET: &str = "#line kiln_reset";
 
-/// Writes `kernel` in `dialect`. Fails for IR the writer cannot express (reported with what).
+/// Validates `kernel` and writes it in `dialect`. Fails for invalid IR and for IR the writer
+/// cannot express (reported with what).
 pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
-    validate(kernel).map_err(|e| WriteError(e.to_string()))?;
+    let info = validate(kernel).map_err(|e| WriteError(e.to_string()))?;
+    write_validated(kernel, &info, dialect)
+}
+
+/// Writes `kernel`, which validated with `info`, in `dialect`. Fails for IR the writer cannot
+/// express (reported with what).
+pub fn write_validated(kernel: &Kernel, info: &KernelInfo, dialect: Dialect) -> W<Source> {
     // CUDA kernels with subgroup operations carry lane masks through their control flow,
     // which the writer follows best with the device functions' statements in the body.
     let d = dialect.syntax();
     let tracked = d.has_warps() && lanes::uses_subgroups(kernel);
-    let k = match tracked {
-        true => NAMER.rename(&inline_calls(kernel)),
-        false => NAMER.rename(kernel),
+    // Renaming keeps every expression's type, so `info` holds for the renamed kernel; the
+    // inlined one is typed anew.
+    let inlined;
+    let (k, info) = match tracked {
+        true => {
+            let k = inline_calls(kernel);
+            inlined = KernelInfo::typed(&k)?;
+            (NAMER.rename(&k), &inlined)
+        }
+        false => (NAMER.rename(kernel), info),
     };
     Writer {
         d,
@@ -135,7 +149,7 @@ pub fn write_kernel(kernel: &Kernel, dialect: Dialect) -> W<Source> {
         at: None,
         lanes: None,
     }
-    .kernel(&k, tracked)
+    .kernel(&k, info, tracked)
 }
 
 fn unsigned_of(s: ScalarType) -> ScalarType {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 impl Writer {
     /// Writes `k`; `tracked` when its CUDA source tracks lane masks (see
     /// [`lanes::uses_subgroups`]).
-    pub(crate) fn kernel(mut self, k: &Kernel, tracked: bool) -> W<Source> {
+    pub(crate) fn kernel(mut self, k: &Kernel, info: &KernelInfo, tracked: bool) -> W<Source> {
         let with_mask: std::rc::Rc<[bool]> = match tracked {
             true => lanes::functions_using_subgroups(k).into(),
             false => std::rc::Rc::new([]),
@@ -17,12 +17,12 @@ impl Writer {
         for fi in 0..k.functions.len() {
             self.lanes = (with_mask.get(fi) == Some(&true))
                 .then(|| lanes::Lanes::new("kiln_lanes_in", with_mask.clone()));
-            self.function(DeviceFunction::of(k, fi)?, &mut body)?;
+            self.function(DeviceFunction::of(k, fi, info)?, &mut body)?;
         }
         self.lanes = tracked.then(|| lanes::Lanes::new("kiln_lanes0", with_mask));
         let (params, slots): (Vec<String>, Vec<Slot>) = self.parameters(k).into_iter().unzip();
         let mut text = String::new();
-        let cx = Cx::of_kernel(k)?;
+        let cx = Cx::of_kernel(k, info);
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
         self.shared_decls(k, &mut inner);

@@ -15,7 +15,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use kiln_backend::*;
-use kiln_ir::{print_kernel, Kernel};
+use kiln_ir::{print_kernel, Kernel, KernelInfo};
 use lower::*;
 use mathlib::MathImports;
 use rayon::prelude::*;
@@ -151,20 +151,22 @@ impl Backend for CpuBackend {
         "cranelift-0.135".into()
     }
 
-    /// Cranelift compiles the IR itself: nothing is written.
-    fn prepare(&self, _kernel: &Kernel) -> Result<Prepared, BackendError> {
+    /// Cranelift compiles the IR itself: nothing is written; what validation found goes to
+    /// the lowering.
+    fn prepare(&self, _kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
         Ok(Prepared {
             text: None,
-            written: Box::new(()),
+            written: Box::new(info.clone()),
         })
     }
 
     fn compile_prepared(
         &self,
         kernel: &Kernel,
-        _prepared: Prepared,
+        prepared: Prepared,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
-        Ok((self.compile_ir(kernel)?, None))
+        let info: KernelInfo = prepared.into_written(BackendKind::Cpu)?;
+        Ok((self.compile_ir(kernel, info)?, None))
     }
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
@@ -237,19 +239,26 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
-    /// Compiles a kernel with Cranelift. Fails with `Compile` (the IR listing as source) or
-    /// `Unsupported`.
-    fn compile_ir(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>, BackendError> {
+    /// Compiles `kernel`, which validated with `info`, with Cranelift. Fails with `Compile`
+    /// (the IR listing as source) or `Unsupported`.
+    fn compile_ir(
+        &self,
+        kernel: &Kernel,
+        info: KernelInfo,
+    ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let compile_err = |log: String| BackendError::Compile {
             backend: BackendKind::Cpu,
             kernel: kernel.name.clone(),
             log,
             source_text: print_kernel(kernel),
         };
-        kiln_ir::validate(kernel).map_err(|e| compile_err(e.to_string()))?;
-        // Calls become the functions' statements, so the quad lowering sees all of them.
+        // Calls become the functions' statements, so the quad lowering sees all of them; the
+        // inlined kernel is typed anew.
         let inlined = (!kernel.functions.is_empty()).then(|| kiln_ir::inline_calls(kernel));
-        let lowered = inlined.as_ref().unwrap_or(kernel);
+        let (lowered, info) = match &inlined {
+            Some(k) => (k, KernelInfo::typed(k).map_err(&compile_err)?),
+            None => (kernel, info),
+        };
         let mut builder = JITBuilder::with_isa(self.isa.clone(), default_libcall_names());
         MathImports::register(&mut builder);
         let module = JITModule::new(builder);
@@ -270,7 +279,7 @@ impl CpuBackend {
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, lowered, module, &math).map_err(&compile_err)?
+            Lowerer::lower(b, lowered, &info, module, &math).map_err(&compile_err)?
         };
         ctx.set_disasm(log);
         module

@@ -234,6 +234,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     pub fn lower(
         mut b: FunctionBuilder<'f>,
         k: &'a Kernel,
+        info: &KernelInfo,
         module: &'a mut JITModule,
         math: &'a MathImports,
     ) -> R<PrivateLayout> {
@@ -277,11 +278,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             frame_bytes: 0,
         };
         lw.prologue()?;
-        let types = expr_types(k, &k.params, &k.body)?;
+        let types = info.body.types.clone();
         let mut fx = FnCtx {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
-            in_bounds: InBounds::of(&k.body, &types),
+            in_bounds: info.body.in_bounds.clone(),
             loop_proven: HashSet::new(),
             proven_loop: None,
             in_loop_version: false,

@@ -19,8 +19,8 @@ pub use nvrtc::{Nvrtc, Output, NVRTC_LIBRARY};
 pub use runtime::{CudaBackend, DRIVER_LIBRARY};
 
 use kiln_backend::{BackendError, BackendKind};
-use kiln_c::{write_kernel, Dialect, Source};
-use kiln_ir::Kernel;
+use kiln_c::{write_kernel, write_validated, Dialect, Source};
+use kiln_ir::{Kernel, KernelInfo};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -35,12 +35,23 @@ pub fn nvrtc_available() -> Result<(), BackendError> {
     Nvrtc::shared().map(|_| ())
 }
 
-/// The CUDA C for `kernel`; `Unsupported` naming what the writer cannot express.
+/// The CUDA C for `kernel`; `Unsupported` naming what is invalid or what the writer cannot
+/// express.
 pub fn write_cuda(kernel: &Kernel) -> Result<Source, BackendError> {
-    write_kernel(kernel, Dialect::Cuda).map_err(|e| BackendError::Unsupported {
+    write_kernel(kernel, Dialect::Cuda).map_err(unsupported)
+}
+
+/// The CUDA C for `kernel`, which validated with `info`; fails as [`write_cuda`] does.
+fn write_validated_cuda(kernel: &Kernel, info: &KernelInfo) -> Result<Source, BackendError> {
+    write_validated(kernel, info, Dialect::Cuda).map_err(unsupported)
+}
+
+/// What the writer could not express, as `Unsupported`.
+fn unsupported(e: kiln_c::WriteError) -> BackendError {
+    BackendError::Unsupported {
         backend: BackendKind::Cuda,
         feature: e.to_string(),
-    })
+    }
 }
 
 /// CUDA C for `kernel` and the PTX NVRTC made of it.

@@ -3,7 +3,7 @@
 //! the device's compute capability (PTX for the driver to finish when that NVRTC does not know
 //! the device), loads the module and launches on one stream.
 
-use crate::{write_cuda, Nvrtc, Output, NVRTC_OPTIONS};
+use crate::{write_validated_cuda, Nvrtc, Output, NVRTC_OPTIONS};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{
@@ -12,7 +12,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use kiln_backend::*;
 use kiln_c::{ScalarArg, Slot};
-use kiln_ir::{Kernel, ParamKind};
+use kiln_ir::{Kernel, KernelInfo, ParamKind};
 use std::sync::Arc;
 
 /// The driver library cudarc loads.
@@ -261,8 +261,8 @@ impl Backend for CudaBackend {
         self.version.clone()
     }
 
-    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
-        let source = write_cuda(kernel)?;
+    fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        let source = write_validated_cuda(kernel, info)?;
         Ok(Prepared {
             text: Some(source.text.clone()),
             written: Box::new(source),

@@ -1,7 +1,7 @@
 //! The validator: types every expression, checks operands, scopes, memory access rights and
 //! control flow, and reports the first problem with where it is and why.
 
-use crate::bounds::InBounds;
+use crate::info::{BodyInfo, KernelInfo};
 use crate::ir::*;
 use crate::types::{ScalarType, Type};
 use std::fmt;
@@ -60,8 +60,9 @@ fn first_repeat<'n>(names: impl Iterator<Item = (&'static str, &'n String)>) -> 
 
 /// Validates a kernel and every device function; returns the first error found (names
 /// given twice among the parameters and shared arrays, or among a device function's
-/// parameters, among them).
-pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
+/// parameters, among them), or what validation found out ([`KernelInfo`]), which backends
+/// use instead of working it out again.
+pub fn validate(kernel: &Kernel) -> Result<KernelInfo, IrError> {
     let err = |function: Option<&str>, location: String, message: String| IrError {
         kernel: kernel.name.clone(),
         function: function.map(str::to_owned),
@@ -126,6 +127,7 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
             return Err(err(Some(&f.name), String::new(), dup));
         }
     }
+    let mut functions = Vec::with_capacity(kernel.functions.len());
     for (fi, f) in kernel.functions.iter().enumerate() {
         if !is_identifier(&f.name) {
             return Err(err(
@@ -151,8 +153,10 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
             callable: fi,
             is_kernel: false,
         };
-        cx.check(&f.body)
+        let types = cx
+            .check(&f.body)
             .map_err(|(loc, msg)| err(Some(&f.name), loc, msg))?;
+        functions.push(BodyInfo::new(&f.body, types));
     }
     let cx = Checker {
         kernel,
@@ -161,81 +165,13 @@ pub fn validate(kernel: &Kernel) -> Result<(), IrError> {
         callable: kernel.functions.len(),
         is_kernel: true,
     };
-    cx.check(&kernel.body)
-        .map_err(|(loc, msg)| err(None, loc, msg))
-}
-
-/// A kernel's or device function's body with the type of each of its expressions: what a
-/// source writer walks.
-pub struct TypedBody<'a> {
-    /// The kernel the body belongs to.
-    pub kernel: &'a Kernel,
-    /// The parameters the body's `Param` expressions refer to.
-    pub params: &'a [Param],
-    /// The body.
-    pub body: &'a Body,
-    /// The body's loads and stores whose bounds check cannot fail.
-    pub in_bounds: InBounds,
-    types: Vec<Type>,
-}
-
-impl<'a> TypedBody<'a> {
-    /// The kernel's own body. Fails like [`expr_types`].
-    pub fn of_kernel(kernel: &'a Kernel) -> Result<TypedBody<'a>, String> {
-        TypedBody::new(kernel, &kernel.params, &kernel.body)
-    }
-
-    /// The body of `function`, one of `kernel`'s device functions. Fails like [`expr_types`].
-    pub fn of_function(
-        kernel: &'a Kernel,
-        function: &'a Function,
-    ) -> Result<TypedBody<'a>, String> {
-        TypedBody::new(kernel, &function.params, &function.body)
-    }
-
-    fn new(
-        kernel: &'a Kernel,
-        params: &'a [Param],
-        body: &'a Body,
-    ) -> Result<TypedBody<'a>, String> {
-        let types = expr_types(kernel, params, body)?;
-        Ok(TypedBody {
-            kernel,
-            params,
-            body,
-            in_bounds: InBounds::of(body, &types),
-            types,
-        })
-    }
-
-    /// The type of expression `h`; an error naming it when the body has no such expression.
-    pub fn ty(&self, h: Handle) -> Result<Type, String> {
-        self.types
-            .get(h.index())
-            .cloned()
-            .ok_or_else(|| format!("no expression %{}", h.0))
-    }
-
-    /// Whether this is the kernel's own body (not a device function's).
-    pub fn is_kernel(&self) -> bool {
-        std::ptr::eq(self.body, &self.kernel.body)
-    }
-
-    /// The name of the device function this body belongs to; empty for the kernel's body.
-    pub fn function_name(&self) -> String {
-        self.kernel
-            .functions
-            .iter()
-            .find(|f| std::ptr::eq(&f.body, self.body))
-            .map(|f| f.name.clone())
-            .unwrap_or_default()
-    }
-
-    /// The name writers give local `i`: its declared name and its index, so locals that share
-    /// a name stay apart.
-    pub fn local_name(&self, i: usize) -> String {
-        format!("{}_{i}", self.body.locals[i].name)
-    }
+    let types = cx
+        .check(&kernel.body)
+        .map_err(|(loc, msg)| err(None, loc, msg))?;
+    Ok(KernelInfo {
+        body: BodyInfo::new(&kernel.body, types),
+        functions,
+    })
 }
 
 /// Computes the type of every expression of a body (in arena order). Fails like `validate`.
@@ -288,7 +224,8 @@ const U32: Type = Type::Scalar(ScalarType::U32);
 const BOOL: Type = Type::Scalar(ScalarType::Bool);
 
 impl Checker<'_> {
-    fn check(&self, body: &Body) -> Result<(), Fail> {
+    /// Checks `body`; returns its expressions' types.
+    fn check(&self, body: &Body) -> Result<Vec<Type>, Fail> {
         for (i, l) in body.locals.iter().enumerate() {
             if !is_identifier(&l.name) {
                 return Err((
@@ -302,7 +239,8 @@ impl Checker<'_> {
             visible: vec![false; body.exprs.len()],
             evaluated: vec![false; body.exprs.len()],
         };
-        self.block(body, &types, &body.block, &mut scope, 0, &Place::Root)
+        self.block(body, &types, &body.block, &mut scope, 0, &Place::Root)?;
+        Ok(types)
     }
 
     fn memory_elem(&self, m: Memory, write: bool, atomic: bool) -> Result<Type, String> {

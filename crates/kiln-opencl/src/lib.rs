@@ -9,8 +9,8 @@
 //! in place instead (`CL_MEM_USE_HOST_PTR`), and the launch waits for it.
 
 use kiln_backend::*;
-use kiln_c::{write_kernel, Dialect, ScalarArg, Slot};
-use kiln_ir::{Kernel, ParamKind};
+use kiln_c::{write_validated, Dialect, ScalarArg, Slot};
+use kiln_ir::{Kernel, KernelInfo, ParamKind};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -253,10 +253,12 @@ impl Backend for OpenClBackend {
         self.version.clone()
     }
 
-    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
-        let src = write_kernel(kernel, Dialect::OpenCl).map_err(|e| BackendError::Unsupported {
-            backend: BackendKind::OpenCl,
-            feature: e.to_string(),
+    fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        let src = write_validated(kernel, info, Dialect::OpenCl).map_err(|e| {
+            BackendError::Unsupported {
+                backend: BackendKind::OpenCl,
+                feature: e.to_string(),
+            }
         })?;
         Ok(Prepared {
             text: Some(src.text.clone()),

@@ -28,7 +28,7 @@
 //! counted too, so a kernel near the limit can fail although llvmpipe would have run it.
 
 use kiln_backend::*;
-use kiln_ir::{Access, Kernel, ParamKind, SharedLen};
+use kiln_ir::{Access, Kernel, KernelInfo, ParamKind, SharedLen};
 use kiln_wgsl::{ParamSlot, Shader, FAULT_TAG_OVERRIDE, GROUP_SIZE_OVERRIDES};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -379,7 +379,7 @@ impl WgpuBackend {
 
     /// The WGSL for `kernel` on this adapter (with its subgroups when it has them). Fails with
     /// `Unsupported` when the writer cannot express the kernel.
-    fn write(&self, kernel: &Kernel) -> Result<kiln_wgsl::Shader, BackendError> {
+    fn write(&self, kernel: &Kernel, info: &KernelInfo) -> Result<kiln_wgsl::Shader, BackendError> {
         let options =
             kiln_wgsl::WgslOptions {
                 subgroups: self.shared.info.features.subgroups,
@@ -390,7 +390,7 @@ impl WgpuBackend {
                     }
                 }),
             };
-        kiln_wgsl::write_kernel_with(kernel, options).map_err(|e| BackendError::Unsupported {
+        kiln_wgsl::write_validated(kernel, info, options).map_err(|e| BackendError::Unsupported {
             backend: BackendKind::Wgpu,
             feature: e.to_string(),
         })
@@ -553,8 +553,8 @@ impl Backend for WgpuBackend {
         self.version.clone()
     }
 
-    fn prepare(&self, kernel: &Kernel) -> Result<Prepared, BackendError> {
-        let shader = self.write(kernel)?;
+    fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        let shader = self.write(kernel, info)?;
         Ok(Prepared {
             text: Some(shader.text.clone()),
             written: Box::new(shader),

@@ -183,7 +183,14 @@ pub fn write_kernel(kernel: &Kernel) -> W<Shader> {
 
 /// Writes `kernel` as a WGSL compute shader as `options` say. Fails like [`write_kernel`].
 pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
-    validate(kernel).map_err(|e| WriteError(e.to_string()))?;
+    let info = validate(kernel).map_err(|e| WriteError(e.to_string()))?;
+    write_validated(kernel, &info, options)
+}
+
+/// Writes `kernel`, which validated with `info`, as [`write_kernel_with`] does, without
+/// validating it again.
+pub fn write_validated(kernel: &Kernel, info: &KernelInfo, options: WgslOptions) -> W<Shader> {
+    // Renaming keeps every expression's type, so `info` holds for the renamed kernel.
     let k = NAMER.rename(kernel);
     Writer {
         helpers: Helpers::default(),
@@ -193,7 +200,7 @@ pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
         options,
         counts_trips: std::cell::Cell::new(false),
     }
-    .kernel(&k)
+    .kernel(&k, info)
 }
 
 /// The WGSL register type of a scalar type.

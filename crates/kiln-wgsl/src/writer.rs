@@ -16,7 +16,7 @@ pub(crate) fn leaves_block(s: &Stmt) -> bool {
 }
 
 impl Writer {
-    pub(crate) fn kernel(mut self, k: &Kernel) -> W<Shader> {
+    pub(crate) fn kernel(mut self, k: &Kernel, info: &KernelInfo) -> W<Shader> {
         let atomic_mems: HashSet<Memory> = k
             .body
             .exprs
@@ -184,9 +184,9 @@ impl Writer {
 
         let mut functions = String::new();
         for fi in 0..k.functions.len() {
-            self.function(DeviceFunction::of(k, fi)?, &mut functions)?;
+            self.function(DeviceFunction::of(k, fi, info)?, &mut functions)?;
         }
-        let cx = Cx::of_kernel(k)?;
+        let cx = Cx::of_kernel(k, info);
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
         self.block(&cx, &k.body.block, &mut inner, 1)?;

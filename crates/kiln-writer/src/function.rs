@@ -1,7 +1,7 @@
 //! A device function ready to be written.
 
 use crate::WriteError;
-use kiln_ir::{Function, Kernel, Type, TypedBody};
+use kiln_ir::{Function, Kernel, KernelInfo, Type, TypedBody};
 
 /// A device function as a writer needs it: its index in the kernel, the function, its typed
 /// body and its result type.
@@ -17,9 +17,14 @@ pub struct DeviceFunction<'a> {
 }
 
 impl<'a> DeviceFunction<'a> {
-    /// Device function `index` of `kernel`. Fails when there is no such function, when it
-    /// returns nothing (device functions return a value), or when its body does not type.
-    pub fn of(kernel: &'a Kernel, index: usize) -> Result<DeviceFunction<'a>, WriteError> {
+    /// Device function `index` of `kernel`, with the facts `info` (the kernel's) holds.
+    /// Fails when there is no such function or when it returns nothing (device functions
+    /// return a value).
+    pub fn of(
+        kernel: &'a Kernel,
+        index: usize,
+        info: &'a KernelInfo,
+    ) -> Result<DeviceFunction<'a>, WriteError> {
         let function = kernel
             .functions
             .get(index)
@@ -33,7 +38,7 @@ impl<'a> DeviceFunction<'a> {
         Ok(DeviceFunction {
             index,
             function,
-            cx: TypedBody::of_function(kernel, function)?,
+            cx: TypedBody::of_function(kernel, index, info)?,
             result,
         })
     }
