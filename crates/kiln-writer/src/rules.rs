@@ -181,16 +181,7 @@ mod tests {
                 _ => v as u64 as i128,
             }
         };
-        let ints = [
-            ScalarType::I8,
-            ScalarType::U8,
-            ScalarType::I16,
-            ScalarType::U16,
-            ScalarType::I32,
-            ScalarType::U32,
-            ScalarType::I64,
-            ScalarType::U64,
-        ];
+        let ints = ScalarType::ALL.into_iter().filter(|s| s.is_int());
         for to in ints {
             let rule = Saturation::of(to);
             let mut probes = vec![
