@@ -102,6 +102,9 @@ pub(crate) enum Rows {
     Known(usize),
     /// The total a [`Step::ScanCounts`] or [`Step::SumCounts`] finds.
     Counted,
+    /// No outputs and no result values: the host reads the whole of the [`Plan::result`]
+    /// temporaries.
+    InTemps,
 }
 
 /// What a query terminal runs: its kernels, temporaries and steps, for one device profile
@@ -335,6 +338,10 @@ impl fmt::Display for Plan {
             }
             Rows::Known(n) => writeln!(f, "  result: {n} row(s) in the outputs"),
             Rows::Counted => writeln!(f, "  result: the counted rows in the outputs"),
+            Rows::InTemps => {
+                let from: Vec<String> = self.result.clone().map(|t| format!("t{t}")).collect();
+                writeln!(f, "  result: {}, read whole on the host", from.join(", "))
+            }
         }
     }
 }

@@ -38,6 +38,7 @@ mod materialize;
 mod reduce;
 mod scan;
 mod sort;
+use explain::device_line;
 pub use group::{Distinct, GroupBy};
 use materialize::{collect_rows, new_buffer};
 use reduce::{add_columns, fold_into, identity_vars, min_max_identity, one_u32};

@@ -71,7 +71,7 @@ impl<'c> Run<'c> {
             .collect::<Result<_>>()?;
         let rows = match plan.rows {
             Rows::Known(n) => n,
-            Rows::None | Rows::Counted => 0,
+            Rows::None | Rows::Counted | Rows::InTemps => 0,
         };
         let mut run = Run {
             ctx,
@@ -97,8 +97,8 @@ impl<'c> Run<'c> {
     /// Runs the remaining steps, writing the outputs (`outputs`: one per output column, room
     /// for [`Self::rows`] rows; a step that writes them is skipped when there are none, as the
     /// plan's printout says), and
-    /// returns the plan's result values. Returns the first launch, download or binding
-    /// error.
+    /// returns the plan's result values (none when the host reads them whole from the
+    /// temporaries). Returns the first launch, download or binding error.
     pub(crate) fn finish(
         &mut self,
         inputs: &[Source<'_>],
@@ -114,6 +114,9 @@ impl<'c> Run<'c> {
             self.step(s, inputs, &mut outputs)?;
         }
         let plan = &self.plan;
+        if plan.rows == Rows::InTemps {
+            return Ok(Vec::new());
+        }
         plan.result
             .clone()
             .map(|t| {

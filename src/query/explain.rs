@@ -20,12 +20,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// What the query runs on the context's device ([`Query::explain_on`] its profile),
     /// followed by the source its backend compiles when that is not the IR.
     pub fn explain(&self) -> String {
-        let mut s = format!(
-            "device: {} ({})\n",
-            self.ctx.device().backend,
-            self.ctx.device().name
-        );
-        s += &self.explain_on(&self.ctx.profile());
+        let mut s = device_line(&self.ctx) + &self.explain_on(&self.ctx.profile());
         let target = crate::Target::of(self.ctx.device().backend);
         if target != crate::Target::Ir {
             match self.emit(target) {
@@ -52,19 +47,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn explain_on(&self, profile: &DeviceProfile) -> String {
-        let mut s = format!("source: {} element(s), column types [", self.len);
-        s += &self.columns[..self.base_columns]
-            .iter()
-            .map(|c| c.1.name())
-            .collect::<Vec<_>>()
-            .join(", ");
-        s += "]\nfused stages: ";
-        s += &self
-            .stages
-            .iter()
-            .map(|st| st.name())
-            .collect::<Vec<_>>()
-            .join(" -> ");
+        let mut s = self.describe_source();
         let plan = self.materialize_plan(profile);
         s += &format!("\n\n{plan}");
         let reduce = reduce_plan(
@@ -85,4 +68,25 @@ impl<'a, T: Row> Query<'a, T> {
         }
         s
     }
+
+    /// The query's source and fused stages, the first lines of every explanation.
+    pub(super) fn describe_source(&self) -> String {
+        let types: Vec<&str> = self.columns[..self.base_columns]
+            .iter()
+            .map(|c| c.1.name())
+            .collect();
+        let stages: Vec<&str> = self.stages.iter().map(|st| st.name()).collect();
+        format!(
+            "source: {} element(s), column types [{}]\nfused stages: {}",
+            self.len,
+            types.join(", "),
+            stages.join(" -> ")
+        )
+    }
+}
+
+/// The first line of every `explain()`: the context's backend and device name.
+pub(super) fn device_line(ctx: &Context) -> String {
+    let device = ctx.device();
+    format!("device: {} ({})\n", device.backend, device.name)
 }

@@ -18,9 +18,13 @@
 //! first; 8-bit keys always do and need no reduction) take a shorter path, [`DenseFold`]:
 //! each work item folds its chunk of rows into one slot per key, then one work item per key
 //! folds the chunks' slots in chunk order.
+//!
+//! `explain` (`group/explain.rs`) prints the plans of both paths without running either.
 
 use super::*;
 use std::ops::Range;
+
+mod explain;
 
 /// Integer keys spanning at most this many values (largest minus smallest plus one) are folded
 /// without a sort: see [`DenseFold`].
@@ -92,10 +96,22 @@ fn mark_runs(
     ty: ScalarType,
     n: usize,
 ) -> Result<Arc<dyn DeviceMemory>> {
-    let profile = ctx.profile();
+    let plan = runs_plan(&ctx.profile(), n);
+    let fingerprint = fingerprint_of(plan.key.0, &plan.key.1, |k| {
+        store_outputs(k, &[lit_value(ScalarValue::zero(ty))])
+    });
+    let kernels = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
+    let flags = ctx.backend().alloc(n * 4)?;
+    let keys = [Source::Device(keys)];
+    Run::start(ctx, plan, kernels, &keys)?.finish(&keys, vec![LaunchArg::Device(&*flags)])?;
+    Ok(flags)
+}
+
+/// The plan of [`mark_runs`] over `n` keys: one work item per key.
+fn runs_plan(profile: &DeviceProfile, n: usize) -> Plan {
     let mut plan = Plan::new(
         "runs",
-        profile,
+        *profile,
         ("query_group_runs", [0; 3]),
         Rows::Known(n),
     );
@@ -106,14 +122,7 @@ fn mark_runs(
         Binding::Scalar("n", n as u32),
     ];
     plan.launch(runs, profile.per_element_grid(n), b);
-    let fingerprint = fingerprint_of(plan.key.0, &plan.key.1, |k| {
-        store_outputs(k, &[lit_value(ScalarValue::zero(ty))])
-    });
-    let kernels = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
-    let flags = ctx.backend().alloc(n * 4)?;
-    let keys = [Source::Device(keys)];
-    Run::start(ctx, plan, kernels, &keys)?.finish(&keys, vec![LaunchArg::Device(&*flags)])?;
-    Ok(flags)
+    plan
 }
 
 /// The kernel of [`mark_runs`] for keys of type `ty`.
@@ -139,14 +148,24 @@ fn runs_kernel(ty: ScalarType) -> Result<Kernel> {
     })?)
 }
 
-/// A query over the `n` rows of `columns`, the flags of [`mark_runs`] and then the columns of
-/// `R`, keeping the rows whose flags have [`RUN_END`], without the flags.
-fn run_ends<'c, R: Row>(ctx: &Context, columns: &[&'c dyn DeviceMemory], n: usize) -> Query<'c, R> {
-    let mut flagged = Query::<(u32, R)>::over_device(ctx, columns, n);
+/// The rows of `flagged` (the flags of [`mark_runs`], then the columns of `R`) whose flags
+/// have [`RUN_END`], without the flags.
+fn run_ends<R: Row>(mut flagged: Query<'_, (u32, R)>) -> Query<'_, R> {
     flagged.stages.push(Stage::Filter(Box::new(|c| {
         (c[0].typed::<u32>() & RUN_END).ne(0u32)
     })));
     flagged.map_erased(|c| c[1..].to_vec()).retype()
+}
+
+/// The position and key of each row of `flagged` (the flags of [`mark_runs`] and the sorted
+/// keys) that ends a run.
+fn run_end_positions<K: Row>(flagged: Query<'_, (u32, K)>) -> Query<'_, (u32, K)> {
+    let mut ends = flagged.enumerate();
+    ends.stages.push(Stage::Filter(Box::new(|c| {
+        (c[1].typed::<u32>() & RUN_END).ne(0u32)
+    })));
+    ends.map_erased(|c| vec![c[0].clone(), c[2].clone()])
+        .retype()
 }
 
 impl<'a, T: Numeric + Row> Distinct<'a, T> {
@@ -173,7 +192,7 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
             return Ok(Vec::new());
         }
         let refs: Vec<&dyn DeviceMemory> = cols.iter().map(|c| &**c).collect();
-        run_ends::<T>(&ctx, &refs, n).to_vec()
+        run_ends::<T>(Query::over_device(&ctx, &refs, n)).to_vec()
     }
 }
 
@@ -187,7 +206,7 @@ impl<'a, T: Scalar + Numeric + Row> Distinct<'a, T> {
             return ctx.upload::<T>(&[]);
         }
         let refs: Vec<&dyn DeviceMemory> = cols.iter().map(|c| &**c).collect();
-        run_ends::<T>(&ctx, &refs, n).to_buffer()
+        run_ends::<T>(Query::over_device(&ctx, &refs, n)).to_buffer()
     }
 }
 
@@ -287,14 +306,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
             return Ok(Vec::new());
         }
         let flags = mark_runs(&ctx, &*sorted[0], K::TYPE, n)?;
-        let mut ends = Query::<(u32, K)>::over_device(&ctx, &[&*flags, &*sorted[0]], n).enumerate();
-        ends.stages.push(Stage::Filter(Box::new(|c| {
-            (c[1].typed::<u32>() & RUN_END).ne(0u32)
-        })));
-        let ends: Vec<(u32, K)> = ends
-            .map_erased(|c| vec![c[0].clone(), c[2].clone()])
-            .retype()
-            .to_vec()?;
+        let flagged = Query::over_device(&ctx, &[&*flags, &*sorted[0]], n);
+        let ends = run_end_positions::<K>(flagged).to_vec()?;
         let mut before = 0;
         Ok(ends
             .into_iter()
@@ -421,7 +434,7 @@ fn fold_runs<K: Numeric + Row, V: Row>(
         .into_iter()
         .chain(scanned[1..].iter().map(|c| &**c))
         .collect();
-    run_ends::<(K, V)>(ctx, &end_cols, n).to_vec()
+    run_ends::<(K, V)>(Query::over_device(ctx, &end_cols, n)).to_vec()
 }
 
 /// The smallest and largest integer key of the (key, value) rows of `pairs`: for 8-bit keys
@@ -485,10 +498,24 @@ fn dense_fold<K: Numeric + Row, V: Row>(
         op,
     };
     let profile = pairs.ctx.profile();
-    match dense.chunk(&profile) {
+    match dense_chunk_on(&profile, pairs.len, dense.keys) {
         Some(chunk) => dense.run(&profile, chunk).map(Some),
         None => Ok(None),
     }
+}
+
+/// The rows per chunk of the dense plan over `n` rows and `keys` slots on `profile`:
+/// [`dense_chunk`], with chunks in the chunked plan long enough that there are about eight per
+/// compute unit (each chunk's slots are cleared, copied out and combined once). `None` when
+/// no length fits.
+fn dense_chunk_on(profile: &DeviceProfile, n: usize, keys: u32) -> Option<u32> {
+    let n = n as u64;
+    let units = profile.compute_units.max(1) as u64;
+    let min_rows = match profile.grouped() {
+        true => (ITEM_CHUNK * 16) as u64,
+        false => (profile.chunk as u64).max(n.div_ceil(8 * units)),
+    };
+    dense_chunk(n, keys as u64, min_rows, profile.loop_budget())
 }
 
 /// The rows per chunk of the dense plan over `n` rows and `keys` slots: at least `min_rows`
@@ -674,19 +701,6 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// The rows per chunk for this query on `profile`: [`dense_chunk`], with chunks in the
-    /// chunked plan long enough that there are about eight per compute unit (each chunk's
-    /// slots are cleared, copied out and combined once).
-    fn chunk(&self, profile: &DeviceProfile) -> Option<u32> {
-        let n = self.query.len as u64;
-        let units = profile.compute_units.max(1) as u64;
-        let min_rows = match profile.grouped() {
-            true => (ITEM_CHUNK * 16) as u64,
-            false => (profile.chunk as u64).max(n.div_ceil(8 * units)),
-        };
-        dense_chunk(n, self.keys as u64, min_rows, profile.loop_budget())
-    }
-
     /// Runs both kernels over the query's rows (keys, then values) in chunks of `chunk` rows
     /// on `profile` (see [`dense_plan`]) and returns each key that has rows with its fold, in
     /// key order.
@@ -747,7 +761,7 @@ fn dense_plan(
     };
     let private = g == 1 && profile.indexed_private_arrays;
     let key = ("query_group_dense", [private as u32, 0, 0]);
-    let mut plan = Plan::new("group_by", *profile, key, Rows::None);
+    let mut plan = Plan::new("group_by", *profile, key, Rows::InTemps);
     let (partials, combine) = (
         plan.kernel("query_group_dense_partials"),
         plan.kernel("query_group_dense_combine"),
@@ -790,6 +804,7 @@ fn dense_plan(
             Binding::Scalar("keys", keys),
         ]);
     plan.launch(combine, Grid::linear(keys.div_ceil(group), group), b);
+    plan.result = outs.start..out_seen.end;
     (plan, private, (outs, out_seen.start))
 }
 

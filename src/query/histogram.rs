@@ -64,6 +64,35 @@ impl<'a, T: Int + Row> Query<'a, T> {
         Ok(counts)
     }
 
+    /// What [`Query::histogram`] with `bins` bins would run on the context's device
+    /// ([`Query::explain_histogram_on`] its profile).
+    pub fn explain_histogram(&self, bins: u32) -> String {
+        device_line(&self.ctx) + &self.explain_histogram_on(&self.ctx.profile(), bins)
+    }
+
+    /// What [`Query::histogram`] with `bins` bins would run on a device of `profile`, without
+    /// running anything: the source and the fused stages, then the histogram's plan (where
+    /// the counts are kept: private arrays, shared memory, rows of counts in device memory or
+    /// one global atomic per element, as the profile and `bins` decide).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs: Vec<u32> = (0..10_000).collect();
+    /// let q = ctx.from(&xs).map(|x| x % 16);
+    /// let gpu = kiln::DeviceProfile { shape: kiln::PlanShape::Grouped, ..ctx.profile() };
+    /// assert!(q.explain_histogram_on(&gpu, 16).contains("launch query_histogram on"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_histogram_on(&self, profile: &DeviceProfile, bins: u32) -> String {
+        let source = self.describe_source();
+        if bins == 0 {
+            return format!("{source}\n\nhistogram plan: none (no bins to count)\n");
+        }
+        let (plan, _) = histogram_plan(profile, self.columns.len(), self.len, bins);
+        format!("{source}\n\n{plan}")
+    }
+
     /// The histogram kernel, counting where `place` says; a shared-count group takes every
     /// `group`-th element of its range.
     fn histogram_kernel(&self, bins: u32, place: Counts) -> Result<Kernel> {

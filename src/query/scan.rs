@@ -418,9 +418,7 @@ impl<'a, T: Row> Scan<'a, T> {
 
     /// What the scan would run on the context's device ([`Scan::explain_on`] its profile).
     pub fn explain(&self) -> String {
-        let device = self.query.ctx.device();
-        format!("device: {} ({})\n", device.backend, device.name)
-            + &self.explain_on(&self.query.ctx.profile())
+        device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }
 
     /// What the scan would run on a device of `profile`, without running anything: its plan

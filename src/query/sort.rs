@@ -629,9 +629,7 @@ impl<'a, T: Row> Sorted<'a, T> {
 impl<'a, T: Row> Sorted<'a, T> {
     /// What the sort would run on the context's device ([`Sorted::explain_on`] its profile).
     pub fn explain(&self) -> String {
-        let device = self.query.ctx.device();
-        format!("device: {} ({})\n", device.backend, device.name)
-            + &self.explain_on(&self.query.ctx.profile())
+        device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }
 
     /// What the sort would run on a device of `profile`, without running anything: the plan
@@ -650,11 +648,17 @@ impl<'a, T: Row> Sorted<'a, T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        let plan = self.passes_plan(profile, self.query.len);
+        format!("{}\n{plan}", self.query.materialize_plan(profile))
+    }
+
+    /// The sort's plan over `n` rows on `profile` with a pass per byte of the key, as
+    /// [`Sorted::explain_on`] prints it.
+    pub(super) fn passes_plan(&self, profile: &DeviceProfile, n: usize) -> Plan {
         let shifts: Vec<u32> = (0..self.key_type.bits().max(8) / 8)
             .map(|d| d * 8)
             .collect();
-        let plan = self.plan(profile, self.query.len, &shifts).plan;
-        format!("{}\n{plan}", self.query.materialize_plan(profile))
+        self.plan(profile, n, &shifts).plan
     }
 }
 

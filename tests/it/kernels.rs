@@ -1538,6 +1538,20 @@ fn generated_code_matches_the_snapshots() {
         .map(|i| i * 3u32)
         .filter(|x| (x % 7u32).eq(0u32));
     let mapped = ctx.range(1_000_000).map(|i| (i, i.cast::<f32>() * 0.5));
+    let grouped_rows = ctx
+        .range(1_000_000)
+        .filter(|i| (i % 3u32).ne(0u32))
+        .group_by(|i| i % 100u32);
+    let distinct = ctx
+        .range(1_000_000)
+        .map(|i| i.cast::<f32>() * 0.25)
+        .distinct();
+    let bins = ctx.range(1_000_000).map(|i| i % 65536u32);
+    let running = ctx
+        .range(1_000_000)
+        .filter(|i| (i & 1u32).eq(0u32))
+        .scan(0u32, |a, b| a + b);
+    let sorted = ctx.range(1_000_000).map(|i| i ^ 0x5555u32).sort();
     // A CPU's plan and a GPU's (the profile of an H100 on CUDA), made without running them.
     let chunked = kiln::DeviceProfile {
         shape: kiln::PlanShape::Chunked,
@@ -1620,15 +1634,23 @@ fn generated_code_matches_the_snapshots() {
             zipped.emit(target).unwrap(),
         );
     }
-    for (profile, name) in [(chunked, "chunked"), (grouped, "grouped")] {
-        check(
-            format!("plan_range_filter.{name}.txt"),
-            counted.explain_on(&profile),
-        );
-        check(
-            format!("plan_range_map.{name}.txt"),
-            mapped.explain_on(&profile),
-        );
+    for (profile, shape) in [(chunked, "chunked"), (grouped, "grouped")] {
+        let plans = [
+            ("range_filter", counted.explain_on(&profile)),
+            ("range_map", mapped.explain_on(&profile)),
+            ("group_by", grouped_rows.explain_on(&profile)),
+            ("distinct", distinct.explain_on(&profile)),
+            ("scan", running.explain_on(&profile)),
+            ("sort", sorted.explain_on(&profile)),
+            ("histogram_16", bins.explain_histogram_on(&profile, 16)),
+            (
+                "histogram_65536",
+                bins.explain_histogram_on(&profile, 1 << 16),
+            ),
+        ];
+        for (name, text) in plans {
+            check(format!("plan_{name}.{shape}.txt"), text);
+        }
     }
     assert!(
         stale.is_empty(),

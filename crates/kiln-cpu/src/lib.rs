@@ -279,7 +279,7 @@ impl CpuBackend {
         let mut fctx = FunctionBuilderContext::new();
         let layout = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, lowered, &info, module, &math).map_err(&compile_err)?
+            Lowerer::lower(b, lowered, info, module, &math).map_err(&compile_err)?
         };
         ctx.set_disasm(log);
         module

@@ -229,12 +229,13 @@ enum BoundsCheck {
 }
 
 impl<'a, 'f> Lowerer<'a, 'f> {
-    /// Lowers `k` into `b` (whose function takes one pointer argument). Returns the private
+    /// Lowers `k`, whose validation found `info`, into `b` (whose function takes one pointer
+    /// argument). Returns the private
     /// memory layout the launcher must provide, or a message naming what could not be lowered.
     pub fn lower(
         mut b: FunctionBuilder<'f>,
         k: &'a Kernel,
-        info: &KernelInfo,
+        info: KernelInfo,
         module: &'a mut JITModule,
         math: &'a MathImports,
     ) -> R<PrivateLayout> {
@@ -278,11 +279,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             frame_bytes: 0,
         };
         lw.prologue()?;
-        let types = info.body.types.clone();
+        let BodyInfo { types, in_bounds } = info.body;
         let mut fx = FnCtx {
             body: &k.body,
             vals: vec![None; k.body.exprs.len()],
-            in_bounds: info.body.in_bounds.clone(),
+            in_bounds,
             loop_proven: HashSet::new(),
             proven_loop: None,
             in_loop_version: false,

@@ -1,0 +1,116 @@
+//! What a grouping or `distinct` would run, printed without running anything. Which path a
+//! grouping takes depends on its keys, which only a run sees, so the explanation prints each
+//! path a run can take and the condition that picks it.
+
+use super::*;
+use crate::query::materialize::materialize_plan;
+use crate::query::reduce::reduce_plan;
+
+impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
+    /// What the grouping's `count()` would run on the context's device
+    /// ([`GroupBy::explain_on`] its profile).
+    pub fn explain(&self) -> String {
+        device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
+    }
+
+    /// What the grouping's `count()` would run on a device of `profile`, without running
+    /// anything: the source and the fused stages, then each path a run can take and what
+    /// picks it. Integer keys first reduce to their smallest and largest (8-bit keys skip
+    /// this); when those span at most 1024 values, the dense plan folds the rows without a
+    /// sort (shown for the widest span its type allows). Otherwise, and for float keys, the
+    /// sort path runs: the keys written to device columns, sorted, their runs marked, and each
+    /// run's end kept. Plans after the first are shown for as many rows as the source has; a
+    /// run makes them for the rows a filter keeps. `sum`, `min`, `max`, `average` and `fold`
+    /// take the same paths with their value columns beside the keys, and on the sort path a
+    /// segmented scan of the values (a scan plan) between marking the runs and keeping their
+    /// ends.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let shop = [3u32, 1, 3, 2, 1];
+    /// let plan = ctx.from(&shop).group_by(|s| s).explain_on(&ctx.profile());
+    /// assert!(plan.contains("launch query_group_dense_partials"));
+    /// assert!(plan.contains("launch query_group_runs"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        let q = &self.query;
+        let (ty, n, inputs) = (K::TYPE, q.len, q.columns.len());
+        let mut s = format!(
+            "{}\ngroup_by: one {} key per row; shown for count()\n",
+            q.describe_source(),
+            ty.name()
+        );
+        if !ty.is_int() {
+            s += "\nfloat keys: the sort path\n";
+        } else {
+            let span = if ty.bits() == 8 {
+                1 << 8
+            } else {
+                s += "\n1. the smallest and largest key\n";
+                s += &reduce_plan(profile, inputs, n, &[ty, ty], Order::Any).to_string();
+                DENSE_KEYS
+            };
+            s += &format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n");
+            s += &match dense_chunk_on(profile, n, span) {
+                Some(chunk) => {
+                    dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32])
+                        .0
+                        .to_string()
+                }
+                None => format!("  none: no chunk length keeps {span} keys' loops within this device's loop budget, so such keys take the sort path\n"),
+            };
+            s += "\n3. otherwise: the sort path\n";
+        }
+        let flagged = Query::<(u32, K)>::shape_only(&q.ctx, n);
+        s + &sort_path::<K>(&q.ctx, profile, (inputs, q.has_filter()), n)
+            + &run_end_positions(flagged)
+                .materialize_plan(profile)
+                .to_string()
+    }
+}
+
+impl<T: Numeric + Row> Distinct<'_, T> {
+    /// What `to_vec` would run on the context's device ([`Distinct::explain_on`] its profile).
+    pub fn explain(&self) -> String {
+        device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
+    }
+
+    /// What `to_vec` would run on a device of `profile`, without running anything: the source
+    /// and the fused stages, then the elements written to device columns, sorted, their runs
+    /// marked, and each run's last element kept. Plans after the first are shown for as many
+    /// elements as the source has; a run makes them for those a filter keeps.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let plan = ctx.from(&[2.0f32, 1.0, 2.0]).distinct().explain_on(&ctx.profile());
+    /// assert!(plan.contains("launch query_group_runs"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn explain_on(&self, profile: &DeviceProfile) -> String {
+        let q = &self.query;
+        let n = q.len;
+        let flagged = Query::<(u32, T)>::shape_only(&q.ctx, n);
+        format!("{}\ndistinct\n\n", q.describe_source())
+            + &sort_path::<T>(&q.ctx, profile, (q.columns.len(), q.has_filter()), n)
+            + &run_ends(flagged).materialize_plan(profile).to_string()
+    }
+}
+
+/// The plans of the sort path up to marking the runs, for `n` keys of type `K` from a query
+/// with `source.0` input columns and (when `source.1`) a filter: the keys written to device
+/// columns, their sort, and the runs kernel.
+fn sort_path<K: Numeric + Row>(
+    ctx: &Context,
+    profile: &DeviceProfile,
+    source: (usize, bool),
+    n: usize,
+) -> String {
+    let keys = materialize_plan(profile, source.0, 1, n, source.1);
+    let sort = Query::<K>::shape_only(ctx, n)
+        .sort()
+        .passes_plan(profile, n);
+    format!("{keys}\n{sort}\n{}\n", runs_plan(profile, n))
+}
