@@ -1,0 +1,68 @@
+//! The table of cases: what kiln runs, what it is compared with, and what a device must have
+//! for it. `main` runs every case on every device in table order; each baseline is measured
+//! once (on the host) or once per device.
+
+use crate::data::Bench;
+use kiln::prelude::*;
+
+mod gallery;
+mod queries;
+mod resident;
+
+/// kiln's side of a case: its best time in milliseconds on a device.
+pub type KilnSide = fn(&Bench, &Context) -> Result<f64, Error>;
+
+/// How a baseline is measured.
+pub enum Measure {
+    /// On the host, once per run.
+    Host(fn(&Bench) -> f64),
+    /// On each device, once per device (the device's own copy, a naive kernel).
+    Device(fn(&Bench, &Context) -> Result<f64, Error>),
+}
+
+/// What a case is compared with; cases that share one share its measurement.
+pub struct Baseline {
+    /// How the table names it.
+    pub label: &'static str,
+    /// How it is timed.
+    pub measure: Measure,
+    /// Bytes it moves per element, for the bandwidth line; `None` when that means nothing.
+    pub bytes_per_element: Option<usize>,
+}
+
+/// What a device must have for a case to run there.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Needs {
+    /// Nothing more.
+    Any,
+    /// f64 arithmetic, and room for buffers of `n` f64.
+    F64,
+    /// i64 arithmetic, and room for buffers of `n` i64.
+    I64,
+    /// Being the CPU backend (the gallery's rayon comparisons).
+    Cpu,
+}
+
+/// One row of the table.
+pub struct Case {
+    /// The case as the table names it.
+    pub name: &'static str,
+    /// What the device must have.
+    pub needs: Needs,
+    /// kiln's side.
+    pub kiln: KilnSide,
+    /// What it is compared with.
+    pub baseline: &'static Baseline,
+    /// Bytes kiln's side moves per element, for the bandwidth line; `None` when it is not a
+    /// bandwidth case.
+    pub bytes_per_element: Option<usize>,
+}
+
+/// Every case, in the order the table prints them.
+pub fn all() -> Vec<&'static Case> {
+    queries::CASES
+        .iter()
+        .chain(resident::CASES)
+        .chain(gallery::CASES)
+        .collect()
+}

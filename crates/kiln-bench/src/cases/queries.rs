@@ -1,0 +1,342 @@
+//! Queries over host slices against the rayon code a Rust programmer would write for them.
+
+use super::{Baseline, Case, Measure, Needs};
+use crate::data::{per_chunk_sums, wide_histogram, Bench};
+use kiln::prelude::*;
+use rayon::prelude::*;
+
+/// A baseline labelled "rayon".
+const fn rayon(measure: fn(&Bench) -> f64) -> Baseline {
+    Baseline {
+        label: "rayon",
+        measure: Measure::Host(measure),
+        bytes_per_element: None,
+    }
+}
+
+/// A case on any device with no bandwidth figure.
+const fn case(name: &'static str, kiln: super::KilnSide, baseline: &'static Baseline) -> Case {
+    Case {
+        name,
+        needs: Needs::Any,
+        kiln,
+        baseline,
+        bytes_per_element: None,
+    }
+}
+
+/// `case` on devices with `needs`.
+const fn needing(needs: Needs, c: Case) -> Case {
+    Case { needs, ..c }
+}
+
+static MAP: Baseline =
+    rayon(|b| b.best(|| b.xs.par_iter().map(|x| x * 2.0 + 1.0).collect::<Vec<f32>>()));
+static FUSED: Baseline = rayon(|b| {
+    b.best(|| {
+        b.xs.par_iter()
+            .map(|x| x * 2.0)
+            .filter(|x| *x > 1000.0)
+            .map(|x| x + 100.0)
+            .sum::<f32>()
+    })
+});
+static SUM: Baseline = rayon(|b| b.best(|| b.xs.par_iter().sum::<f32>()));
+// `f32::max` skips NaN, as kiln's `max()` does.
+static MAX: Baseline = rayon(|b| b.best(|| b.xs.par_iter().copied().reduce(|| f32::NAN, f32::max)));
+static MAP_F64: Baseline =
+    rayon(|b| b.best(|| b.xd.par_iter().map(|x| x * 2.0 + 1.0).collect::<Vec<f64>>()));
+static SQUARES_F64: Baseline = rayon(|b| b.best(|| b.xd.par_iter().map(|x| x * x).sum::<f64>()));
+static MAX_F64: Baseline =
+    rayon(|b| b.best(|| b.xd.par_iter().copied().reduce(|| f64::NAN, f64::max)));
+static MAP_I64: Baseline =
+    rayon(|b| b.best(|| b.xl.par_iter().map(|x| x * 3 + 1).collect::<Vec<i64>>()));
+static SUM_I64: Baseline = rayon(|b| b.best(|| b.xl.par_iter().sum::<i64>()));
+static MAX_I64: Baseline = rayon(|b| b.best(|| b.xl.par_iter().copied().max()));
+static FILTER: Baseline = rayon(|b| b.best(|| rayon_filter(&b.xs)));
+static FILTER_NOISY: Baseline = rayon(|b| b.best(|| rayon_filter(&b.noisy)));
+static SCAN: Baseline = rayon(|b| b.best(|| rayon_scan(&b.xs)));
+static HISTOGRAM: Baseline = rayon(|b| {
+    b.best(|| {
+        per_chunk_sums(&b.levels, 1 << 16, 256, |h: &mut [u32], l| {
+            h[*l as usize] += 1
+        })
+    })
+});
+static WIDE_HISTOGRAM: Baseline = rayon(|b| b.best(|| wide_histogram(&b.samples)));
+static SORT: Baseline = Baseline {
+    label: "rayon par_sort_unstable",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let mut v = b.xs.clone();
+            v.par_sort_unstable_by(f32::total_cmp);
+            v
+        })
+    }),
+    bytes_per_element: None,
+};
+static GROUP_SUM: Baseline = Baseline {
+    label: "rayon dense per-key sums",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            b.levels
+                .par_chunks(1 << 16)
+                .zip(b.xs.par_chunks(1 << 16))
+                .map(|(k, x)| {
+                    let mut sums = vec![0f32; 256];
+                    k.iter().zip(x).for_each(|(k, x)| sums[*k as usize] += x);
+                    sums
+                })
+                .reduce(
+                    || vec![0f32; 256],
+                    |mut a, b| {
+                        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                        a
+                    },
+                )
+        })
+    }),
+    bytes_per_element: None,
+};
+static GROUP_COUNT: Baseline = Baseline {
+    label: "rayon par_sort_unstable + run counts",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let mut v = b.ids.clone();
+            v.par_sort_unstable();
+            let mut runs: Vec<(u32, usize)> = Vec::new();
+            for id in v {
+                match runs.last_mut() {
+                    Some((last, count)) if *last == id => *count += 1,
+                    _ => runs.push((id, 1)),
+                }
+            }
+            runs
+        })
+    }),
+    bytes_per_element: None,
+};
+static DISTINCT: Baseline = Baseline {
+    label: "rayon par_sort_unstable + dedup",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let mut v = b.ids.clone();
+            v.par_sort_unstable();
+            v.dedup();
+            v
+        })
+    }),
+    bytes_per_element: None,
+};
+static MEMCPY: Baseline = Baseline {
+    label: "memcpy",
+    measure: Measure::Host(|b| {
+        let mut dst = vec![0f32; b.n];
+        b.best(|| {
+            dst.par_chunks_mut(1 << 16)
+                .zip(b.xs.par_chunks(1 << 16))
+                .for_each(|(d, s)| d.copy_from_slice(s))
+        })
+    }),
+    bytes_per_element: None,
+};
+static READ: Baseline = Baseline {
+    label: "read",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            b.xs.par_chunks(1 << 16)
+                .map(|c| c.iter().fold(0u32, |a, x| a ^ x.to_bits()))
+                .reduce(|| 0, |a, b| a ^ b)
+        })
+    }),
+    bytes_per_element: None,
+};
+
+/// The filter baseline: the elements below 500, in order.
+fn rayon_filter(xs: &[f32]) -> Vec<f32> {
+    xs.par_iter().copied().filter(|x| *x < 500.0).collect()
+}
+
+/// The running sum in two passes over chunks, as kiln's chunked plan does: the chunks' sums,
+/// their running sum on one thread, then each chunk's running values from its carry.
+fn rayon_scan(xs: &[f32]) -> Vec<f32> {
+    let chunk = 1 << 16;
+    let sums: Vec<f32> = xs.par_chunks(chunk).map(|c| c.iter().sum()).collect();
+    let mut carry = 0f32;
+    let carries: Vec<f32> = sums
+        .iter()
+        .map(|s| {
+            let before = carry;
+            carry += s;
+            before
+        })
+        .collect();
+    let mut out = vec![0f32; xs.len()];
+    out.par_chunks_mut(chunk)
+        .zip(xs.par_chunks(chunk))
+        .zip(&carries)
+        .for_each(|((o, x), c)| {
+            let mut acc = *c;
+            for (o, x) in o.iter_mut().zip(x) {
+                acc += x;
+                *o = acc;
+            }
+        });
+    out
+}
+
+/// kiln's map of `xs`.
+fn map(b: &Bench, ctx: &Context) -> Result<f64, Error> {
+    Ok(b.best(|| ctx.from(&b.xs).map(|x| x * 2.0 + 1.0).to_vec().unwrap()))
+}
+
+/// kiln's sum of `xs`.
+fn sum(b: &Bench, ctx: &Context) -> Result<f64, Error> {
+    Ok(b.best(|| ctx.from(&b.xs).sum().unwrap()))
+}
+
+/// kiln's filter of `xs` into a new `Vec`.
+fn filter(b: &Bench, ctx: &Context, xs: &[f32]) -> f64 {
+    b.best(|| ctx.from(xs).filter(|x| x.lt(500.0)).to_vec().unwrap())
+}
+
+pub(super) static CASES: &[Case] = &[
+    case("map to_vec", map, &MAP),
+    case(
+        "map-filter-map-sum",
+        |b, ctx| {
+            Ok(b.best(|| {
+                ctx.from(&b.xs)
+                    .map(|x| x * 2.0)
+                    .filter(|x| x.gt(1000.0))
+                    .map(|x| x + 100.0)
+                    .sum()
+                    .unwrap()
+            }))
+        },
+        &FUSED,
+    ),
+    case("sum", sum, &SUM),
+    case(
+        "max",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.xs).max().unwrap())),
+        &MAX,
+    ),
+    needing(
+        Needs::F64,
+        case(
+            "map to_vec (f64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xd).map(|x| x * 2.0 + 1.0).to_vec().unwrap())),
+            &MAP_F64,
+        ),
+    ),
+    needing(
+        Needs::F64,
+        case(
+            "sum of squares (f64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xd).map(|x| x * x).sum().unwrap())),
+            &SQUARES_F64,
+        ),
+    ),
+    needing(
+        Needs::F64,
+        case(
+            "max (f64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xd).max().unwrap())),
+            &MAX_F64,
+        ),
+    ),
+    needing(
+        Needs::I64,
+        case(
+            "map to_vec (i64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xl).map(|x| x * 3 + 1).to_vec().unwrap())),
+            &MAP_I64,
+        ),
+    ),
+    needing(
+        Needs::I64,
+        case(
+            "sum (i64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xl).sum().unwrap())),
+            &SUM_I64,
+        ),
+    ),
+    needing(
+        Needs::I64,
+        case(
+            "max (i64)",
+            |b, ctx| Ok(b.best(|| ctx.from(&b.xl).max().unwrap())),
+            &MAX_I64,
+        ),
+    ),
+    case(
+        "filter to_vec (50%)",
+        |b, ctx| Ok(filter(b, ctx, &b.xs)),
+        &FILTER,
+    ),
+    case(
+        "filter to_vec (50%, kept at random)",
+        |b, ctx| Ok(filter(b, ctx, &b.noisy)),
+        &FILTER_NOISY,
+    ),
+    case(
+        "scan (running sum) to_vec",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.xs).scan(0.0, |a, b| a + b).to_vec().unwrap())),
+        &SCAN,
+    ),
+    case(
+        "histogram (256 bins of u8)",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.levels).histogram(256).unwrap())),
+        &HISTOGRAM,
+    ),
+    case(
+        "histogram (65536 bins of u16)",
+        |b, ctx| {
+            let counts = ctx.from(&b.samples).histogram(1 << 16)?;
+            assert!(counts == b.samples_histogram, "histogram of 65536 bins");
+            Ok(b.best(|| ctx.from(&b.samples).histogram(1 << 16).unwrap()))
+        },
+        &WIDE_HISTOGRAM,
+    ),
+    case(
+        "sort to_vec (radix, stable)",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.xs).sort().to_vec().unwrap())),
+        &SORT,
+    ),
+    case(
+        "group_by sum (256 u8 keys, dense)",
+        |b, ctx| {
+            Ok(b.best(|| {
+                let groups = ctx.from(&b.levels).zip(&b.xs).group_by(|(k, _)| k);
+                groups.sum(|(_, x)| x).unwrap()
+            }))
+        },
+        &GROUP_SUM,
+    ),
+    case(
+        "group_by count (65521 u32 keys, sorted)",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.ids).group_by(|k| k).count().unwrap())),
+        &GROUP_COUNT,
+    ),
+    case(
+        "distinct to_vec (65521 u32 values)",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.ids).distinct().to_vec().unwrap())),
+        &DISTINCT,
+    ),
+    case("map to_vec vs parallel memcpy", map, &MEMCPY),
+    case(
+        "map write_to vs parallel memcpy",
+        |b, ctx| {
+            let mut reused = vec![0f32; b.n];
+            Ok(b.best(|| {
+                ctx.from(&b.xs)
+                    .map(|x| x * 2.0 + 1.0)
+                    .write_to(&mut reused)
+                    .unwrap()
+            }))
+        },
+        &MEMCPY,
+    ),
+    case("sum vs parallel read", sum, &READ),
+];
