@@ -54,9 +54,6 @@ impl Writer {
                         Type::Scalar(s) => mem_type(self.d, *s),
                         _ => self.t(ScalarType::U8),
                     };
-                    for (s, _) in elem.flatten() {
-                        self.note_type(s);
-                    }
                     let c = if *access == Access::Read {
                         "const "
                     } else {
@@ -72,7 +69,6 @@ impl Writer {
                 ParamKind::Value(t) => {
                     let flat = t.flatten();
                     for (i, &(s, offset)) in flat.iter().enumerate() {
-                        self.note_type(s);
                         let name = component_name(&p.name, i, flat.len());
                         let size = s.size();
                         let slot = Slot::Component {

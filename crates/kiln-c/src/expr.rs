@@ -117,7 +117,6 @@ impl Syntax for Writer {
     }
 
     fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
-        self.note_type(to);
         let tt = self.t(to);
         if from == to {
             return x.to_string();
@@ -273,9 +272,6 @@ impl Writer {
 
     /// The atomic operation `a` on element `a.index` of the memory `name`.
     pub(crate) fn atomic(&mut self, name: &str, a: &AtomicCall) -> String {
-        if a.ty.bits() == 64 {
-            self.needs.atomics64 = true;
-        }
         self.d.atomic(&mut self.helpers, name, a)
     }
 }

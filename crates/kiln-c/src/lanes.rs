@@ -309,7 +309,6 @@ impl Writer {
                 _ => x.to_string(),
             });
         }
-        self.needs.subgroups = true;
         let mask = match &self.lanes {
             Some(l) => l.current.clone(),
             None => return err("a CUDA subgroup operation outside lane tracking"),

@@ -64,7 +64,8 @@ impl Dialect {
     }
 }
 
-/// What the kernel needs from the device, found while writing.
+/// What the kernel needs from the device: the [`kiln_ir::Features`] validation found, as
+/// this dialect has them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
     /// Uses `f64`.
@@ -144,7 +145,11 @@ pub fn write_validated(kernel: &Kernel, info: &KernelInfo, dialect: Dialect) -> 
     Writer {
         d,
         helpers: Helpers::default(),
-        needs: Needs::default(),
+        needs: Needs {
+            f64: info.features.f64,
+            atomics64: info.features.atomics64,
+            subgroups: d.has_warps() && info.features.subgroups,
+        },
         loop_id: 0,
         at: None,
         lanes: None,
@@ -219,12 +224,6 @@ impl Writer {
 
     fn helper(&mut self, text: String) {
         self.helpers.add(text);
-    }
-
-    fn note_type(&mut self, s: ScalarType) {
-        if s == ScalarType::F64 {
-            self.needs.f64 = true;
-        }
     }
 }
 

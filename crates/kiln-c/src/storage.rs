@@ -65,22 +65,10 @@ pub(crate) fn mem_info(k: &Kernel, m: Memory) -> W<(String, Type)> {
 }
 
 impl Writer {
-    pub(crate) fn shared_decls(&mut self, k: &Kernel, out: &mut String) {
-        for s in &k.shared {
-            for (sc, _) in s.elem.flatten() {
-                self.note_type(sc);
-            }
-        }
-        self.d.shared_decls(k, out);
-    }
-
     pub(crate) fn locals(&mut self, cx: &Cx, out: &mut String) -> W<()> {
         for (i, l) in cx.body.locals.iter().enumerate() {
             match &l.ty {
                 Type::Array(e, n) => {
-                    for (s, _) in e.flatten() {
-                        self.note_type(s);
-                    }
                     let comps = e.flatten().len();
                     for (c, (s, _)) in e.flatten().into_iter().enumerate() {
                         let name = if comps == 1 {
@@ -93,7 +81,6 @@ impl Writer {
                 }
                 t => {
                     for (c, (s, _)) in t.flatten().into_iter().enumerate() {
-                        self.note_type(s);
                         let _ = writeln!(
                             out,
                             "  {} {} = {};",

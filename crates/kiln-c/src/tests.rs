@@ -213,3 +213,19 @@ fn scalar_arguments_take_their_components_little_endian() {
     assert_eq!(ScalarArg::component(&value, 6, 4), None);
     assert_eq!(ScalarArg::component(&value, 0, 3), None);
 }
+
+/// A kernel whose only f64 values are literals and arithmetic on them (stored as f32) still
+/// enables OpenCL's fp64 extension and tells the runtime it needs f64.
+#[test]
+fn f64_from_literals_alone_enables_fp64() {
+    let k = Kernel::build("halves", |k| {
+        let out = k.buffer::<f32>("out", Access::Write);
+        let i = global_id(Axis::X);
+        let half = (lit(1.0f64) / lit(2.0f64)).cast::<f32>();
+        if_then(i.lt(out.len()), || out.store(i, half));
+    })
+    .unwrap();
+    let src = write_kernel(&k, Dialect::OpenCl).unwrap();
+    assert!(src.needs.f64 && !src.needs.atomics64, "{:?}", src.needs);
+    assert!(src.text.contains("cl_khr_fp64 : enable"), "{}", src.text);
+}

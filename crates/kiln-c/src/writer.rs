@@ -25,7 +25,7 @@ impl Writer {
         let cx = Cx::of_kernel(k, info);
         let mut inner = String::new();
         self.locals(&cx, &mut inner)?;
-        self.shared_decls(k, &mut inner);
+        self.d.shared_decls(k, &mut inner);
         if tracked {
             // The lanes of this thread's warp that exist in the block.
             let _ = writeln!(

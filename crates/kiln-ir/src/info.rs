@@ -4,7 +4,7 @@
 
 use crate::bounds::InBounds;
 use crate::ir::*;
-use crate::types::Type;
+use crate::types::{ScalarType, Type};
 use crate::validate::expr_types;
 
 /// What validation found about one body.
@@ -26,17 +26,89 @@ impl BodyInfo {
     }
 }
 
-/// What [`crate::validate`] found about a kernel: its body's facts and each device
-/// function's.
+/// What a kernel uses that not every device has, whatever language it is written in. A
+/// writer may need more for its own spelling (WGSL's f64 minimum goes through 64-bit
+/// integers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// `f64` values anywhere: parameters, shared or private memory, expressions.
+    pub f64: bool,
+    /// `i64` or `u64` values anywhere.
+    pub int64: bool,
+    /// Atomic operations on 64-bit values.
+    pub atomics64: bool,
+    /// Subgroup operations or subgroup barriers (reading a subgroup's id, size or lane is not
+    /// one: every device has those, one lane wide where it has no subgroups).
+    pub subgroups: bool,
+}
+
+impl Features {
+    /// What `kernel` uses, from its declarations and the types of its bodies' expressions
+    /// (`bodies`: the kernel's body and each device function's, with their facts).
+    fn of<'a>(kernel: &Kernel, bodies: impl Iterator<Item = (&'a Body, &'a BodyInfo)>) -> Features {
+        let mut f = Features::default();
+        let mut note = |t: &Type| {
+            for (s, _) in t.flatten() {
+                f.f64 |= s == ScalarType::F64;
+                f.int64 |= matches!(s, ScalarType::I64 | ScalarType::U64);
+            }
+        };
+        for p in &kernel.params {
+            match &p.kind {
+                ParamKind::Buffer { elem, .. } | ParamKind::Value(elem) => note(elem),
+            }
+        }
+        kernel.shared.iter().for_each(|s| note(&s.elem));
+        let (mut atomics64, mut subgroups) = (false, false);
+        for (body, info) in bodies {
+            body.locals.iter().for_each(|l| note(&l.ty));
+            info.types.iter().for_each(&mut note);
+            for (e, t) in body.exprs.iter().zip(&info.types) {
+                match e {
+                    Expr::Atomic { .. } => {
+                        atomics64 |= t.flatten().iter().any(|(s, _)| s.bits() == 64)
+                    }
+                    Expr::Subgroup { .. } => subgroups = true,
+                    _ => {}
+                }
+            }
+            subgroups |= body
+                .block
+                .any(&|s| matches!(s, Stmt::Barrier(BarrierScope::Subgroup)));
+        }
+        Features {
+            atomics64,
+            subgroups,
+            ..f
+        }
+    }
+}
+
+/// What [`crate::validate`] found about a kernel: its body's facts, each device function's,
+/// and the features it uses.
 #[derive(Clone, Debug)]
 pub struct KernelInfo {
     /// The kernel's own body.
     pub body: BodyInfo,
     /// Each device function's body, in [`Kernel::functions`] order.
     pub functions: Vec<BodyInfo>,
+    /// What the kernel uses that not every device has.
+    pub features: Features,
 }
 
 impl KernelInfo {
+    /// The facts of `kernel` from those of its body and of each device function.
+    pub(crate) fn new(kernel: &Kernel, body: BodyInfo, functions: Vec<BodyInfo>) -> KernelInfo {
+        let bodies = std::iter::once((&kernel.body, &body))
+            .chain(kernel.functions.iter().map(|f| &f.body).zip(&functions));
+        let features = Features::of(kernel, bodies);
+        KernelInfo {
+            body,
+            functions,
+            features,
+        }
+    }
+
     /// The facts of a kernel a pass made from a validated one (such as
     /// [`crate::inline_calls`]), which is valid by construction: its bodies are typed, not
     /// checked again. Fails like [`expr_types`].
@@ -52,10 +124,8 @@ impl KernelInfo {
             })
             .collect::<Result<_, String>>()?;
         let types = expr_types(kernel, &kernel.params, &kernel.body)?;
-        Ok(KernelInfo {
-            body: BodyInfo::new(&kernel.body, types),
-            functions,
-        })
+        let body = BodyInfo::new(&kernel.body, types);
+        Ok(KernelInfo::new(kernel, body, functions))
     }
 }
 
@@ -165,5 +235,64 @@ mod tests {
             }
         });
         assert_eq!(stores, [true]);
+        assert_eq!(info.features, Features::default());
+    }
+
+    /// Features come from every type a kernel holds, however it got there: an f64 made of
+    /// literals, an i64 local, a 64-bit atomic, a subgroup operation in a device function.
+    #[test]
+    fn features_are_found_wherever_the_kernel_uses_them() {
+        let features = |body: &dyn Fn(&KernelScope)| {
+            validate(&Kernel::build("k", body).unwrap())
+                .unwrap()
+                .features
+        };
+        let f = features(&|k| {
+            let out = k.buffer::<f32>("out", Access::Write);
+            out.store(0u32, (lit(1.0f64) / lit(3.0f64)).cast::<f32>());
+        });
+        assert_eq!(
+            f,
+            Features {
+                f64: true,
+                ..Features::default()
+            }
+        );
+        let f = features(&|k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let wide = Var::<i64>::new("wide", lit(7i64));
+            out.store(0u32, wide.get().cast::<u32>());
+        });
+        assert_eq!(
+            f,
+            Features {
+                int64: true,
+                ..Features::default()
+            }
+        );
+        let f = features(&|k| {
+            let counts = k.buffer::<u64>("counts", Access::ReadWrite);
+            counts.atomic_add(0u32, lit(1u64));
+        });
+        assert_eq!(
+            f,
+            Features {
+                int64: true,
+                atomics64: true,
+                ..Features::default()
+            }
+        );
+        let f = features(&|k| {
+            let out = k.buffer::<u32>("out", Access::Write);
+            let lanes = device_fn::<u32>("lanes", &[], true, |_| lit(1u32).subgroup_add());
+            out.store(0u32, lanes.call(&[]));
+        });
+        assert_eq!(
+            f,
+            Features {
+                subgroups: true,
+                ..Features::default()
+            }
+        );
     }
 }

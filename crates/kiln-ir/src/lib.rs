@@ -77,7 +77,7 @@ mod visit;
 pub use bounds::InBounds;
 pub use build::*;
 pub use hash::{kernel_hash, KernelHash};
-pub use info::{BodyInfo, KernelInfo, TypedBody};
+pub use info::{BodyInfo, Features, KernelInfo, TypedBody};
 pub use inline::inline_calls;
 pub use ir::*;
 pub use print::print_kernel;

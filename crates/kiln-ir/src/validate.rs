@@ -168,10 +168,8 @@ pub fn validate(kernel: &Kernel) -> Result<KernelInfo, IrError> {
     let types = cx
         .check(&kernel.body)
         .map_err(|(loc, msg)| err(None, loc, msg))?;
-    Ok(KernelInfo {
-        body: BodyInfo::new(&kernel.body, types),
-        functions,
-    })
+    let body = BodyInfo::new(&kernel.body, types);
+    Ok(KernelInfo::new(kernel, body, functions))
 }
 
 /// Computes the type of every expression of a body (in arena order). Fails like `validate`.

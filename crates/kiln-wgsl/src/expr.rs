@@ -113,7 +113,6 @@ impl Syntax for Writer {
     }
 
     fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
-        self.note(to);
         if from == to {
             return x.to_string();
         }

@@ -52,7 +52,8 @@ use kiln_writer::{
 };
 use std::collections::HashSet;
 
-/// What the shader needs from the adapter, found while writing.
+/// What the shader needs from the adapter: the [`kiln_ir::Features`] of its types, and
+/// what its spelling adds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
     /// Uses `f64` (SHADER_F64).
@@ -194,7 +195,13 @@ pub fn write_validated(kernel: &Kernel, info: &KernelInfo, options: WgslOptions)
     let k = NAMER.rename(kernel);
     Writer {
         helpers: Helpers::default(),
-        needs: Needs::default(),
+        // What the types need; the writer adds what its own spelling needs (subgroup
+        // built-ins, 64-bit integers for f64 bit tricks).
+        needs: Needs {
+            f64: info.features.f64,
+            int64: info.features.int64,
+            subgroups: false,
+        },
         mems: Vec::new(),
         shared_base: 0,
         options,
@@ -337,20 +344,6 @@ struct Writer {
 }
 
 impl Writer {
-    fn note(&mut self, s: ScalarType) {
-        match s {
-            ScalarType::F64 => self.needs.f64 = true,
-            ScalarType::I64 | ScalarType::U64 => self.needs.int64 = true,
-            _ => {}
-        }
-    }
-
-    fn note_type(&mut self, t: &Type) {
-        for (s, _) in t.flatten() {
-            self.note(s);
-        }
-    }
-
     fn mem(&self, m: Memory) -> W<&MemInfo> {
         let i = match m {
             Memory::Buffer(i) => i as usize,

@@ -35,7 +35,6 @@ impl Writer {
         for (pi, p) in k.params.iter().enumerate() {
             match &p.kind {
                 ParamKind::Buffer { elem, access } => {
-                    self.note_type(elem);
                     let atomic = atomic_mems.contains(&Memory::Buffer(pi as u32));
                     let storage = match elem.as_scalar() {
                         Some(s) if atomic && s.bits() == 64 => {
@@ -98,7 +97,6 @@ impl Writer {
                     word += 1;
                 }
                 ParamKind::Value(t) => {
-                    self.note_type(t);
                     params.push(ParamSlot::Value { first_word: word });
                     let flat = t.flatten();
                     for (c, (s, _)) in flat.iter().enumerate() {
@@ -136,7 +134,6 @@ impl Writer {
         self.shared_base = self.mems.len();
         let mut shared_overrides = Vec::new();
         for (si, s) in k.shared.iter().enumerate() {
-            self.note_type(&s.elem);
             let atomic = atomic_mems.contains(&Memory::Shared(si as u32));
             let len = match s.len {
                 SharedLen::Static(n) => format!("{}u", n.max(1)),
@@ -291,7 +288,6 @@ impl Writer {
             let name = cx.local_name(i);
             match &l.ty {
                 Type::Array(e, n) => {
-                    self.note_type(e);
                     let flat = e.flatten();
                     for (c, (s, _)) in flat.iter().enumerate() {
                         let _ = writeln!(
@@ -304,7 +300,6 @@ impl Writer {
                     }
                 }
                 t => {
-                    self.note_type(t);
                     let flat = t.flatten();
                     for (c, (s, _)) in flat.iter().enumerate() {
                         let _ = writeln!(
@@ -323,7 +318,6 @@ impl Writer {
 
     pub(crate) fn function(&mut self, d: DeviceFunction, out: &mut String) -> W<()> {
         let (fi, f, cx, result) = (d.index, d.function, d.cx, d.result);
-        self.note_type(result);
         let flat = result.flatten();
         let ret_ty = if flat.len() == 1 {
             rt(flat[0].0).to_string()
@@ -342,7 +336,6 @@ impl Writer {
             let ParamKind::Value(t) = &p.kind else {
                 return err("device functions take values only");
             };
-            self.note_type(t);
             let flat = t.flatten();
             for (c, (s, _)) in flat.iter().enumerate() {
                 params.push(format!(
@@ -395,7 +388,6 @@ impl Writer {
             }
             Stmt::Eval(h) => {
                 let ty = cx.ty(*h)?;
-                self.note_type(&ty);
                 let vals = components(self, cx, *h)?;
                 let flat = ty.flatten();
                 let mut line = vals.pre.join(" ");
