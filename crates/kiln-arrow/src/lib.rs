@@ -1,0 +1,71 @@
+//! Arrow arrays in and out of kiln queries, with SQL's null rules.
+//!
+//! A [`Column`] is an Arrow array as kiln reads it: the values where they are (no copy for
+//! primitive arrays: Int8 to UInt64, Float32/64, Date32/64, timestamps and the other
+//! primitive types whose values are kiln scalars; a dictionary array's keys), and, when the
+//! array has nulls, its validity as one byte per row. Decimal128 columns become their
+//! scaled `i64` values (a copy; a value outside `i64` is an error). [`column`] finds a
+//! `RecordBatch`'s column by name.
+//!
+//! [`ArrowQueries::from_arrow`] starts a [`NullableQuery`], which follows SQL: `map`
+//! keeps a row's nullness, `zip` makes a row null where either side is, `filter` drops rows
+//! whose predicate is null (a null row's), and `sum`, `min`, `max`, `average` and `count`
+//! skip nulls (`sum` of no non-null value is `None`, as SQL's `SUM` is `NULL`). The
+//! validity is a column the fused kernel reads; filters and aggregates combine it with a
+//! logical AND or a select, never a branch. `to_arrow` brings a result back as an Arrow array,
+//! nulls where they were.
+//!
+//! ```
+//! use arrow_array::{types::Float32Type, Float32Array};
+//! use kiln::prelude::*;
+//! use kiln_arrow::{ArrowQueries, Column};
+//!
+//! let ctx = Context::with_backend(BackendKind::Cpu)?;
+//! let prices = Float32Array::from(vec![Some(2.5), None, Some(4.0)]);
+//! let prices = Column::new(&prices)?;
+//! let doubled = ctx.from_arrow(&prices).map(|p| p * 2.0).to_arrow::<Float32Type>()?;
+//! assert_eq!(doubled, Float32Array::from(vec![Some(5.0), None, Some(8.0)]));
+//! assert_eq!(ctx.from_arrow(&prices).sum()?, Some(6.5));
+//! assert_eq!(ctx.from_arrow(&prices).count()?, 2);
+//! # Ok::<(), kiln_arrow::Error>(())
+//! ```
+
+mod column;
+mod query;
+
+pub use column::{column, ArrowValues, Column};
+pub use query::{ArrowQueries, NullableQuery};
+
+/// What can go wrong between Arrow and kiln.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A query failed in kiln (its backend, feature and message are in the error).
+    #[error(transparent)]
+    Kiln(#[from] kiln::Error),
+    /// A record batch has no column of that name.
+    #[error("the record batch has no column `{name}`; its columns: {available:?}")]
+    NoColumn {
+        /// The name asked for.
+        name: String,
+        /// The batch's column names.
+        available: Vec<String>,
+    },
+    /// A record batch's column is not of the type asked for.
+    #[error("column `{name}` holds {found}, not {expected}")]
+    WrongType {
+        /// The column's name.
+        name: String,
+        /// The Arrow type asked for.
+        expected: String,
+        /// The column's Arrow type.
+        found: String,
+    },
+    /// A Decimal128 value does not fit kiln's widest integer.
+    #[error("row {row} of the Decimal128 column holds {value} (scaled), outside i64")]
+    DecimalOutOfRange {
+        /// The row.
+        row: usize,
+        /// Its scaled value.
+        value: i128,
+    },
+}
