@@ -122,11 +122,41 @@ impl Stage<'_> {
 pub struct Query<'a, T> {
     ctx: Context,
     len: usize,
-    columns: Vec<(Source<'a>, ScalarType)>,
+    columns: Vec<Input<'a>>,
     base_columns: usize,
     stages: Vec<Stage<'a>>,
     error: Option<Error>,
     _t: PhantomData<fn() -> T>,
+}
+
+/// One input column of a query: where it is, the type of its values and how they are laid
+/// out.
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    source: Source<'a>,
+    ty: ScalarType,
+    layout: Layout,
+}
+
+/// How an input column holds its values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One value of its type per element.
+    Values,
+    /// One bit per element, least significant bit first, from bit `shift` (below 8) of its
+    /// first byte (Arrow's validity bitmaps); element `i` reads as a `u8` 0 or 1.
+    Bits { shift: u32 },
+}
+
+impl<'a> Input<'a> {
+    /// A column of one value of `ty` per element.
+    fn values(source: Source<'a>, ty: ScalarType) -> Input<'a> {
+        Input {
+            source,
+            ty,
+            layout: Layout::Values,
+        }
+    }
 }
 
 fn bytes_of<T: Scalar>(xs: &[T]) -> &[u8] {
@@ -182,6 +212,24 @@ fn items_per_chunk(order: Order) -> u32 {
     }
 }
 
+/// A kernel's input columns: every one, as the element function reads them, and those whose
+/// lengths bound its elements (all but bit columns, which hold eight elements a byte and
+/// whose loads past their end read zero).
+struct Inputs {
+    all: Vec<Memory>,
+    bounding: Vec<Memory>,
+}
+
+impl Inputs {
+    /// Columns of one value per element: each bounds the elements.
+    fn values(all: Vec<Memory>) -> Inputs {
+        Inputs {
+            bounding: all.clone(),
+            all,
+        }
+    }
+}
+
 /// `n`, bounded also by the length of each of `memories` (which the host makes at least `n`
 /// long), so that each backend sees from the guard `i < bounded(..)` that accesses at `i` are
 /// in bounds and drops their checks ([`InBounds`](kiln_ir::InBounds)).
@@ -230,7 +278,7 @@ impl Context {
         Query {
             ctx: self.clone(),
             len: b.len(),
-            columns: vec![(Source::Device(b.memory()), T::TYPE)],
+            columns: vec![Input::values(Source::Device(b.memory()), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
             error: self.check_buffer(b).err(),
@@ -244,7 +292,7 @@ impl Context {
         Query {
             ctx: self.clone(),
             len: xs.len(),
-            columns: vec![(Source::Host(bytes_of(xs)), T::TYPE)],
+            columns: vec![Input::values(Source::Host(bytes_of(xs)), T::TYPE)],
             base_columns: 1,
             stages: Vec::new(),
             error: too_large(xs.len()),
@@ -290,7 +338,7 @@ impl<'a, T: Row> Query<'a, T> {
             columns: columns
                 .iter()
                 .zip(Self::out_types())
-                .map(|(m, t)| (Source::Device(*m), t))
+                .map(|(m, t)| Input::values(Source::Device(*m), t))
                 .collect(),
             base_columns: columns.len(),
             stages: Vec::new(),
@@ -304,9 +352,9 @@ impl<T: Row> Query<'static, T> {
     /// A query of `len` rows of `T` whose columns are not given: for the plan and kernels of
     /// a terminal that another plan inlines, binding its inputs to memory of its own.
     fn shape_only(ctx: &Context, len: usize) -> Query<'static, T> {
-        let columns: Vec<(Source<'static>, ScalarType)> = Self::out_types()
+        let columns: Vec<Input<'static>> = Self::out_types()
             .into_iter()
-            .map(|t| (Source::Host(&[]), t))
+            .map(|t| Input::values(Source::Host(&[]), t))
             .collect();
         Query {
             ctx: ctx.clone(),
@@ -369,7 +417,7 @@ impl<'a, T> Query<'a, T> {
         fold: Option<&Fold<'_>>,
     ) -> Option<Fingerprint> {
         fingerprint_of(plan, settings, |k| {
-            let cols = self.declare_inputs(k);
+            let cols = self.declare_inputs(k).all;
             self.element(&cols, global_id(Axis::X), &mut |vals| {
                 let mut outs = vals.clone();
                 if let Some(f) = fold {
@@ -426,7 +474,16 @@ impl<'a, T> Query<'a, T> {
 
     /// Element `i` of input column `c`.
     fn column(&self, cols: &[Memory], c: usize, i: Val<u32>) -> AnyVal {
-        load_dyn(cols[c], i, Type::Scalar(self.columns[c].1))
+        let input = &self.columns[c];
+        match input.layout {
+            Layout::Values => load_dyn(cols[c], i, Type::Scalar(input.ty)),
+            Layout::Bits { shift } => {
+                let at = i + shift;
+                let byte = load_dyn(cols[c], at >> 3u32, Type::Scalar(ScalarType::U8));
+                let bit = (byte.typed::<u8>().cast::<u32>() >> (at & 7u32)) & 1u32;
+                bit.cast::<u8>().erase()
+            }
+        }
     }
 
     /// The fused element function for source index `i` without branches: every stage runs on
@@ -462,7 +519,7 @@ impl<'a, T> Query<'a, T> {
             return false;
         }
         let probe = Kernel::build_unvalidated("query_element", |k| {
-            let cols = self.declare_inputs(k);
+            let cols = self.declare_inputs(k).all;
             self.element_predicated(&cols, global_id(Axis::X));
         });
         probe.is_ok_and(|k| {
@@ -521,17 +578,26 @@ impl<'a, T> Query<'a, T> {
         }
     }
 
-    fn declare_inputs(&self, k: &KernelScope) -> Vec<Memory> {
-        self.columns
+    /// One read-only buffer parameter per input column, `in0`, `in1`, ...
+    fn declare_inputs(&self, k: &KernelScope) -> Inputs {
+        let all: Vec<Memory> = self
+            .columns
             .iter()
             .enumerate()
-            .map(|(c, (_, t))| k.buffer_dyn(&format!("in{c}"), Type::Scalar(*t), Access::Read))
-            .collect()
+            .map(|(c, input)| k.buffer_dyn(&format!("in{c}"), Type::Scalar(input.ty), Access::Read))
+            .collect();
+        let bounding = all
+            .iter()
+            .zip(&self.columns)
+            .filter(|(_, input)| input.layout == Layout::Values)
+            .map(|(m, _)| *m)
+            .collect();
+        Inputs { all, bounding }
     }
 
     /// The input columns, as a plan's executor reads them.
     fn sources(&self) -> Vec<Source<'a>> {
-        self.columns.iter().map(|(c, _)| *c).collect()
+        self.columns.iter().map(|c| c.source).collect()
     }
 
     /// Appends a map stage of column values; `f` runs as user code (see
@@ -597,14 +663,42 @@ impl<'a, T: Row> Query<'a, T> {
     /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
     /// filter.
     pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
-        self.zip_column(Source::Host(bytes_of(other)), other.len(), U::TYPE)
+        let column = Input::values(Source::Host(bytes_of(other)), U::TYPE);
+        self.zip_column(column, other.len())
+    }
+
+    /// Pairs each element `i` with bit `offset + i` of the bitmap `bits` (least significant
+    /// bit of each byte first, as Arrow lays out validity), as a `u8` 0 or 1. The kernel
+    /// reads the bitmap where it is, a byte per eight elements. Fails at the terminal with
+    /// `LengthMismatch` when `bits` holds fewer than `offset + len` bits, and as
+    /// [`Query::zip`] does after a filter.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let set = ctx.from(&[10u32, 20, 30]).zip_bits(&[0b1011_0000], 4).to_vec()?;
+    /// assert_eq!(set, [(10, 1), (20, 1), (30, 0)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn zip_bits(self, bits: &'a [u8], offset: usize) -> Query<'a, (T, u8)> {
+        let bytes = bits.get(offset / 8..).unwrap_or(&[]);
+        let shift = (offset % 8) as u32;
+        let held = (bytes.len() * 8).saturating_sub(shift as usize);
+        let column = Input {
+            source: Source::Host(bytes),
+            ty: ScalarType::U8,
+            layout: Layout::Bits { shift },
+        };
+        // Enough bits are as good as an equal length; fewer name how many there are.
+        let len = if held >= self.len { self.len } else { held };
+        self.zip_column(column, len)
     }
 
     /// Like [`Query::zip`], with a column in device memory.
     pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
         let len = other.len();
         let foreign = self.ctx.check_buffer(other).err();
-        let mut q = self.zip_column(Source::Device(other.memory()), len, U::TYPE);
+        let mut q = self.zip_column(Input::values(Source::Device(other.memory()), U::TYPE), len);
         if q.error.is_none() {
             q.error = foreign;
         }
@@ -638,12 +732,8 @@ impl<'a, T: Row> Query<'a, T> {
             .retype()
     }
 
-    fn zip_column<U>(
-        mut self,
-        column: Source<'a>,
-        len: usize,
-        ty: ScalarType,
-    ) -> Query<'a, (T, U)> {
+    /// Pairs each element with the element of `column` (of `len` elements) at the same index.
+    fn zip_column<U>(mut self, column: Input<'a>, len: usize) -> Query<'a, (T, U)> {
         if self.error.is_none() {
             if len != self.len {
                 self.error = Some(Error::LengthMismatch {
@@ -655,7 +745,7 @@ impl<'a, T: Row> Query<'a, T> {
                     Some(self.unsupported("zip after filter; zip the columns first, then filter"));
             }
         }
-        self.columns.push((column, ty));
+        self.columns.push(column);
         self.stages.push(Stage::Zip(self.columns.len() - 1));
         self.retype()
     }

@@ -73,7 +73,7 @@ impl<'a, T: Row> Query<'a, T> {
     pub(super) fn describe_source(&self) -> String {
         let types: Vec<&str> = self.columns[..self.base_columns]
             .iter()
-            .map(|c| c.1.name())
+            .map(|c| c.ty.name())
             .collect();
         let stages: Vec<&str> = self.stages.iter().map(|st| st.name()).collect();
         format!(

@@ -577,11 +577,14 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         Ok(Kernel::build_unvalidated(
             "query_group_dense_partials",
             |k| {
-                let cols = self.query.declare_inputs(k);
+                let Inputs {
+                    all: cols,
+                    bounding,
+                } = self.query.declare_inputs(k);
                 let slots = declare_columns(k, "slot", &types, Access::ReadWrite);
                 let seen = k.buffer::<u32>("seen", Access::Write);
                 let lo = k.buffer_dyn("lo", Type::Scalar(self.key_type), Access::Read);
-                let n = bounded(k.value::<u32>("n"), &cols);
+                let n = bounded(k.value::<u32>("n"), &bounding);
                 let chunk = k.value::<u32>("chunk");
                 let chunks = k.value::<u32>("chunks");
                 let keys = k.value::<u32>("keys");

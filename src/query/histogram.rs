@@ -97,13 +97,16 @@ impl<'a, T: Int + Row> Query<'a, T> {
     /// `group`-th element of its range.
     fn histogram_kernel(&self, bins: u32, place: Counts) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_histogram", |k| {
-            let cols = self.declare_inputs(k);
+            let Inputs {
+                all: cols,
+                bounding,
+            } = self.declare_inputs(k);
             let name = match place {
                 Counts::Rows => "rows",
                 _ => "counts",
             };
             let counts = k.buffer::<u32>(name, Access::ReadWrite);
-            let n = bounded(k.value::<u32>("n"), &cols);
+            let n = bounded(k.value::<u32>("n"), &bounding);
             let chunk = k.value::<u32>("chunk");
             // The element's bin, and whether it has one.
             let bin_of = |v: &AnyVal| -> (Val<bool>, Val<u32>) {

@@ -100,10 +100,13 @@ impl<'a, T: Row> Query<'a, T> {
     /// H100's copy bandwidth).
     pub(super) fn map_kernel(&self, items: u32) -> Result<Kernel> {
         Ok(Kernel::build_unvalidated("query_map", |k| {
-            let cols = self.declare_inputs(k);
+            let Inputs {
+                all: cols,
+                bounding,
+            } = self.declare_inputs(k);
             let outs: Vec<Memory> = declare_columns(k, "out", &Self::out_types(), Access::Write);
             let n = k.value::<u32>("n");
-            let mems: Vec<Memory> = cols.iter().chain(&outs).copied().collect();
+            let mems: Vec<Memory> = bounding.iter().chain(&outs).copied().collect();
             let bound = bounded(n, &mems);
             let first = group_id(Axis::X) * (group_size(Axis::X) * items) + local_id(Axis::X);
             let at: Vec<Val<u32>> = (0..items)
@@ -148,12 +151,15 @@ impl<'a, T: Row> Query<'a, T> {
     /// offsets, one output per column, `n` and the chunk length; with the range of elements the
     /// work item scans (its chunk, cut at `n` and at the inputs' lengths).
     pub(super) fn declare_scatter(&self, k: &KernelScope) -> ScatterParams {
-        let cols = self.declare_inputs(k);
+        let Inputs {
+            all: cols,
+            bounding,
+        } = self.declare_inputs(k);
         let offsets = k.buffer::<u32>("offsets", Access::Read);
         let outs = declare_columns(k, "out", &Self::out_types(), Access::Write);
         let n = k.value::<u32>("n");
         let chunk = k.value::<u32>("chunk");
-        let (start, end) = chunk_range(bounded(n, &cols), chunk);
+        let (start, end) = chunk_range(bounded(n, &bounding), chunk);
         ScatterParams {
             cols,
             offsets,

@@ -22,9 +22,12 @@ impl<'a, T> Query<'a, T> {
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let predicated = self.predicated();
         Ok(Kernel::build_unvalidated(name, |k| {
-            let cols = self.declare_inputs(k);
+            let Inputs {
+                all: cols,
+                bounding,
+            } = self.declare_inputs(k);
             let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
-            let n = bounded(k.value::<u32>("n"), &cols);
+            let n = bounded(k.value::<u32>("n"), &bounding);
             let chunk = k.value::<u32>("chunk");
             let lanes: Vec<Vec<AnyVar>> = (0..LANES)
                 .map(|l| identity_vars(&format!("acc{l}_"), identity))
@@ -163,7 +166,7 @@ impl<'a, T> Query<'a, T> {
                 op,
                 order,
                 g,
-                &|k| declare_columns(k, "folded", &types, Access::Read),
+                &|k| Inputs::values(declare_columns(k, "folded", &types, Access::Read)),
                 &|cols, i, sink| sink(load_row(cols, &types, i)),
             )?;
             return Ok(vec![partials, combine]);
@@ -600,19 +603,22 @@ pub(super) fn grouped_fold_kernel(
     op: CombineFn<'_>,
     order: Order,
     g: u32,
-    inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
+    inputs: &dyn Fn(&KernelScope) -> Inputs,
     element: ElementFn<'_>,
 ) -> Result<Kernel> {
     let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
     Ok(Kernel::build_unvalidated(name, |k| {
-        let cols = inputs(k);
+        let Inputs {
+            all: cols,
+            bounding,
+        } = inputs(k);
         let outs: Vec<Memory> = declare_columns(k, "partial", &types, Access::Write);
         let tiles: Vec<Memory> = types
             .iter()
             .enumerate()
             .map(|(j, t)| k.shared_dyn(&format!("tile{j}"), Type::Scalar(*t), SharedLen::Static(g)))
             .collect();
-        let n = bounded(k.value::<u32>("n"), &cols);
+        let n = bounded(k.value::<u32>("n"), &bounding);
         let chunk = k.value::<u32>("chunk");
         let acc = identity_vars("acc", identity);
         let l = local_id(Axis::X);

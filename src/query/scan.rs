@@ -176,21 +176,24 @@ pub(super) fn group_inclusive_scan(
 /// Parameters, in order: `inputs`, the carries, one output per written column, `n`, `chunk`.
 fn scan_kernel(
     spec: &ScanKernel<'_>,
-    inputs: &dyn Fn(&KernelScope) -> Vec<Memory>,
+    inputs: &dyn Fn(&KernelScope) -> Inputs,
     element: ElementFn<'_>,
 ) -> Result<Kernel> {
     let types: Vec<ScalarType> = spec.identity.iter().map(|v| v.ty()).collect();
     let op = spec.op;
     let skip = usize::from(spec.place == Place::Count);
     Ok(Kernel::build_unvalidated(spec.name, |k| {
-        let cols = inputs(k);
+        let Inputs {
+            all: cols,
+            bounding,
+        } = inputs(k);
         let carries: Vec<Memory> = if spec.carry_in {
             declare_columns(k, "carry", &types, Access::Read)
         } else {
             Vec::new()
         };
         let outs: Vec<Memory> = declare_columns(k, "out", &types[skip..], Access::Write);
-        let n = bounded(k.value::<u32>("n"), &cols);
+        let n = bounded(k.value::<u32>("n"), &bounding);
         // Without a filter, element `i` is written at `i`, so the outputs bound `n` too.
         let n = if skip == 0 { bounded(n, &outs) } else { n };
         let chunk = k.value::<u32>("chunk");
@@ -511,7 +514,7 @@ impl<'a, T: Row> Scan<'a, T> {
                 place: Place::Index,
                 chains: 1,
             },
-            &|k| declare_columns(k, "partial", &types, Access::Read),
+            &|k| Inputs::values(declare_columns(k, "partial", &types, Access::Read)),
             &|cols, i, sink| sink(load_row(cols, &types, i)),
         )?;
         Ok(vec![partials, carries, self.write_kernel(g, chains)?])

@@ -2124,3 +2124,46 @@ fn the_readme_tours_snippets_run_as_written() {
         ctx.synchronize().unwrap();
     });
 }
+
+/// `zip_bits` against plain Rust bit extraction: every bit offset within and past the first
+/// byte, at every size and plan shape, through a filter and a sum; too few bits is
+/// `LengthMismatch`.
+#[test]
+fn zipped_bitmaps_read_each_elements_bit() {
+    every_backend_plan_and_size(&SIZES, |c, n, at| {
+        let xs = ints(n);
+        // Enough bytes for the largest offset below: 31 + n bits.
+        let bits: Vec<u8> = (0..n / 8 + 5)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8)
+            .collect();
+        let bit = |k: usize| (bits[k / 8] >> (k % 8)) & 1;
+        for offset in [0, 1, 7, 8, 13, 31] {
+            let got = c.from(&xs).zip_bits(&bits, offset).to_vec().unwrap();
+            let want: Vec<(i32, u8)> = xs
+                .iter()
+                .enumerate()
+                .map(|(i, x)| (*x, bit(offset + i)))
+                .collect();
+            assert_eq!(got, want, "offset {offset}, {at}");
+            let kept = c
+                .from(&xs)
+                .zip_bits(&bits, offset)
+                .filter(|(_, b)| b.eq(1u8))
+                .map(|(x, _)| x)
+                .sum()
+                .unwrap();
+            let want = (0..n)
+                .filter(|i| bit(offset + i) == 1)
+                .fold(0i32, |a, i| a.wrapping_add(xs[i]));
+            assert_eq!(kept, want, "sum of set rows, offset {offset}, {at}");
+        }
+        let short = c.from(&xs).zip_bits(&bits[..n / 8], 1).to_vec();
+        match short {
+            Err(Error::LengthMismatch { left, right }) if n > 0 => {
+                assert_eq!((left, right), (n, (n / 8 * 8).saturating_sub(1)), "{at}")
+            }
+            Ok(rows) => assert!(n == 0 && rows.is_empty(), "{at}: {} rows", rows.len()),
+            other => panic!("{at}: expected LengthMismatch, got {other:?}"),
+        }
+    });
+}

@@ -1,4 +1,4 @@
-//! Arrow arrays as kiln columns: values in place, validity as a byte per row.
+//! Arrow arrays as kiln reads them: values in place, validity as the array's own bitmap.
 
 use crate::Error;
 use arrow_array::types::ArrowDictionaryKeyType;
@@ -7,22 +7,21 @@ use arrow_array::{
 };
 use arrow_buffer::NullBuffer;
 use kiln::ir::Scalar;
-use std::borrow::Cow;
 
-/// An Arrow array as kiln reads it: its values (borrowed from the array where they are kiln
-/// scalars) and, when it has nulls, its validity, one byte per row (1 valid, 0 null).
-pub struct Column<'a, T: Clone> {
-    pub(crate) values: Cow<'a, [T]>,
-    pub(crate) valid: Option<Vec<u8>>,
+/// Values kiln reads that no Arrow array holds as kiln scalars: a Decimal128 array's scaled
+/// values as `i64` ([`Column::decimal128`]), with the array's validity.
+pub struct Column {
+    values: Vec<i64>,
+    nulls: Option<NullBuffer>,
 }
 
-/// An Arrow array whose values kiln reads as scalars of type `Native`.
+/// An Arrow array whose values kiln reads as scalars of type `Native`, where they are.
 pub trait ArrowValues {
     /// The kiln scalar each value is.
     type Native: Scalar + Clone;
     /// The values, in place.
     fn native_values(&self) -> &[Self::Native];
-    /// The array's validity, if it has nulls.
+    /// The array's validity bitmap, if it has one.
     fn validity(&self) -> Option<&NullBuffer>;
 }
 
@@ -54,46 +53,11 @@ where
     }
 }
 
-/// One byte per row of `nulls`: 1 where the row is valid.
-fn unpack(nulls: &NullBuffer) -> Vec<u8> {
-    nulls.iter().map(u8::from).collect()
-}
-
-impl<'a, T: Scalar + Clone> Column<'a, T> {
-    /// The column of `array`: its values in place, its validity unpacked when it has nulls.
-    /// Fails only as the other constructors do (it does not fail today; the `Result` keeps
-    /// the signature of [`Column::decimal128`]).
-    pub fn new<A: ArrowValues<Native = T>>(array: &'a A) -> Result<Column<'a, T>, Error> {
-        Ok(Column {
-            values: Cow::Borrowed(array.native_values()),
-            valid: array.validity().filter(|n| n.null_count() > 0).map(unpack),
-        })
-    }
-
-    /// How many rows the column has.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    /// Whether it has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// How many of its rows are null.
-    pub fn null_count(&self) -> usize {
-        self.valid
-            .as_ref()
-            .map_or(0, |v| v.iter().filter(|b| **b == 0).count())
-    }
-}
-
-impl Column<'static, i64> {
+impl Column {
     /// A Decimal128 array's scaled values as `i64` (the scale is the array's, `array.scale()`;
     /// sums of them are exact while they fit). Copies the values. Fails with
     /// [`Error::DecimalOutOfRange`] at the first valid value outside `i64`.
-    pub fn decimal128(array: &Decimal128Array) -> Result<Column<'static, i64>, Error> {
-        let valid = array.nulls().filter(|n| n.null_count() > 0).map(unpack);
+    pub fn decimal128(array: &Decimal128Array) -> Result<Column, Error> {
         let values = array
             .values()
             .iter()
@@ -105,9 +69,19 @@ impl Column<'static, i64> {
             })
             .collect::<Result<Vec<i64>, Error>>()?;
         Ok(Column {
-            values: Cow::Owned(values),
-            valid,
+            values,
+            nulls: array.nulls().cloned(),
         })
+    }
+}
+
+impl ArrowValues for Column {
+    type Native = i64;
+    fn native_values(&self) -> &[i64] {
+        &self.values
+    }
+    fn validity(&self) -> Option<&NullBuffer> {
+        self.nulls.as_ref()
     }
 }
 
@@ -117,23 +91,19 @@ impl Column<'static, i64> {
 pub fn column<'b, P: ArrowPrimitiveType>(
     batch: &'b RecordBatch,
     name: &str,
-) -> Result<Column<'b, P::Native>, Error>
-where
-    P::Native: Scalar,
-{
+) -> Result<&'b PrimitiveArray<P>, Error> {
     let schema = batch.schema_ref();
     let index = schema.index_of(name).map_err(|_| Error::NoColumn {
         name: name.to_string(),
         available: schema.fields().iter().map(|f| f.name().clone()).collect(),
     })?;
     let array = batch.column(index);
-    let typed = array
+    array
         .as_any()
         .downcast_ref::<PrimitiveArray<P>>()
         .ok_or_else(|| Error::WrongType {
             name: name.to_string(),
             expected: P::DATA_TYPE.to_string(),
             found: array.data_type().to_string(),
-        })?;
-    Column::new(typed)
+        })
 }

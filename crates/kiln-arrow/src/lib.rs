@@ -1,11 +1,11 @@
 //! Arrow arrays in and out of kiln queries, with SQL's null rules.
 //!
-//! A [`Column`] is an Arrow array as kiln reads it: the values where they are (no copy for
-//! primitive arrays: Int8 to UInt64, Float32/64, Date32/64, timestamps and the other
-//! primitive types whose values are kiln scalars; a dictionary array's keys), and, when the
-//! array has nulls, its validity as one byte per row. Decimal128 columns become their
-//! scaled `i64` values (a copy; a value outside `i64` is an error). [`column`] finds a
-//! `RecordBatch`'s column by name.
+//! kiln reads an Arrow array where it is ([`ArrowValues`]): the values of primitive arrays
+//! (Int8 to UInt64, Float32/64, Date32/64, timestamps and the other primitive types whose
+//! values are kiln scalars) and a dictionary array's keys, and the validity bitmap, which the
+//! fused kernel reads bit by bit. A Decimal128 array becomes a [`Column`] of its scaled `i64`
+//! values (a copy; a value outside `i64` is an error). [`column`] finds a `RecordBatch`'s
+//! column by name.
 //!
 //! [`ArrowQueries::from_arrow`] starts a [`NullableQuery`], which follows SQL: `map`
 //! keeps a row's nullness, `zip` makes a row null where either side is, `filter` drops rows
@@ -18,11 +18,10 @@
 //! ```
 //! use arrow_array::{types::Float32Type, Float32Array};
 //! use kiln::prelude::*;
-//! use kiln_arrow::{ArrowQueries, Column};
+//! use kiln_arrow::ArrowQueries;
 //!
 //! let ctx = Context::with_backend(BackendKind::Cpu)?;
 //! let prices = Float32Array::from(vec![Some(2.5), None, Some(4.0)]);
-//! let prices = Column::new(&prices)?;
 //! let doubled = ctx.from_arrow(&prices).map(|p| p * 2.0).to_arrow::<Float32Type>()?;
 //! assert_eq!(doubled, Float32Array::from(vec![Some(5.0), None, Some(8.0)]));
 //! assert_eq!(ctx.from_arrow(&prices).sum()?, Some(6.5));

@@ -1,7 +1,7 @@
 //! Queries over Arrow columns with SQL's null rules: each row carries its validity (a `u8`
 //! column, 1 valid) beside its values through the fused kernel.
 
-use crate::{Column, Error};
+use crate::{ArrowValues, Error};
 use arrow_array::{ArrowPrimitiveType, PrimitiveArray};
 use arrow_buffer::{ArrowNativeType, NullBuffer, ScalarBuffer};
 use kiln::ir::{lit, Numeric, Scalar};
@@ -18,26 +18,31 @@ pub struct NullableQuery<'a, T: Row> {
 // `from_arrow` takes the context as `Context::from` does.
 #[allow(clippy::wrong_self_convention)]
 pub trait ArrowQueries {
-    /// A query over `column`'s rows, null where the column is; its values are read where
-    /// they are (on the CPU backend, the Arrow buffer itself).
-    fn from_arrow<'a, T: Scalar + Row<Vals = Val<T>>>(
-        &self,
-        column: &'a Column<'_, T>,
-    ) -> NullableQuery<'a, T>;
+    /// A query over `array`'s rows, null where the array is. Its values and its validity
+    /// bitmap are read where they are (on the CPU backend, the Arrow buffers themselves).
+    fn from_arrow<'a, A: ArrowValues>(&self, array: &'a A) -> NullableQuery<'a, A::Native>
+    where
+        A::Native: Row<Vals = Val<A::Native>>;
 }
 
 impl ArrowQueries for Context {
-    fn from_arrow<'a, T: Scalar + Row<Vals = Val<T>>>(
-        &self,
-        column: &'a Column<'_, T>,
-    ) -> NullableQuery<'a, T> {
-        let values = self.from(&column.values[..]);
-        let inner = match &column.valid {
-            Some(valid) => values.zip(&valid[..]),
-            None => values.map(|x: Val<T>| (x, lit(1u8))),
+    fn from_arrow<'a, A: ArrowValues>(&self, array: &'a A) -> NullableQuery<'a, A::Native>
+    where
+        A::Native: Row<Vals = Val<A::Native>>,
+    {
+        let values = self.from(array.native_values());
+        let inner = match bitmap(array) {
+            Some((bits, offset)) => values.zip_bits(bits, offset),
+            None => values.map(|x: Val<A::Native>| (x, lit(1u8))),
         };
         NullableQuery { inner }
     }
+}
+
+/// The bytes and first bit of `array`'s validity bitmap, when some row is null.
+fn bitmap<A: ArrowValues>(array: &A) -> Option<(&[u8], usize)> {
+    let nulls: &NullBuffer = array.validity().filter(|n| n.null_count() > 0)?;
+    Some((nulls.validity(), nulls.offset()))
 }
 
 /// Whether a row's validity byte says it is valid.
@@ -65,21 +70,19 @@ impl<'a, T: Row> NullableQuery<'a, T> {
 
     /// Each row paired with the row of `other` at the same index; null where either is. The
     /// lengths must match (the terminal fails with kiln's `LengthMismatch` otherwise).
-    pub fn zip<U: Scalar + Row<Vals = Val<U>>>(
-        self,
-        other: &'a Column<'_, U>,
-    ) -> NullableQuery<'a, (T, U)>
+    pub fn zip<B: ArrowValues>(self, other: &'a B) -> NullableQuery<'a, (T, B::Native)>
     where
         T::Vals: IntoRow<Row = T>,
+        B::Native: Row<Vals = Val<B::Native>>,
     {
         // The row so far (values and validity) beside the other column's value.
         type Paired<V, U> = ((V, Val<u8>), Val<U>);
-        let paired = self.inner.zip(&other.values[..]);
-        let inner = match &other.valid {
-            Some(valid) => paired
-                .zip(&valid[..])
-                .map(|(((x, v), y), w): (Paired<T::Vals, U>, Val<u8>)| ((x, y), v & w)),
-            None => paired.map(|((x, v), y): Paired<T::Vals, U>| ((x, y), v)),
+        let paired = self.inner.zip(other.native_values());
+        let inner = match bitmap(other) {
+            Some((bits, offset)) => paired
+                .zip_bits(bits, offset)
+                .map(|(((x, v), y), w): (Paired<T::Vals, B::Native>, Val<u8>)| ((x, y), v & w)),
+            None => paired.map(|((x, v), y): Paired<T::Vals, B::Native>| ((x, y), v)),
         };
         NullableQuery { inner }
     }
