@@ -690,7 +690,7 @@ impl<'a, T: Row> Query<'a, T> {
             layout: Layout::Bits { shift },
         };
         // Enough bits are as good as an equal length; fewer name how many there are.
-        let len = if held >= self.len { self.len } else { held };
+        let len = held.min(self.len);
         self.zip_column(column, len)
     }
 

@@ -18,7 +18,7 @@ pub struct Column {
 /// An Arrow array whose values kiln reads as scalars of type `Native`, where they are.
 pub trait ArrowValues {
     /// The kiln scalar each value is.
-    type Native: Scalar + Clone;
+    type Native: Scalar;
     /// The values, in place.
     fn native_values(&self) -> &[Self::Native];
     /// The array's validity bitmap, if it has one.
