@@ -31,6 +31,8 @@ mod explain;
 const DENSE_KEYS: u32 = 1024;
 /// The most partial folds (chunks times keys) the dense plan keeps per value column.
 const DENSE_PARTIALS: u64 = 1 << 22;
+/// How many chunks' slots one work item of the dense plan's combine folds per level on GPUs.
+const DENSE_FAN: u32 = 32;
 
 /// Flag bit of a row that starts a run of equal keys.
 const RUN_START: u32 = 1;
@@ -547,7 +549,9 @@ fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<
 ///    with [`crate::DeviceInfo::indexed_private_arrays`], the work item folds into private arrays
 ///    and copies them to its slots once at the end.
 /// 2. One work item per key folds that key's seen slots of every chunk, in chunk order, and
-///    marks the key seen when any was.
+///    marks the key seen when any was. On GPUs, where thousands of chunks keep a few hundred
+///    work items looping, the combine is a tree instead: each level folds runs of
+///    [`DENSE_FAN`] consecutive chunks per key, in order, until one chunk is left.
 ///
 /// The host then keeps the keys that were seen, in key order.
 struct DenseFold<'b, 'q, K, V> {
@@ -670,8 +674,10 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         )?)
     }
 
-    /// Folds each key's seen slots of every chunk, in chunk order, into `out`, and marks the
-    /// key in `out_seen` when any slot was seen.
+    /// One level of the combine: work item `i` (below `parts * keys`) folds the seen slots of
+    /// key `i % keys` in chunks `fan * (i / keys)` up to the next `fan` (or `chunks`), in chunk
+    /// order, into `out[i]`, and marks `out_seen[i]` when any slot was seen. Its outputs are
+    /// the slots of `parts` chunks for the next level, or, when `parts` is 1, every key's fold.
     fn combine_kernel(&self) -> Result<Kernel> {
         let types = self.value_types();
         Ok(Kernel::build_unvalidated(
@@ -683,11 +689,17 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 let out_seen = k.buffer::<u32>("out_seen", Access::Write);
                 let chunks = k.value::<u32>("chunks");
                 let keys = k.value::<u32>("keys");
-                let key = global_id(Axis::X);
-                if_then(key.lt(keys), || {
+                let fan = k.value::<u32>("fan");
+                let parts = k.value::<u32>("parts");
+                let i = global_id(Axis::X);
+                if_then(i.lt(parts * keys), || {
+                    let key = i % keys;
+                    let first = (i / keys) * fan;
+                    let end = Var::new("end", first + fan);
+                    if_then(end.get().gt(chunks), || end.set(chunks));
                     let acc = identity_vars("acc", self.identity);
                     let any = Var::new("any", 0u32);
-                    for_range(0u32, chunks, |c| {
+                    for_range(first, end.get(), |c| {
                         let slot = c * keys + key;
                         let was_seen = seen.load(slot);
                         if_then(was_seen.ne(0u32), || {
@@ -696,9 +708,9 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                         });
                     });
                     for (m, a) in outs.iter().zip(&acc) {
-                        store_dyn(*m, key, &a.get());
+                        store_dyn(*m, i, &a.get());
                     }
-                    out_seen.store(key, any.get());
+                    out_seen.store(i, any.get());
                 });
             },
         )?)
@@ -747,8 +759,8 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
 /// The dense plan of a grouping of `n` rows (`inputs` columns: the key, then the values)
 /// into `keys` slots of `types` per chunk of `chunk` rows: the partials launch (one work item
 /// per chunk in the chunked plan, groups of the profile's size in the grouped one; the
-/// smallest key is input `inputs`), then one work item per key combines the chunks' slots.
-/// Returns the plan, whether the partials fold into private arrays, and the temporaries
+/// smallest key is input `inputs`), then the combine's levels (one in the chunked plan; on
+/// GPUs as many as folding [`DENSE_FAN`] chunks at a time takes to leave one). Returns the plan, whether the partials fold into private arrays, and the temporaries
 /// holding the folded values and the seen flags, one per key.
 fn dense_plan(
     profile: &DeviceProfile,
@@ -790,25 +802,42 @@ fn dense_plan(
             Binding::Scalar("keys", keys),
         ]);
     plan.launch(partials, Grid::linear(chunks.div_ceil(g), g), b);
-    let outs = plan.temps("folds", types, keys as usize, crate::plan::Place::Device);
-    let out_seen = plan.temps(
-        "seen keys",
-        &[ScalarType::U32],
-        keys as usize,
-        crate::plan::Place::Device,
-    );
+    // The combine folds `fan` chunks' slots of each key per work item, level after level,
+    // until one chunk is left: one level in the chunked plan, a tree on GPUs.
+    let fan = match profile.grouped() {
+        true => DENSE_FAN,
+        false => chunks.max(1),
+    };
     let group = 64.min(profile.max_group_size);
-    let b = temp_bindings(slots)
-        .chain(temp_bindings(seen))
-        .chain(temp_bindings(outs.clone()))
-        .chain(temp_bindings(out_seen.clone()))
-        .chain([
-            Binding::Scalar("chunks", chunks),
-            Binding::Scalar("keys", keys),
-        ]);
-    plan.launch(combine, Grid::linear(keys.div_ceil(group), group), b);
-    plan.result = outs.start..out_seen.end;
-    (plan, private, (outs, out_seen.start))
+    let (mut slots, mut seen, mut chunks) = (slots, seen, chunks);
+    loop {
+        let parts = chunks.div_ceil(fan).max(1);
+        let (folds, flags) = match parts {
+            1 => ("folds", "seen keys"),
+            _ => ("partial folds", "partial seen"),
+        };
+        let place = crate::plan::Place::Device;
+        let per_part = parts as usize * keys as usize;
+        let outs = plan.temps(folds, types, per_part, place);
+        let out_seen = plan.temps(flags, &[ScalarType::U32], per_part, place);
+        let b = temp_bindings(slots)
+            .chain(temp_bindings(seen))
+            .chain(temp_bindings(outs.clone()))
+            .chain(temp_bindings(out_seen.clone()))
+            .chain([
+                Binding::Scalar("chunks", chunks),
+                Binding::Scalar("keys", keys),
+                Binding::Scalar("fan", fan),
+                Binding::Scalar("parts", parts),
+            ]);
+        let items = parts * keys;
+        plan.launch(combine, Grid::linear(items.div_ceil(group), group), b);
+        if parts == 1 {
+            plan.result = outs.start..out_seen.end;
+            return (plan, private, (outs, out_seen.start));
+        }
+        (slots, seen, chunks) = (outs, out_seen, parts);
+    }
 }
 
 /// `v` converted to `to`.

@@ -1651,12 +1651,12 @@ fn groups_match_btreemap_folds() {
             let before = c.stats().launches;
             let got = c.from(&keys).group_by(|k| k).count().unwrap();
             // Keys spanning less than 1024 values: a min/max reduction (at most two
-            // launches), then the dense plan's two; keys further apart are sorted,
-            // which takes more.
+            // launches), then the dense plan's partials and, at these sizes, at most two
+            // levels of its combine; keys further apart are sorted, which takes more.
             let launches = c.stats().launches - before;
             if let (Some(lo), Some(hi)) = (keys.iter().min(), keys.iter().max()) {
                 let dense = (*hi as i64 - *lo as i64) < 1024;
-                assert_eq!(launches <= 4, dense, "{launches} launches, {at}");
+                assert_eq!(launches <= 5, dense, "{launches} launches, {at}");
             }
             assert_eq!(
                 got,
@@ -1713,9 +1713,14 @@ fn groups_match_btreemap_folds() {
         let before = c.stats().launches;
         let got = c.from(&bytes).group_by(|b| b).count().unwrap();
         assert_eq!(got, counts.into_iter().collect::<Vec<_>>(), "i8 keys, {at}");
-        // 8-bit keys need no range pass: the dense plan's two launches (none when empty).
+        // 8-bit keys need no range pass: the dense plan's partials and one or two levels of
+        // its combine (none when empty).
         let launches = c.stats().launches - before;
-        assert_eq!(launches, if n == 0 { 0 } else { 2 }, "i8 keys, {at}");
+        let expected = if n == 0 { 0..=0 } else { 2..=3 };
+        assert!(
+            expected.contains(&launches),
+            "{launches} launches, i8 keys, {at}"
+        );
 
         // Float values with NaNs: min and max skip them unless a key has only NaNs.
         let fs: Vec<f32> = floats(n)

@@ -4,10 +4,12 @@
 //!
 //! ```text
 //! cargo run --release -p kiln-bench -- [--quick] [--log2 N] [--json PATH] [--backend LABEL]
+//!     [--case TEXT]
 //! ```
 //!
 //! `--backend` runs only the device with that label (`cpu`, `opencl`, `cuda`, `wgpu`, or
-//! `wgpu:1` for the second wgpu adapter); the baselines run either way.
+//! `wgpu:1` for the second wgpu adapter); the baselines run either way. `--case` runs only the
+//! cases whose names hold `TEXT` (and their baselines), without the compile and call overheads.
 
 #[allow(dead_code)]
 #[path = "../../../examples/gallery/mod.rs"]
@@ -72,7 +74,7 @@ fn missing(needs: Needs, kind: BackendKind, ctx: &Context, bytes: u64) -> Option
 
 /// The flags the binary knows; the ones in the second list take a value.
 const SWITCHES: [&str; 1] = ["--quick"];
-const VALUED: [&str; 3] = ["--log2", "--json", "--backend"];
+const VALUED: [&str; 4] = ["--log2", "--json", "--backend", "--case"];
 
 fn main() -> Result<(), Error> {
     // Cold compiles are measured with every cache off: kiln's disk cache and PoCL's own (the
@@ -89,7 +91,7 @@ fn main() -> Result<(), Error> {
             }
         } else if !SWITCHES.contains(&a.as_str()) {
             eprintln!(
-                "kiln-bench: unknown argument {a:?}; usage: kiln-bench [--quick] [--log2 N] [--json PATH] [--backend LABEL]"
+                "kiln-bench: unknown argument {a:?}; usage: kiln-bench [--quick] [--log2 N] [--json PATH] [--backend LABEL] [--case TEXT]"
             );
             std::process::exit(2);
         }
@@ -121,7 +123,21 @@ fn main() -> Result<(), Error> {
     let bench = Bench::new(log2, reps, quick);
     let n = bench.n;
     println!("n = 2^{log2} = {n}; best of up to {reps}");
-    let cases = cases::all();
+    // `--case TEXT` keeps the cases whose names hold TEXT, and skips the compile and call
+    // overheads.
+    let selected = flag("--case");
+    let cases: Vec<_> = cases::all()
+        .into_iter()
+        .filter(|c| {
+            selected
+                .as_ref()
+                .is_none_or(|s| c.name.contains(s.as_str()))
+        })
+        .collect();
+    if cases.is_empty() {
+        eprintln!("kiln-bench: no case's name holds {selected:?}");
+        std::process::exit(2);
+    }
     // Host baselines first, once each, before any device is opened.
     let mut host = HashMap::new();
     for case in &cases {
@@ -219,6 +235,9 @@ fn main() -> Result<(), Error> {
             .map(|(what, bytes, ms)| format!("{what} {:.1}", *bytes as f64 / ms / 1e6))
             .collect();
         println!("{backend}: GB/s moved: {}", rates.join("; "));
+        if selected.is_some() {
+            continue;
+        }
         let o = overheads::measure(&bench, kind, ctx.device().index, &backend)?;
         overheads.push((backend, o));
     }

@@ -147,6 +147,18 @@ pub(super) static CASES: &[Case] = &[
         None,
     ),
     case(
+        "group_by sum Buffer (256 u8 keys, dense) vs device copy of n/2",
+        |b, ctx| {
+            let (keys, bx) = (ctx.upload(&b.levels)?, input(b, ctx)?);
+            Ok(b.best(|| {
+                let groups = ctx.from_buffer(&keys).zip_buffer(&bx).group_by(|(k, _)| k);
+                groups.sum(|(_, x)| x).unwrap()
+            }))
+        },
+        &COPY_HALF,
+        None,
+    ),
+    case(
         "sum Buffer vs device copy (same bytes)",
         |b, ctx| {
             let bx = input(b, ctx)?;
