@@ -7,13 +7,16 @@
 //! values (a copy; a value outside `i64` is an error). [`column`] finds a `RecordBatch`'s
 //! column by name.
 //!
-//! [`ArrowQueries::from_arrow`] starts a [`NullableQuery`], which follows SQL: `map`
-//! keeps a row's nullness, `zip` makes a row null where either side is, `filter` drops rows
-//! whose predicate is null (a null row's), and `sum`, `min`, `max`, `average` and `count`
-//! skip nulls (`sum` of no non-null value is `None`, as SQL's `SUM` is `NULL`). The
-//! validity is a column the fused kernel reads; filters and aggregates combine it with a
-//! logical AND or a select, never a branch. `to_arrow` brings a result back as an Arrow array,
-//! nulls where they were.
+//! [`ArrowQueries::from_arrow`] starts a [`NullableQuery`], which follows SQL column by
+//! column: each column carries its own validity through the fused kernel, and closures see it
+//! as a [`Nullable`] (arithmetic, comparisons and casts are NULL where an operand is; `and`,
+//! `or` and `not` use three-valued logic). `filter` drops rows whose predicate is false or
+//! NULL; `sum`, `min`, `max`, `average` and `count` skip NULLs (`sum` of no non-NULL value is
+//! `None`, as SQL's `SUM` is NULL); [`NullableQuery::group_by`] puts NULL keys in a group of
+//! their own; `sort` puts NULLs last; `running` and `histogram` skip them. Validity is a
+//! column the kernel reads; filters and aggregates combine it with a logical AND or a select,
+//! never a branch. `to_arrow` brings a result back as an Arrow array, nulls where they were;
+//! `sum_exact` and `to_decimal128` keep decimals exact.
 //!
 //! ```
 //! use arrow_array::{types::Float32Type, Float32Array};
@@ -30,10 +33,17 @@
 //! ```
 
 mod column;
+mod decimal;
+mod group;
+mod nullable;
 mod query;
+mod rows;
 
 pub use column::{column, ArrowValues, Column};
+pub use group::{Groups, NullableGroupBy};
+pub use nullable::{IntoNullable, Nullable};
 pub use query::{ArrowQueries, NullableQuery};
+pub use rows::{IntoNullableRow, NullableRow, Parts};
 
 /// What can go wrong between Arrow and kiln.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +69,17 @@ pub enum Error {
         /// The column's Arrow type.
         found: String,
     },
+    /// A decimal result has more digits than its precision allows.
+    #[error("the decimal {value} (scaled) has more than {precision} digits")]
+    DecimalOverflow {
+        /// The scaled value.
+        value: i128,
+        /// The precision it was to fit.
+        precision: u8,
+    },
+    /// A precision and scale Arrow's Decimal128 does not accept.
+    #[error("Decimal128: {0}")]
+    DecimalType(String),
     /// A Decimal128 value does not fit kiln's widest integer.
     #[error("row {row} of the Decimal128 column holds {value} (scaled), outside i64")]
     DecimalOutOfRange {

@@ -10,7 +10,7 @@ use arrow_array::{
     Int32Array, Int64Array, PrimitiveArray, RecordBatch, UInt32Array, UInt8Array,
 };
 use common::{ctx, every_backend, has_f64, has_i64};
-use kiln_arrow::{column, ArrowQueries, Column, Error};
+use kiln_arrow::{column, ArrowQueries, Column, Error, Nullable};
 use std::sync::Arc;
 
 /// `n` pseudo-random numbers from `seed`.
@@ -147,7 +147,7 @@ fn zipped_columns_are_null_where_either_side_is() {
                 .from_arrow(ac)
                 .zip(&dense)
                 .filter(|(x, y)| x.gt(y.cast::<u32>()))
-                .count()
+                .count_rows()
                 .unwrap();
             let want = a
                 .iter()
@@ -303,5 +303,271 @@ fn record_batch_columns_zip_by_name() {
         let bytes = UInt8Array::from(vec![Some(200u8), None, Some(100)]);
         let total = ctx.from_arrow(&bytes).sum().unwrap();
         assert_eq!(total, Some(200u8.wrapping_add(100)));
+    });
+}
+
+/// SQL's `AND` of two optional booleans (three-valued logic).
+fn sql_and(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+/// SQL's `OR` of two optional booleans.
+fn sql_or(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+#[test]
+fn columns_keep_their_own_nulls_and_logic_has_three_values() {
+    every_backend(|| {
+        let ctx = ctx();
+        for n in LENGTHS {
+            let a = optional(n as u64 + 31, n, 3, |r| (r % 41) as i32 - 20);
+            let b = optional(n as u64 + 32, n, 4, |r| (r % 17) as i32 - 8);
+            let (aa, ba) = (Int32Array::from(a.clone()), Int32Array::from(b.clone()));
+            let (ac, bc) = (&aa, &ba);
+            // Each column of a mapped tuple is NULL where its own operands are.
+            let got = ctx
+                .from_arrow(ac)
+                .zip(bc)
+                .map(|(x, y)| (x - y, x.coalesce(y), Nullable::valid(x.is_null())))
+                .to_vec()
+                .unwrap();
+            let want: Vec<_> = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x.zip(*y).map(|(x, y)| x - y), x.or(*y), Some(x.is_none())))
+                .collect();
+            assert_eq!(got, want, "map, n = {n}");
+            // WHERE a > 5 OR b < 0 AND NOT a = b: rows whose predicate is NULL are dropped.
+            let kept = ctx
+                .from_arrow(ac)
+                .zip(bc)
+                .filter(|(x, y)| x.gt(5).or(y.lt(0).and(x.eq(y).not())))
+                .to_vec()
+                .unwrap();
+            let want: Vec<_> = a
+                .iter()
+                .zip(&b)
+                .filter(|(x, y)| {
+                    let gt = x.map(|x| x > 5);
+                    let lt = y.map(|y| y < 0);
+                    let ne = x.zip(**y).map(|(x, y)| x != y);
+                    sql_or(gt, sql_and(lt, ne)) == Some(true)
+                })
+                .map(|(x, y)| (*x, *y))
+                .collect();
+            assert_eq!(kept, want, "filter, n = {n}");
+            let between = ctx
+                .from_arrow(ac)
+                .filter(|x| x.between(-3, 4))
+                .count()
+                .unwrap();
+            let want = present(&a).iter().filter(|x| (-3..=4).contains(*x)).count();
+            assert_eq!(between, want, "between, n = {n}");
+        }
+    });
+}
+
+/// The reference of a nullable grouping: groups in ascending key order, then the NULL key's,
+/// each with `agg` of its non-null values (`None` when it has none).
+fn sql_groups<K: Ord + Copy, V: Copy, R>(
+    keys: &[Option<K>],
+    values: &[Option<V>],
+    agg: impl Fn(&[V]) -> R,
+) -> Vec<(Option<K>, Option<R>)> {
+    let mut groups = std::collections::BTreeMap::<K, Vec<V>>::new();
+    let mut null_group: Option<Vec<V>> = None;
+    for (k, v) in keys.iter().zip(values) {
+        let slot = match k {
+            Some(k) => groups.entry(*k).or_default(),
+            None => null_group.get_or_insert_with(Vec::new),
+        };
+        slot.extend(*v);
+    }
+    let of = |vs: Vec<V>| (!vs.is_empty()).then(|| agg(&vs));
+    let mut out: Vec<_> = groups
+        .into_iter()
+        .map(|(k, vs)| (Some(k), of(vs)))
+        .collect();
+    if let Some(vs) = null_group {
+        out.push((None, of(vs)));
+    }
+    out
+}
+
+#[test]
+fn group_by_puts_null_keys_in_one_group_and_skips_null_values() {
+    every_backend(|| {
+        let ctx = ctx();
+        for n in LENGTHS {
+            // Keys 1 apart take the dense plan, keys 70001 apart the sort.
+            for spread in [1i32, 70_001] {
+                let keys = optional(n as u64 + 41, n, 5, |r| ((r % 13) as i32 - 6) * spread);
+                let values = optional(n as u64 + 42, n, 3, |r| (r % 1001) as i32 - 500);
+                let (ka, va) = (
+                    Int32Array::from(keys.clone()),
+                    Int32Array::from(values.clone()),
+                );
+                let (kc, vc) = (&ka, &va);
+                let at = format!("n = {n}, spread {spread}");
+                let rows = || ctx.from_arrow(kc).zip(vc).group_by(|(k, _)| k);
+                let sum = |vs: &[i32]| vs.iter().fold(0i32, |a, b| a.wrapping_add(*b));
+                let want = sql_groups(&keys, &values, sum);
+                assert_eq!(rows().sum(|(_, v)| v).unwrap(), want, "sum, {at}");
+                let want = sql_groups(&keys, &values, |vs| *vs.iter().min().unwrap());
+                assert_eq!(rows().min(|(_, v)| v).unwrap(), want, "min, {at}");
+                let want = sql_groups(&keys, &values, |vs| *vs.iter().max().unwrap());
+                assert_eq!(rows().max(|(_, v)| v).unwrap(), want, "max, {at}");
+                let counts: Vec<_> = sql_groups(&keys, &keys, |_| ())
+                    .into_iter()
+                    .map(|(k, _)| {
+                        let rows = keys.iter().filter(|x| **x == k).count();
+                        (k, rows)
+                    })
+                    .collect();
+                assert_eq!(rows().count().unwrap(), counts, "count(*), {at}");
+                let want: Vec<_> = sql_groups(&keys, &values, |vs| vs.len())
+                    .into_iter()
+                    .map(|(k, c)| (k, c.unwrap_or(0)))
+                    .collect();
+                assert_eq!(
+                    rows().count_values(|(_, v)| v).unwrap(),
+                    want,
+                    "count(v), {at}"
+                );
+                let averages = rows().average(|(_, v)| v).unwrap();
+                let want = sql_groups(&keys, &values, |vs| {
+                    vs.iter().map(|v| *v as f64).sum::<f64>() / vs.len() as f64
+                });
+                assert_eq!(averages.len(), want.len(), "avg, {at}");
+                for ((k, got), (wk, w)) in averages.iter().zip(&want) {
+                    assert_eq!(k, wk, "avg keys, {at}");
+                    match (got, w) {
+                        (Some(g), Some(w)) => assert!((g - w).abs() <= 1e-4, "{g} vs {w}, {at}"),
+                        (g, w) => assert_eq!(g, w, "avg, {at}"),
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn sorts_scans_and_histograms_place_nulls_as_sql_does() {
+    every_backend(|| {
+        let ctx = ctx();
+        for n in LENGTHS {
+            let xs = optional(n as u64 + 51, n, 4, |r| (r % 2001) as i32 - 1000);
+            let array = Int32Array::from(xs.clone());
+            let col = &array;
+            let mut valid = present(&xs);
+            valid.sort();
+            let nulls = n - valid.len();
+            let asc: Vec<Option<i32>> = valid
+                .iter()
+                .map(|v| Some(*v))
+                .chain(std::iter::repeat_n(None, nulls))
+                .collect();
+            assert_eq!(ctx.from_arrow(col).sort().unwrap(), asc, "asc, n = {n}");
+            let desc: Vec<Option<i32>> = std::iter::repeat_n(None, nulls)
+                .chain(valid.iter().rev().map(|v| Some(*v)))
+                .collect();
+            assert_eq!(
+                ctx.from_arrow(col).sort_desc().unwrap(),
+                desc,
+                "desc, n = {n}"
+            );
+            let mut total: Option<i32> = None;
+            let running: Vec<Option<i32>> = xs
+                .iter()
+                .map(|x| {
+                    if let Some(x) = x {
+                        total = Some(total.unwrap_or(0).wrapping_add(*x));
+                    }
+                    total
+                })
+                .collect();
+            let got = ctx.from_arrow(col).running(0, |a, b| a + b).unwrap();
+            assert_eq!(got, running, "running sum, n = {n}");
+            let bytes = optional(n as u64 + 52, n, 3, |r| (r % 256) as u8);
+            let bytes_array = UInt8Array::from(bytes.clone());
+            let mut want = vec![0u32; 200];
+            for b in present(&bytes) {
+                if (b as usize) < 200 {
+                    want[b as usize] += 1;
+                }
+            }
+            assert_eq!(
+                ctx.from_arrow(&bytes_array).histogram(200).unwrap(),
+                want,
+                "histogram, n = {n}"
+            );
+        }
+    });
+}
+
+#[test]
+fn decimal_sums_are_exact_and_overflow_is_an_error() {
+    every_backend(|| {
+        if !has_i64() {
+            return;
+        }
+        let ctx = ctx();
+        for n in LENGTHS {
+            // Scaled values near i64's ends: an i64 sum would wrap, the exact sum does not.
+            let scaled = optional(n as u64 + 61, n, 3, |r| match r % 3 {
+                0 => i64::MAX - (r % 1000) as i64,
+                1 => i64::MIN + (r % 1000) as i64,
+                _ => (r % 1_000_000) as i64,
+            });
+            let money =
+                Decimal128Array::from(scaled.iter().map(|v| v.map(i128::from)).collect::<Vec<_>>())
+                    .with_precision_and_scale(38, 2)
+                    .unwrap();
+            let cents = Column::decimal128(&money).unwrap();
+            let values = present(&scaled);
+            let exact =
+                (!values.is_empty()).then(|| values.iter().map(|v| i128::from(*v)).sum::<i128>());
+            assert_eq!(
+                ctx.from_arrow(&cents).sum_exact().unwrap(),
+                exact,
+                "n = {n}"
+            );
+            assert_eq!(ctx.from_arrow(&cents).sum_decimal128(38).unwrap(), exact);
+            let back = ctx.from_arrow(&cents).to_decimal128(38, 2).unwrap();
+            assert_eq!(back, money, "to_decimal128, n = {n}");
+            if let Some(sum) = exact.filter(|s| s.unsigned_abs() >= 10u128.pow(19)) {
+                match ctx.from_arrow(&cents).sum_decimal128(19) {
+                    Err(Error::DecimalOverflow {
+                        value,
+                        precision: 19,
+                    }) => {
+                        assert_eq!(value, sum)
+                    }
+                    other => panic!("expected DecimalOverflow, got {other:?}"),
+                }
+            }
+        }
+        let small = Column::decimal128(
+            &Decimal128Array::from(vec![Some(99_999i128), None])
+                .with_precision_and_scale(7, 2)
+                .unwrap(),
+        )
+        .unwrap();
+        match ctx.from_arrow(&small).to_decimal128(4, 2) {
+            Err(Error::DecimalOverflow {
+                value: 99_999,
+                precision: 4,
+            }) => {}
+            other => panic!("expected DecimalOverflow, got {other:?}"),
+        }
     });
 }
