@@ -34,6 +34,28 @@ const DENSE_PARTIALS: u64 = 1 << 22;
 /// How many chunks' slots one work item of the dense plan's combine folds per level on GPUs.
 const DENSE_FAN: u32 = 32;
 
+/// How a grouping's fold combines values, which decides whether its dense plan may add them
+/// in any order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FoldOp {
+    /// An associative operation, folded in input order.
+    InOrder,
+    /// Wrapping integer addition: every order gives the same result.
+    Adds,
+}
+
+/// Where the dense plan's partials launch folds each chunk's rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DensePartials {
+    /// A work item per chunk, into its slots in device memory (GPUs, in input order).
+    Slots,
+    /// A work item per chunk, into private arrays copied to its slots at the end (CPUs).
+    Private,
+    /// A group per chunk, adding into shared memory with atomics, then copied to the chunk's
+    /// slots (GPUs, for [`FoldOp::Adds`] of integers up to 32 bits).
+    SharedAdds,
+}
+
 /// Flag bit of a row that starts a run of equal keys.
 const RUN_START: u32 = 1;
 /// Flag bit of a row that ends one.
@@ -248,7 +270,12 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
             constants::user_code(VALUE_CLOSURE, || value(v)).into_handles(&mut out);
             out
         };
-        self.fold_erased(ids, Box::new(value), &on_columns::<V, O>(op))
+        self.fold_erased(
+            ids,
+            Box::new(value),
+            &on_columns::<V, O>(op),
+            FoldOp::InOrder,
+        )
     }
 
     /// [`GroupBy::fold`] on column values: `value` gives a row's value columns (of the types
@@ -258,10 +285,11 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         identity: Vec<ScalarValue>,
         value: Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>,
         op: CombineFn<'_>,
+        how: FoldOp,
     ) -> Result<Vec<(K, V)>> {
         let _span = self.query.plan_span("group_by fold");
         let pairs = self.pairs::<V>(value)?;
-        if let Some(folds) = dense_fold(&pairs, &identity, op)? {
+        if let Some(folds) = dense_fold(&pairs, &identity, op, how)? {
             return Ok(folds);
         }
         let ctx = pairs.ctx.clone();
@@ -298,7 +326,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let pairs = self.pairs::<u32>(Box::new(one_u32))?;
-        if let Some(counts) = dense_fold(&pairs, &[ScalarValue::U32(0)], &add_columns)? {
+        let one = [ScalarValue::U32(0)];
+        if let Some(counts) = dense_fold(&pairs, &one, &add_columns, FoldOp::Adds)? {
             return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
         }
         let ctx = pairs.ctx.clone();
@@ -327,7 +356,11 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         self,
         value: F,
     ) -> Result<Vec<(K, V)>> {
-        self.fold_value(value, ScalarValue::zero(V::TYPE), &|a, b| {
+        let how = match V::TYPE.is_int() {
+            true => FoldOp::Adds,
+            false => FoldOp::InOrder,
+        };
+        self.fold_value(value, ScalarValue::zero(V::TYPE), how, &|a, b| {
             bin(BinaryOp::Add, a, b)
         })
     }
@@ -338,9 +371,12 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         self,
         value: F,
     ) -> Result<Vec<(K, V)>> {
-        self.fold_value(value, min_max_identity(V::TYPE, false), &|a, b| {
-            math2(MathFn::Min, a, b)
-        })
+        self.fold_value(
+            value,
+            min_max_identity(V::TYPE, false),
+            FoldOp::InOrder,
+            &|a, b| math2(MathFn::Min, a, b),
+        )
     }
 
     /// The largest `value` of each key; NaN is skipped unless every value of the key is NaN.
@@ -349,9 +385,12 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         self,
         value: F,
     ) -> Result<Vec<(K, V)>> {
-        self.fold_value(value, min_max_identity(V::TYPE, true), &|a, b| {
-            math2(MathFn::Max, a, b)
-        })
+        self.fold_value(
+            value,
+            min_max_identity(V::TYPE, true),
+            FoldOp::InOrder,
+            &|a, b| math2(MathFn::Max, a, b),
+        )
     }
 
     /// Folds one value per row with a built-in `op` on one column.
@@ -359,6 +398,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         self,
         value: F,
         identity: ScalarValue,
+        how: FoldOp,
         op: &dyn Fn(&AnyVal, &AnyVal) -> AnyVal,
     ) -> Result<Vec<(K, V)>> {
         self.fold_erased(
@@ -368,6 +408,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
                 vec![constants::user_code(VALUE_CLOSURE, || value(v)).erase()]
             }),
             &|a, b| vec![op(&a[0], &b[0])],
+            how,
         )
     }
 
@@ -476,6 +517,7 @@ fn dense_fold<K: Numeric + Row, V: Row>(
     pairs: &Query<'_, (K, V)>,
     identity: &[ScalarValue],
     op: CombineFn<'_>,
+    how: FoldOp,
 ) -> Result<Option<Vec<(K, V)>>> {
     if pairs.len == 0 {
         return Ok(Some(Vec::new()));
@@ -498,6 +540,7 @@ fn dense_fold<K: Numeric + Row, V: Row>(
         keys: (hi - lo + 1) as u32,
         identity,
         op,
+        how,
     };
     let profile = pairs.ctx.profile();
     match dense_chunk_on(&profile, pairs.len, dense.keys) {
@@ -547,7 +590,10 @@ fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<
 ///    key (`partial[chunk * keys + key - lo]`, in global memory, which only it touches), and
 ///    marks the slot seen; rows are folded in input order. In the chunked plan, on devices
 ///    with [`crate::DeviceInfo::indexed_private_arrays`], the work item folds into private arrays
-///    and copies them to its slots once at the end.
+///    and copies them to its slots once at the end. On GPUs, when the fold adds integers of
+///    up to 32 bits (`count`, integer `sum`), a group takes each chunk and adds its rows into
+///    shared counters with atomics, which any order gives the same result, then stores them to
+///    the chunk's slots ([`DensePartials::SharedAdds`]).
 /// 2. One work item per key folds that key's seen slots of every chunk, in chunk order, and
 ///    marks the key seen when any was. On GPUs, where thousands of chunks keep a few hundred
 ///    work items looping, the combine is a tree instead: each level folds runs of
@@ -564,11 +610,85 @@ struct DenseFold<'b, 'q, K, V> {
     keys: u32,
     identity: &'b [ScalarValue],
     op: CombineFn<'b>,
+    how: FoldOp,
 }
 
 impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
     fn value_types(&self) -> Vec<ScalarType> {
         self.identity.iter().map(|v| v.ty()).collect()
+    }
+
+    /// The row's key as an offset from `lo` (the least key, so the offset is below 2^32 for
+    /// keys of up to 32 bits: their wrapping difference in u32 is exact, and needs no 64-bit
+    /// integers), and the row's values.
+    fn key_offset(&self, lo: &AnyVal, mut vals: Vec<AnyVal>) -> (Val<u32>, Vec<AnyVal>) {
+        let wide = match self.key_type.bits() {
+            64 => self.key_type,
+            _ => ScalarType::U32,
+        };
+        let values = vals.split_off(1);
+        let offset = bin(
+            BinaryOp::Sub,
+            &cast_dyn(&vals[0], wide),
+            &cast_dyn(lo, wide),
+        );
+        (cast_dyn(&offset, ScalarType::U32).typed::<u32>(), values)
+    }
+
+    /// [`DensePartials::SharedAdds`]: group `c` (of `group` work items) adds the values of
+    /// rows `c * chunk` up to the next `chunk` into shared counters per key (as `u32`, which
+    /// wrap as the values' narrower types do), then stores them to chunk `c`'s slots, cast to
+    /// the values' types, and marks the keys it saw.
+    fn shared_adds_kernel(&self, group: u32) -> Result<Kernel> {
+        let types = self.value_types();
+        Ok(Kernel::build_unvalidated("query_group_dense_adds", |k| {
+            let Inputs {
+                all: cols,
+                bounding,
+            } = self.query.declare_inputs(k);
+            let slots = declare_columns(k, "slot", &types, Access::Write);
+            let seen = k.buffer::<u32>("seen", Access::Write);
+            let lo = k.buffer_dyn("lo", Type::Scalar(self.key_type), Access::Read);
+            let n = bounded(k.value::<u32>("n"), &bounding);
+            let chunk = k.value::<u32>("chunk");
+            let keys = k.value::<u32>("keys");
+            let sums: Vec<Mem<u32>> = (0..types.len())
+                .map(|j| k.shared::<u32>(&format!("group_sum{j}"), SharedLen::Static(DENSE_KEYS)))
+                .collect();
+            let seen_here = k.shared::<u32>("group_seen", SharedLen::Static(DENSE_KEYS));
+            let (l, g) = (local_id(Axis::X), lit(group));
+            for_range_step(l, keys, g, |s| {
+                for m in &sums {
+                    m.store(s, 0u32);
+                }
+                seen_here.store(s, 0u32);
+            });
+            barrier();
+            let c = group_id(Axis::X);
+            let lo = load_dyn(lo, lit(0u32), Type::Scalar(self.key_type));
+            let base = c * chunk;
+            let end = (base + chunk).min(n);
+            for_range_step(base + l, end, g, |i| {
+                self.query.element(&cols, i, &mut |vals| {
+                    // Every offset is below `keys`; the mask shows the arrays' bound to
+                    // the backends.
+                    let (offset, values) = self.key_offset(&lo, vals);
+                    let s = offset & (DENSE_KEYS - 1);
+                    for (m, v) in sums.iter().zip(&values) {
+                        m.atomic_add(s, cast_dyn(v, ScalarType::U32).typed::<u32>());
+                    }
+                    seen_here.atomic_or(s, 1u32);
+                })
+            });
+            barrier();
+            let row = c * keys;
+            for_range_step(l, keys, g, |s| {
+                for ((m, sum), t) in slots.iter().zip(&sums).zip(&types) {
+                    store_dyn(*m, row + s, &cast_dyn(&sum.load(s).erase(), *t));
+                }
+                seen.store(row + s, seen_here.load(s));
+            });
+        })?)
     }
 
     /// Folds each chunk of rows (`keys` column, then the value columns) into its slots. With
@@ -596,22 +716,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 if_then(c.lt(chunks), || {
                     let base = c * keys;
                     let lo = load_dyn(lo, lit(0u32), Type::Scalar(self.key_type));
-                    // The row's key as an offset from `lo` (the least key, so the offset is
-                    // below 2^32 for keys of up to 32 bits: their wrapping difference in u32
-                    // is exact, and needs no 64-bit integers), and the row's values.
-                    let wide = match self.key_type.bits() {
-                        64 => self.key_type,
-                        _ => ScalarType::U32,
-                    };
-                    let key_offset = |mut vals: Vec<AnyVal>| {
-                        let values = vals.split_off(1);
-                        let offset = bin(
-                            BinaryOp::Sub,
-                            &cast_dyn(&vals[0], wide),
-                            &cast_dyn(&lo, wide),
-                        );
-                        (cast_dyn(&offset, ScalarType::U32).typed::<u32>(), values)
-                    };
+                    let key_offset = |vals| self.key_offset(&lo, vals);
                     let (start, end) = chunk_range(n, chunk);
                     if private {
                         let here: Vec<AnyArray> = types
@@ -723,8 +828,15 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
         let ctx = &self.query.ctx;
         let types = self.value_types();
         let inputs = self.query.columns.len();
-        let (plan, private, (outs, out_seen)) =
-            dense_plan(profile, inputs, self.query.len, chunk, self.keys, &types);
+        let (plan, partials, (outs, out_seen)) = dense_plan(
+            profile,
+            inputs,
+            self.query.len,
+            chunk,
+            self.keys,
+            &types,
+            self.how,
+        );
         let values = |row: Vec<AnyVal>| row[1..].to_vec();
         let fold = Fold {
             identity: self.identity,
@@ -733,7 +845,12 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             order: Order::Any,
         };
         let kernels = self.query.compiled(&plan, Some(&fold), || {
-            Ok(vec![self.partials_kernel(private)?, self.combine_kernel()?])
+            let first = match partials {
+                DensePartials::Slots => self.partials_kernel(false)?,
+                DensePartials::Private => self.partials_kernel(true)?,
+                DensePartials::SharedAdds => self.shared_adds_kernel(profile.group_size)?,
+            };
+            Ok(vec![first, self.combine_kernel()?])
         })?;
         // The smallest key, read by the partials kernel as one more input.
         let lo = self.lo.to_le_bytes();
@@ -758,8 +875,10 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
 
 /// The dense plan of a grouping of `n` rows (`inputs` columns: the key, then the values)
 /// into `keys` slots of `types` per chunk of `chunk` rows: the partials launch (one work item
-/// per chunk in the chunked plan, groups of the profile's size in the grouped one; the
-/// smallest key is input `inputs`), then the combine's levels (one in the chunked plan; on
+/// per chunk in the chunked plan, groups of the profile's size in the grouped one; in the
+/// grouped plan, when `how` adds integers of up to 32 bits whose counters fit in shared
+/// memory, one group per chunk adding with shared atomics; the smallest key is input
+/// `inputs`), then the combine's levels (one in the chunked plan; on
 /// GPUs as many as folding [`DENSE_FAN`] chunks at a time takes to leave one). Returns the plan, whether the partials fold into private arrays, and the temporaries
 /// holding the folded values and the seen flags, one per key.
 fn dense_plan(
@@ -769,18 +888,29 @@ fn dense_plan(
     chunk: u32,
     keys: u32,
     types: &[ScalarType],
-) -> (Plan, bool, (Range<usize>, usize)) {
+    how: FoldOp,
+) -> (Plan, DensePartials, (Range<usize>, usize)) {
     let g = match profile.grouped() {
         true => profile.group_size,
         false => 1,
     };
-    let private = g == 1 && profile.indexed_private_arrays;
-    let key = ("query_group_dense", [private as u32, 0, 0]);
+    let shared_bytes = (types.len() as u64 + 1) * DENSE_KEYS as u64 * 4;
+    let small_ints = types.iter().all(|t| t.is_int() && t.size() <= 4);
+    let kind = if g == 1 && profile.indexed_private_arrays {
+        DensePartials::Private
+    } else if g > 1 && how == FoldOp::Adds && small_ints && shared_bytes <= profile.max_shared_bytes
+    {
+        DensePartials::SharedAdds
+    } else {
+        DensePartials::Slots
+    };
+    let key = ("query_group_dense", [kind as u32, 0, 0]);
     let mut plan = Plan::new("group_by", *profile, key, Rows::InTemps);
-    let (partials, combine) = (
-        plan.kernel("query_group_dense_partials"),
-        plan.kernel("query_group_dense_combine"),
-    );
+    let first = match kind {
+        DensePartials::SharedAdds => "query_group_dense_adds",
+        _ => "query_group_dense_partials",
+    };
+    let (partials, combine) = (plan.kernel(first), plan.kernel("query_group_dense_combine"));
     let chunks = chunks_of(n, chunk);
     let per_chunk = chunks as usize * keys as usize;
     let slots = plan.temps("slots", types, per_chunk, crate::plan::Place::Device);
@@ -798,10 +928,21 @@ fn dense_plan(
             Binding::Input(inputs),
             Binding::Scalar("n", n as u32),
             Binding::Scalar("chunk", chunk),
-            Binding::Scalar("chunks", chunks),
-            Binding::Scalar("keys", keys),
         ]);
-    plan.launch(partials, Grid::linear(chunks.div_ceil(g), g), b);
+    // A group per chunk needs no count of them; a work item per chunk tests it.
+    match kind {
+        DensePartials::SharedAdds => {
+            let b = b.chain([Binding::Scalar("keys", keys)]);
+            plan.launch(partials, Grid::linear(chunks, g), b);
+        }
+        _ => {
+            let b = b.chain([
+                Binding::Scalar("chunks", chunks),
+                Binding::Scalar("keys", keys),
+            ]);
+            plan.launch(partials, Grid::linear(chunks.div_ceil(g), g), b);
+        }
+    }
     // The combine folds `fan` chunks' slots of each key per work item, level after level,
     // until one chunk is left: one level in the chunked plan, a tree on GPUs.
     let fan = match profile.grouped() {
@@ -834,7 +975,7 @@ fn dense_plan(
         plan.launch(combine, Grid::linear(items.div_ceil(group), group), b);
         if parts == 1 {
             plan.result = outs.start..out_seen.end;
-            return (plan, private, (outs, out_seen.start));
+            return (plan, kind, (outs, out_seen.start));
         }
         (slots, seen, chunks) = (outs, out_seen, parts);
     }

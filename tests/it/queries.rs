@@ -1680,6 +1680,23 @@ fn groups_match_btreemap_folds() {
                 sums.into_iter().collect::<Vec<_>>(),
                 "i32 sum, spread {spread}, {at}"
             );
+            // Narrow values wrap at their own width (GPUs add them in 32-bit counters).
+            let mut narrow = BTreeMap::<i32, i8>::new();
+            for (k, x) in keys.iter().zip(&xs) {
+                let s = narrow.entry(*k).or_default();
+                *s = s.wrapping_add(*x as i8);
+            }
+            let got = c
+                .from(&keys)
+                .zip(&xs)
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x.cast::<i8>())
+                .unwrap();
+            assert_eq!(
+                got,
+                narrow.into_iter().collect::<Vec<_>>(),
+                "i8 sum, spread {spread}, {at}"
+            );
 
             // Affine maps t -> a*t + b, composed in row order: (a1, b1) then (a2, b2) is
             // (a1*a2, b1*a2 + b2), wrapping.

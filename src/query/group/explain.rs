@@ -55,7 +55,7 @@ impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
             s += &format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n");
             s += &match dense_chunk_on(profile, n, span) {
                 Some(chunk) => {
-                    dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32])
+                    dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32], FoldOp::Adds)
                         .0
                         .to_string()
                 }

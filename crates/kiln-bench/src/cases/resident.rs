@@ -159,6 +159,27 @@ pub(super) static CASES: &[Case] = &[
         None,
     ),
     case(
+        "group_by count Buffer (256 u8 keys, dense) vs device copy of n/4",
+        |b, ctx| {
+            let keys = ctx.upload(&b.levels)?;
+            Ok(b.best(|| ctx.from_buffer(&keys).group_by(|k| k).count().unwrap()))
+        },
+        &COPY_QUARTER,
+        None,
+    ),
+    case(
+        "group_by sum Buffer (256 u8 keys, u32 ids, dense) vs device copy of n/2",
+        |b, ctx| {
+            let (keys, ids) = (ctx.upload(&b.levels)?, ctx.upload(&b.ids)?);
+            Ok(b.best(|| {
+                let groups = ctx.from_buffer(&keys).zip_buffer(&ids).group_by(|(k, _)| k);
+                groups.sum(|(_, x)| x).unwrap()
+            }))
+        },
+        &COPY_HALF,
+        None,
+    ),
+    case(
         "sum Buffer vs device copy (same bytes)",
         |b, ctx| {
             let bx = input(b, ctx)?;
