@@ -326,8 +326,8 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let pairs = self.pairs::<u32>(Box::new(one_u32))?;
-        let one = [ScalarValue::U32(0)];
-        if let Some(counts) = dense_fold(&pairs, &one, &add_columns, FoldOp::Adds)? {
+        let zero = [ScalarValue::U32(0)];
+        if let Some(counts) = dense_fold(&pairs, &zero, &add_columns, FoldOp::Adds)? {
             return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
         }
         let ctx = pairs.ctx.clone();
@@ -800,11 +800,10 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
                 if_then(i.lt(parts * keys), || {
                     let key = i % keys;
                     let first = (i / keys) * fan;
-                    let end = Var::new("end", first + fan);
-                    if_then(end.get().gt(chunks), || end.set(chunks));
+                    let end = (first + fan).min(chunks);
                     let acc = identity_vars("acc", self.identity);
                     let any = Var::new("any", 0u32);
-                    for_range(first, end.get(), |c| {
+                    for_range(first, end, |c| {
                         let slot = c * keys + key;
                         let was_seen = seen.load(slot);
                         if_then(was_seen.ne(0u32), || {
@@ -878,9 +877,9 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
 /// per chunk in the chunked plan, groups of the profile's size in the grouped one; in the
 /// grouped plan, when `how` adds integers of up to 32 bits whose counters fit in shared
 /// memory, one group per chunk adding with shared atomics; the smallest key is input
-/// `inputs`), then the combine's levels (one in the chunked plan; on
-/// GPUs as many as folding [`DENSE_FAN`] chunks at a time takes to leave one). Returns the plan, whether the partials fold into private arrays, and the temporaries
-/// holding the folded values and the seen flags, one per key.
+/// `inputs`), then the combine's levels (one in the chunked plan; on GPUs as many as folding
+/// [`DENSE_FAN`] chunks at a time takes to leave one). Returns the plan, where its partials
+/// fold, and the temporaries holding the folded values and the seen flags, one per key.
 fn dense_plan(
     profile: &DeviceProfile,
     inputs: usize,

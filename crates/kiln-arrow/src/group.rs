@@ -1,7 +1,7 @@
 //! SQL's `GROUP BY` over nullable columns: NULL keys form one group of their own, and the
 //! aggregates skip NULL values.
 
-use crate::query::{Build, Inner};
+use crate::query::{sum_counted, Build, Inner};
 use crate::{Error, Nullable, NullableQuery, NullableRow};
 use kiln::ir::Numeric;
 use kiln::{GroupBy, Query, Row, Val};
@@ -91,7 +91,7 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
             GroupBy<'a, K, (T, T::Valid)>,
             Box<dyn Fn(InnerVals<T>) -> Val<V> + 'a>,
         ) -> kiln::Result<Vec<(K, R)>>,
-        whole: impl FnOnce(Query<'a, V>) -> kiln::Result<Option<R>>,
+        whole: impl FnOnce(Query<'a, V>) -> Result<Option<R>, Error>,
     ) -> Result<Groups<K, R>, Error> {
         let value = Rc::new(value);
         let counts = self.grouped(self.rows(true)).count()?;
@@ -110,10 +110,9 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
             .into_iter()
             .map(|(k, _)| (Some(k), found.get(&bits(k)).copied()))
             .collect();
-        let nulls = self.rows(false);
-        let null_rows = self.rows(false).count()?;
-        if null_rows > 0 {
-            let values = nulls
+        if self.rows(false).count()? > 0 {
+            let values = self
+                .rows(false)
                 .map(move |(x, v): InnerVals<T>| {
                     let n = value(T::join(x, v));
                     (n.value(), n.is_valid())
@@ -133,15 +132,7 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
         self.aggregate(
             value,
             |g, v| g.sum(v),
-            |q| {
-                let zero = crate::query::additive_identity::<V>();
-                let (sum, n) = q
-                    .map(|x: Val<V>| (x, kiln::ir::lit(1u32)))
-                    .fold((zero, 0u32), |a: (Val<V>, Val<u32>), b| {
-                        (a.0 + b.0, a.1 + b.1)
-                    })?;
-                Ok((n > 0).then_some(sum))
-            },
+            |q| sum_counted(q.map(|x: Val<V>| (x, kiln::ir::lit(1u32)))),
         )
     }
 
@@ -150,7 +141,7 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
         self,
         value: impl Fn(T::Nulls) -> Nullable<V> + 'a,
     ) -> Result<Groups<K, V>, Error> {
-        self.aggregate(value, |g, v| g.min(v), |q| q.min())
+        self.aggregate(value, |g, v| g.min(v), |q| Ok(q.min()?))
     }
 
     /// SQL's `MAX(value)` per group, as [`NullableGroupBy::min`].
@@ -158,7 +149,7 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
         self,
         value: impl Fn(T::Nulls) -> Nullable<V> + 'a,
     ) -> Result<Groups<K, V>, Error> {
-        self.aggregate(value, |g, v| g.max(v), |q| q.max())
+        self.aggregate(value, |g, v| g.max(v), |q| Ok(q.max()?))
     }
 
     /// SQL's `AVG(value)` per group (summed as kiln's `average` sums).
@@ -166,7 +157,7 @@ impl<'a, T: NullableRow, K: Numeric + Row> NullableGroupBy<'a, T, K> {
         self,
         value: impl Fn(T::Nulls) -> Nullable<V> + 'a,
     ) -> Result<Groups<K, f64>, Error> {
-        self.aggregate(value, |g, v| g.average(v), |q| q.average())
+        self.aggregate(value, |g, v| g.average(v), |q| Ok(q.average()?))
     }
 
     /// SQL's `COUNT(value)` per group: how many of each group's values are not NULL.

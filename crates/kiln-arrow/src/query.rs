@@ -247,16 +247,9 @@ where
     /// of decimals, see `sum_exact` on `i64` columns.
     pub fn sum(self) -> Result<Option<T>, Error> {
         let zero = additive_identity::<T>();
-        let (sum, count) = self
-            .inner()
-            .map(move |(x, v): (Val<T>, Val<u8>)| {
-                (select(is_valid(v), x, lit(zero)), v.cast::<u32>())
-            })
-            .fold(
-                (zero, 0u32),
-                |a: (Val<T>, Val<u32>), b: (Val<T>, Val<u32>)| (a.0 + b.0, a.1 + b.1),
-            )?;
-        Ok((count > 0).then_some(sum))
+        sum_counted(self.inner().map(move |(x, v): (Val<T>, Val<u8>)| {
+            (select(is_valid(v), x, lit(zero)), v.cast::<u32>())
+        }))
     }
 
     /// SQL's `MIN`: the smallest value of the rows that are not NULL (NaN skipped unless
@@ -286,6 +279,19 @@ where
     pub fn histogram(self, bins: u32) -> Result<Vec<u32>, Error> {
         Ok(self.valid_values().histogram(bins)?)
     }
+}
+
+/// The sum of the values of `rows` (value, how many values it stands for), or `None` when
+/// they stand for none.
+pub(crate) fn sum_counted<'a, T: Numeric + Row<Vals = Val<T>>>(
+    rows: Query<'a, (T, u32)>,
+) -> Result<Option<T>, Error> {
+    let zero = additive_identity::<T>();
+    let (sum, count) = rows.fold(
+        (zero, 0u32),
+        |a: (Val<T>, Val<u32>), b: (Val<T>, Val<u32>)| (a.0 + b.0, a.1 + b.1),
+    )?;
+    Ok((count > 0).then_some(sum))
 }
 
 /// An Arrow array of `P` from optional values.
