@@ -59,7 +59,9 @@ pub use kiln_ir::{select, Val};
 pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
 pub use plan::{DeviceProfile, Plan, PlanShape};
-pub use query::{Distinct, GroupBy, Query, Scan, Sorted, MAX_LEN};
+pub use query::{
+    Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, Sorted, MAX_LEN,
+};
 pub use row::{IntoRow, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.

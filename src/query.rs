@@ -31,6 +31,7 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+mod dynamic;
 mod explain;
 mod group;
 mod histogram;
@@ -38,6 +39,7 @@ mod materialize;
 mod reduce;
 mod scan;
 mod sort;
+pub use dynamic::{Column, Combine, DynGroupBy, DynQuery};
 use explain::device_line;
 pub use group::{Distinct, GroupBy};
 use materialize::{collect_rows, new_buffer};

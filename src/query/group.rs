@@ -37,7 +37,7 @@ const DENSE_FAN: u32 = 32;
 /// How a grouping's fold combines values, which decides whether its dense plan may add them
 /// in any order.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum FoldOp {
+pub(super) enum FoldOp {
     /// An associative operation, folded in input order.
     InOrder,
     /// Wrapping integer addition: every order gives the same result.
@@ -483,8 +483,7 @@ fn fold_runs<K: Numeric + Row, V: Row>(
 /// The smallest and largest integer key of the (key, value) rows of `pairs`: for 8-bit keys
 /// the type's range, otherwise found by a reduction (the largest is below the smallest when no
 /// row is kept).
-fn key_range<K: Numeric + Row, V: Row>(pairs: &Query<'_, (K, V)>) -> Result<(i128, i128)> {
-    let ty = K::TYPE;
+fn key_range<P>(pairs: &Query<'_, P>, ty: ScalarType) -> Result<(i128, i128)> {
     let wide = |v: ScalarValue| {
         let unused = 64 - ty.bits();
         if ty.is_signed() {
@@ -519,13 +518,32 @@ fn dense_fold<K: Numeric + Row, V: Row>(
     op: CombineFn<'_>,
     how: FoldOp,
 ) -> Result<Option<Vec<(K, V)>>> {
+    let rows = dense_fold_values(pairs, K::TYPE, identity, op, how)?;
+    Ok(rows.map(|rows| {
+        rows.into_iter()
+            .map(|row| <(K, V)>::from_values(&mut row.into_iter()))
+            .collect()
+    }))
+}
+
+/// [`dense_fold`] on rows whose first column is a key of type `key_type` and whose other
+/// columns are the values folded: each key's row of column constants, the key first, in
+/// ascending key order; `None` when the keys are not integers spanning at most
+/// [`DENSE_KEYS`] values, or no chunk length fits the device.
+pub(super) fn dense_fold_values<P>(
+    pairs: &Query<'_, P>,
+    key_type: ScalarType,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+    how: FoldOp,
+) -> Result<Option<Vec<Vec<ScalarValue>>>> {
     if pairs.len == 0 {
         return Ok(Some(Vec::new()));
     }
-    if !K::TYPE.is_int() {
+    if !key_type.is_int() {
         return Ok(None);
     }
-    let (lo, hi) = key_range(pairs)?;
+    let (lo, hi) = key_range(pairs, key_type)?;
     if hi < lo {
         // Every row was filtered out.
         return Ok(Some(Vec::new()));
@@ -535,8 +553,8 @@ fn dense_fold<K: Numeric + Row, V: Row>(
     }
     let dense = DenseFold {
         query: pairs,
-        key_type: K::TYPE,
-        lo: ScalarValue::from_bits(K::TYPE, lo as u64),
+        key_type,
+        lo: ScalarValue::from_bits(key_type, lo as u64),
         keys: (hi - lo + 1) as u32,
         identity,
         op,
@@ -600,9 +618,9 @@ fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<
 ///    [`DENSE_FAN`] consecutive chunks per key, in order, until one chunk is left.
 ///
 /// The host then keeps the keys that were seen, in key order.
-struct DenseFold<'b, 'q, K, V> {
+struct DenseFold<'b, 'q, P> {
     /// The (key, value) rows.
-    query: &'b Query<'q, (K, V)>,
+    query: &'b Query<'q, P>,
     key_type: ScalarType,
     /// The smallest key.
     lo: ScalarValue,
@@ -613,7 +631,7 @@ struct DenseFold<'b, 'q, K, V> {
     how: FoldOp,
 }
 
-impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
+impl<P> DenseFold<'_, '_, P> {
     fn value_types(&self) -> Vec<ScalarType> {
         self.identity.iter().map(|v| v.ty()).collect()
     }
@@ -823,7 +841,7 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
     /// Runs both kernels over the query's rows (keys, then values) in chunks of `chunk` rows
     /// on `profile` (see [`dense_plan`]) and returns each key that has rows with its fold, in
     /// key order.
-    fn run(&self, profile: &DeviceProfile, chunk: u32) -> Result<Vec<(K, V)>> {
+    fn run(&self, profile: &DeviceProfile, chunk: u32) -> Result<Vec<Vec<ScalarValue>>> {
         let ctx = &self.query.ctx;
         let types = self.value_types();
         let inputs = self.query.columns.len();
@@ -864,9 +882,9 @@ impl<K: Numeric + Row, V: Row> DenseFold<'_, '_, K, V> {
             .map(|s| {
                 let key =
                     ScalarValue::from_bits(self.key_type, self.lo.to_bits().wrapping_add(s as u64));
-                let mut cols = std::iter::once(key)
-                    .chain(values.iter().zip(&types).map(|(w, t)| read_value(w, s, *t)));
-                <(K, V)>::from_values(&mut cols)
+                std::iter::once(key)
+                    .chain(values.iter().zip(&types).map(|(w, t)| read_value(w, s, *t)))
+                    .collect()
             })
             .collect())
     }

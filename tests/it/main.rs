@@ -11,6 +11,7 @@ mod backends;
 mod buffers;
 mod cache;
 mod disk_cache;
+mod dynamic;
 mod ir_rules;
 mod kernels;
 mod programs;
