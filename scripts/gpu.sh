@@ -108,7 +108,7 @@ for root in nvidia.__path__:
         export KILN_CACHE_DIR="$cache"
         # Each example's `result` lines on the GPU must equal those on the CPU, and its checks
         # must print `: ok` (as scripts/test.sh checks them).
-        for e in quickstart kernels devices; do
+        for e in quickstart kernels devices tpch; do
             local ok=1
             KILN_BACKEND=cpu "target/gpu/bin/example-$e" > "$OUT/logs/example-$e-cpu.log" 2>&1 || ok=0
             KILN_BACKEND="$backend" "target/gpu/bin/example-$e" > "$OUT/logs/example-$e.log" 2>&1 || ok=0
@@ -120,6 +120,8 @@ for root in nvidia.__path__:
                         grep -q "^$c .*: ok\$" "$OUT/logs/example-$e.log" || ok=0
                     done ;;
                 devices) grep -q '^sum of .* device(s): .*: ok$' "$OUT/logs/example-$e.log" || ok=0 ;;
+                tpch) grep -q 'KilnExec: device=' "$OUT/logs/example-$e.log" || ok=0
+                    test "$(grep -c "^Q[16] equals DataFusion's own answer: true$" "$OUT/logs/example-$e.log")" = 2 || ok=0 ;;
             esac
             if [ $ok = 1 ]; then
                 summary+="example $e on $backend: ok"$'\n'

@@ -1,0 +1,72 @@
+//! TPC-H Q1 and Q6 at scale factor 0.1, generated in memory, through DataFusion with kiln's
+//! rule on the best device present: each query's physical plan (the `KilnExec` nodes are
+//! kiln's), its answer, and whether that answer equals DataFusion's own.
+//!
+//! ```text
+//! cargo run --release -p kiln-datafusion --example tpch
+//! ```
+
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::MemTable;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::SessionContext;
+use kiln_datafusion::KilnRule;
+use std::sync::Arc;
+use std::time::Instant;
+use tpchgen_arrow::RecordBatchIterator;
+
+const Q1: &str = "select l_returnflag, l_linestatus, sum(l_quantity) as sum_qty, \
+    sum(l_extendedprice) as sum_base_price, \
+    sum(l_extendedprice * (1 - l_discount)) as sum_disc_price, \
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) as sum_charge, \
+    avg(l_quantity) as avg_qty, avg(l_extendedprice) as avg_price, avg(l_discount) as avg_disc, \
+    count(*) as count_order \
+    from lineitem where l_shipdate <= date '1998-12-01' - interval '90' day \
+    group by l_returnflag, l_linestatus order by l_returnflag, l_linestatus";
+
+const Q6: &str = "select sum(l_extendedprice * l_discount) as revenue from lineitem \
+    where l_shipdate >= date '1994-01-01' and l_shipdate < date '1994-01-01' + interval '1' year \
+    and l_discount between 0.06 - 0.01 and 0.06 + 0.01 and l_quantity < 24";
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let kiln = kiln::Context::new()?;
+    println!("device: {} ({})", kiln.device().name, kiln.device().backend);
+    let generator = tpchgen::generators::LineItemGenerator::new(0.1, 1, 1);
+    let batches = tpchgen_arrow::LineItemArrow::new(generator);
+    let schema = batches.schema().clone();
+    let batches: Vec<_> = batches.collect();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    println!("lineitem: {rows} rows (TPC-H scale factor 0.1)");
+    let session = |with_kiln: bool| -> datafusion::error::Result<SessionContext> {
+        let mut builder = SessionStateBuilder::new().with_default_features();
+        if with_kiln {
+            builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(kiln.clone())));
+        }
+        let sql = SessionContext::new_with_state(builder.build());
+        let table = MemTable::try_new(schema.clone(), vec![batches.clone()])?;
+        sql.register_table("lineitem", Arc::new(table))?;
+        Ok(sql)
+    };
+    let (with, without) = (session(true)?, session(false)?);
+    for (name, query) in [("Q1", Q1), ("Q6", Q6)] {
+        let df = with.sql(query).await?;
+        let plan = df.clone().create_physical_plan().await?;
+        println!("\n{name} physical plan:");
+        print!(
+            "{}",
+            datafusion::physical_plan::displayable(plan.as_ref()).indent(true)
+        );
+        let start = Instant::now();
+        let ours = pretty_format_batches(&df.collect().await?)?.to_string();
+        let took = start.elapsed();
+        let theirs =
+            pretty_format_batches(&without.sql(query).await?.collect().await?)?.to_string();
+        println!(
+            "{name} answer ({:.1} ms with kiln):\n{ours}",
+            took.as_secs_f64() * 1e3
+        );
+        println!("{name} equals DataFusion's own answer: {}", ours == theirs);
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! Partial aggregates in kiln: what each SQL aggregate folds per row, how a batch's folds are
+//! merged on the host, and the partial states DataFusion's final aggregate reads.
+//!
+//! Sums of integers and decimals are exact: each `i64` value is folded as two halves (its low
+//! 32 bits summed as `u64`, its high 32 bits summed as `i64`), which cannot wrap below 2^31
+//! rows, and put back together as an `i128` on the host, where batches are added with a
+//! check; a state past its type's precision is an error, never a wrong sum.
+
+use crate::expr::{Expr, Sql};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue as Sv;
+use datafusion::error::{DataFusionError, Result};
+use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, MathFn, ScalarType, ScalarValue, Type};
+
+/// One SQL aggregate kiln computes.
+#[derive(Clone, Debug)]
+pub(crate) struct Aggregate {
+    pub(crate) kind: Kind,
+    /// Its argument (none for `COUNT(*)`-like counts of rows).
+    pub(crate) arg: Option<Expr>,
+    /// The types of its partial state's fields, as DataFusion's final aggregate reads them.
+    pub(crate) state: Vec<DataType>,
+    /// Its text, for EXPLAIN.
+    pub(crate) text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Sum,
+    Count,
+    Min,
+    Max,
+    Avg,
+}
+
+impl Kind {
+    pub(crate) fn of(name: &str) -> Option<Kind> {
+        Some(match name {
+            "sum" => Kind::Sum,
+            "count" => Kind::Count,
+            "min" => Kind::Min,
+            "max" => Kind::Max,
+            "avg" => Kind::Avg,
+            _ => return None,
+        })
+    }
+}
+
+/// One column the kernel folds. Aggregates share parts: `COUNT(*)` and every `AVG`'s count
+/// are the row count (the columns are NOT NULL), and `SUM(x)` and `AVG(x)` fold the same
+/// sum, so each distinct part is folded once.
+#[derive(Clone, Debug)]
+enum Part {
+    /// The number of rows.
+    Rows,
+    /// The sum of the low 32 bits of an exact value, as `u64`.
+    Low(Expr),
+    /// The sum of the high 32 bits of an exact value (arithmetic shift), as `i64`.
+    High(Expr),
+    /// The sum of a float value, as `f64`.
+    Float(Expr),
+    /// The least exact value, as `i64`.
+    Min(Expr),
+    /// The largest exact value, as `i64`.
+    Max(Expr),
+}
+
+impl Part {
+    fn identity(&self) -> ScalarValue {
+        match self {
+            Part::Rows => ScalarValue::U32(0),
+            Part::Low(_) => ScalarValue::U64(0),
+            Part::High(_) => ScalarValue::I64(0),
+            Part::Float(_) => ScalarValue::F64(0.0),
+            Part::Min(_) => ScalarValue::I64(i64::MAX),
+            Part::Max(_) => ScalarValue::I64(i64::MIN),
+        }
+    }
+
+    /// The row's value of the part, from the row's input `cols`.
+    fn value(&self, cols: &[AnyVal]) -> AnyVal {
+        match self {
+            Part::Rows => lit_value(ScalarValue::U32(1)),
+            Part::Low(e) => {
+                let bits = bitcast(&cast(&e.emit(cols), ScalarType::I64), ScalarType::U64);
+                op(
+                    BinaryOp::And,
+                    &bits,
+                    &lit_value(ScalarValue::U64(0xffff_ffff)),
+                )
+            }
+            Part::High(e) => {
+                let v = cast(&e.emit(cols), ScalarType::I64);
+                op(BinaryOp::Shr, &v, &lit_value(ScalarValue::I64(32)))
+            }
+            Part::Float(e) => cast(&e.emit(cols), ScalarType::F64),
+            Part::Min(e) | Part::Max(e) => cast(&e.emit(cols), ScalarType::I64),
+        }
+    }
+
+    /// Combines two folded values of the part.
+    fn combine(&self, x: &AnyVal, y: &AnyVal) -> AnyVal {
+        let fun = match self {
+            Part::Min(_) => MathFn::Min,
+            Part::Max(_) => MathFn::Max,
+            _ => return op(BinaryOp::Add, x, y),
+        };
+        expr_dyn(
+            kiln::ir::Expr::Math {
+                fun,
+                args: vec![x.handle(), y.handle()],
+            },
+            &[x, y],
+            x.ty.clone(),
+        )
+    }
+
+    fn is_add(&self) -> bool {
+        !matches!(self, Part::Min(_) | Part::Max(_))
+    }
+}
+
+impl Aggregate {
+    /// Whether its argument sums as exact halves (integers and decimals).
+    fn exact(&self) -> bool {
+        self.arg
+            .as_ref()
+            .is_some_and(|a| !matches!(a.sql, Sql::Float(_)))
+    }
+
+    /// The parts this aggregate's state is made of, in the order [`State::merge`] reads them.
+    fn parts(&self) -> Vec<Part> {
+        let arg = || {
+            self.arg
+                .clone()
+                .expect("an aggregate of a value has an argument")
+        };
+        let sum = || match self.exact() {
+            true => vec![Part::Low(arg()), Part::High(arg())],
+            false => vec![Part::Float(arg())],
+        };
+        match self.kind {
+            Kind::Count => vec![Part::Rows],
+            Kind::Sum => sum(),
+            Kind::Avg => std::iter::once(Part::Rows).chain(sum()).collect(),
+            Kind::Min => vec![Part::Min(arg())],
+            Kind::Max => vec![Part::Max(arg())],
+        }
+    }
+}
+
+fn op(k: BinaryOp, a: &AnyVal, b: &AnyVal) -> AnyVal {
+    expr_dyn(
+        kiln::ir::Expr::Binary {
+            op: k,
+            lhs: a.handle(),
+            rhs: b.handle(),
+        },
+        &[a, b],
+        a.ty.clone(),
+    )
+}
+
+fn cast(a: &AnyVal, to: ScalarType) -> AnyVal {
+    if a.ty == Type::Scalar(to) {
+        return a.clone();
+    }
+    expr_dyn(
+        kiln::ir::Expr::Cast {
+            arg: a.handle(),
+            to,
+        },
+        &[a],
+        Type::Scalar(to),
+    )
+}
+
+fn bitcast(a: &AnyVal, to: ScalarType) -> AnyVal {
+    expr_dyn(
+        kiln::ir::Expr::Bitcast {
+            arg: a.handle(),
+            to,
+        },
+        &[a],
+        Type::Scalar(to),
+    )
+}
+
+/// The distinct parts of a list of aggregates (the row count first), and where each
+/// aggregate's parts are among them.
+pub(crate) struct Folds {
+    parts: Vec<Part>,
+    /// For each aggregate, the positions of its parts.
+    slots: Vec<Vec<usize>>,
+}
+
+impl Folds {
+    pub(crate) fn new(aggregates: &[Aggregate]) -> Folds {
+        let mut parts = vec![Part::Rows];
+        let mut names = vec![format!("{:?}", Part::Rows)];
+        let slots = aggregates
+            .iter()
+            .map(|a| {
+                a.parts()
+                    .into_iter()
+                    .map(|p| {
+                        let name = format!("{p:?}");
+                        match names.iter().position(|n| *n == name) {
+                            Some(i) => i,
+                            None => {
+                                names.push(name);
+                                parts.push(p);
+                                parts.len() - 1
+                            }
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Folds { parts, slots }
+    }
+
+    pub(crate) fn identity(&self) -> Vec<ScalarValue> {
+        self.parts.iter().map(Part::identity).collect()
+    }
+
+    /// Whether every part is an integer addition.
+    pub(crate) fn all_adds(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|p| p.is_add() && p.identity().ty().is_int())
+    }
+
+    /// The values a row folds.
+    pub(crate) fn values(&self, cols: &[AnyVal]) -> Vec<AnyVal> {
+        self.parts.iter().map(|p| p.value(cols)).collect()
+    }
+
+    /// Combines two rows of folded values.
+    pub(crate) fn combine(&self, a: &[AnyVal], b: &[AnyVal]) -> Vec<AnyVal> {
+        self.parts
+            .iter()
+            .zip(a.iter().zip(b))
+            .map(|(p, (x, y))| p.combine(x, y))
+            .collect()
+    }
+
+    /// Aggregate `i`'s folded values in `row`.
+    fn of<'r>(&self, i: usize, row: &'r [ScalarValue]) -> impl Iterator<Item = ScalarValue> + 'r {
+        let slots = self.slots[i].clone();
+        slots.into_iter().map(move |s| row[s])
+    }
+}
+
+/// One aggregate's state across batches.
+#[derive(Clone, Debug)]
+pub(crate) enum State {
+    Count(u64),
+    ExactSum(Option<i128>),
+    FloatSum(Option<f64>),
+    Avg(u64, Box<State>),
+    Min(Option<i64>),
+    Max(Option<i64>),
+}
+
+fn overflow(what: &str) -> DataFusionError {
+    DataFusionError::Execution(format!("kiln: {what} overflows"))
+}
+
+impl State {
+    fn new(a: &Aggregate) -> State {
+        let sum = || match a.exact() {
+            true => State::ExactSum(None),
+            false => State::FloatSum(None),
+        };
+        match a.kind {
+            Kind::Count => State::Count(0),
+            Kind::Sum => sum(),
+            Kind::Avg => State::Avg(0, Box::new(sum())),
+            Kind::Min => State::Min(None),
+            Kind::Max => State::Max(None),
+        }
+    }
+
+    /// Adds the folded values `v` (this state's columns) of `rows` rows.
+    fn merge(&mut self, v: &mut impl Iterator<Item = ScalarValue>, rows: u64) -> Result<()> {
+        let mut next = || v.next().expect("the fold returns every column");
+        match self {
+            State::Count(c) => *c += next().to_bits() as u32 as u64,
+            State::ExactSum(s) => {
+                let lo = next().to_bits() as i128;
+                let hi = next().to_bits() as i64 as i128;
+                if rows > 0 {
+                    let part = (hi << 32) + lo;
+                    let total = s.unwrap_or(0).checked_add(part);
+                    *s = Some(total.ok_or_else(|| overflow("a SUM"))?);
+                }
+            }
+            State::FloatSum(s) => {
+                let x = f64::from_bits(next().to_bits());
+                if rows > 0 {
+                    *s = Some(s.unwrap_or(0.0) + x);
+                }
+            }
+            State::Avg(c, sum) => {
+                *c += next().to_bits() as u32 as u64;
+                sum.merge(v, rows)?;
+            }
+            State::Min(m) => {
+                let x = next().to_bits() as i64;
+                if rows > 0 {
+                    *m = Some(m.map_or(x, |p| p.min(x)));
+                }
+            }
+            State::Max(m) => {
+                let x = next().to_bits() as i64;
+                if rows > 0 {
+                    *m = Some(m.map_or(x, |p| p.max(x)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The partial state's field values, of the types `types`.
+    fn fields(&self, types: &[DataType], out: &mut Vec<Sv>) -> Result<()> {
+        match self {
+            State::Count(c) => out.push(Sv::Int64(Some(*c as i64))),
+            State::ExactSum(s) => out.push(exact(*s, &types[0])?),
+            State::FloatSum(s) => out.push(Sv::Float64(*s)),
+            State::Avg(c, sum) => {
+                out.push(Sv::UInt64(Some(*c)));
+                sum.fields(&types[1..], out)?;
+            }
+            State::Min(m) | State::Max(m) => out.push(exact(m.map(i128::from), &types[0])?),
+        }
+        Ok(())
+    }
+}
+
+/// An exact value (scaled, for decimals) as a value of `t`; integer sums wrap as
+/// DataFusion's do, decimals past their precision fail.
+fn exact(v: Option<i128>, t: &DataType) -> Result<Sv> {
+    let Some(v) = v else {
+        return Sv::try_from(t);
+    };
+    match t {
+        DataType::Decimal128(p, s) => {
+            if v.unsigned_abs() >= 10u128.pow(*p as u32) {
+                return Err(overflow(&format!(
+                    "a Decimal128({p}, {s}) value {v} (scaled)"
+                )));
+            }
+            Ok(Sv::Decimal128(Some(v), *p, *s))
+        }
+        DataType::Date32 => Ok(Sv::Date32(Some(v as i32))),
+        DataType::UInt64 => Ok(Sv::UInt64(Some(v as u64))),
+        DataType::Int64 => Ok(Sv::Int64(Some(v as i64))),
+        other => Sv::Int64(Some(v as i64)).cast_to(other),
+    }
+}
+
+/// The states of every group seen so far, in the order the groups were first seen.
+pub(crate) struct Groups<'a> {
+    aggregates: &'a [Aggregate],
+    folds: Folds,
+    index: std::collections::HashMap<Vec<Sv>, usize>,
+    keys: Vec<Vec<Sv>>,
+    states: Vec<Vec<State>>,
+}
+
+impl<'a> Groups<'a> {
+    pub(crate) fn new(aggregates: &'a [Aggregate]) -> Groups<'a> {
+        Groups {
+            aggregates,
+            folds: Folds::new(aggregates),
+            index: Default::default(),
+            keys: Vec::new(),
+            states: Vec::new(),
+        }
+    }
+
+    /// The folds whose rows [`Groups::add`] takes.
+    pub(crate) fn folds(&self) -> &Folds {
+        &self.folds
+    }
+
+    /// Adds one group's folded row (a value per part of [`Groups::folds`]).
+    pub(crate) fn add(&mut self, key: Vec<Sv>, folded: Vec<ScalarValue>) -> Result<()> {
+        let slot = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.keys.push(key.clone());
+                self.states
+                    .push(self.aggregates.iter().map(State::new).collect());
+                self.index.insert(key, self.keys.len() - 1);
+                self.keys.len() - 1
+            }
+        };
+        let rows = folded[0].to_bits();
+        for (i, s) in self.states[slot].iter_mut().enumerate() {
+            s.merge(&mut self.folds.of(i, &folded), rows)?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure a group with `key` exists (a grouping without keys has one row always).
+    pub(crate) fn ensure(&mut self, key: Vec<Sv>) {
+        if !self.index.contains_key(&key) {
+            self.keys.push(key.clone());
+            self.states
+                .push(self.aggregates.iter().map(State::new).collect());
+            self.index.insert(key, self.keys.len() - 1);
+        }
+    }
+
+    /// The rows of the partial states: each group's key values, then its states' fields.
+    pub(crate) fn rows(&self) -> Result<Vec<Vec<Sv>>> {
+        self.keys
+            .iter()
+            .zip(&self.states)
+            .map(|(k, states)| {
+                let mut row = k.clone();
+                for (s, a) in states.iter().zip(self.aggregates) {
+                    s.fields(&a.state, &mut row)?;
+                }
+                Ok(row)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,231 @@
+//! [`KilnExec`], the operator that runs a filter and a partial aggregate in kiln, and
+//! [`KilnDeclinedExec`], which marks in EXPLAIN a partial aggregate kiln did not take.
+
+use crate::aggregate::Groups;
+use crate::fused::Fused;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::ScalarValue as Sv;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::StreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+/// Runs a filter, the projection under a partial aggregate and the partial aggregate of
+/// DataFusion's plan as one kiln query per input batch, on a kiln [`kiln::Context`]'s
+/// device, and gives the partial aggregate's output (one row per group, its states), which
+/// DataFusion's final aggregate reads as it would the partial aggregate's own.
+pub struct KilnExec {
+    input: Arc<dyn ExecutionPlan>,
+    fused: Arc<Fused>,
+    /// What it replaced, for EXPLAIN.
+    text: String,
+    properties: Arc<PlanProperties>,
+    ctx: kiln::Context,
+}
+
+impl fmt::Debug for KilnExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KilnExec({})", self.text)
+    }
+}
+
+impl KilnExec {
+    pub(crate) fn new(
+        input: Arc<dyn ExecutionPlan>,
+        fused: Fused,
+        text: String,
+        schema: SchemaRef,
+        ctx: kiln::Context,
+    ) -> KilnExec {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            input.output_partitioning().clone(),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        KilnExec {
+            input,
+            fused: Arc::new(fused),
+            text,
+            properties: Arc::new(properties),
+            ctx,
+        }
+    }
+}
+
+impl DisplayAs for KilnExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "KilnExec: device={}, {}",
+            self.ctx.device().name,
+            self.text
+        )
+    }
+}
+
+impl ExecutionPlan for KilnExec {
+    fn name(&self) -> &str {
+        "KilnExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[_; 1]>::try_from(children)
+            .map_err(|_| DataFusionError::Internal("KilnExec has one child".into()))?;
+        Ok(Arc::new(KilnExec {
+            input,
+            fused: self.fused.clone(),
+            text: self.text.clone(),
+            properties: self.properties.clone(),
+            ctx: self.ctx.clone(),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        task: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let mut input = self.input.execute(partition, task)?;
+        let (fused, ctx, schema) = (self.fused.clone(), self.ctx.clone(), self.schema());
+        let out = schema.clone();
+        let partial = async move {
+            let mut groups = Groups::new(&fused.aggregates);
+            while let Some(batch) = input.next().await {
+                fused.run(&ctx, &batch?, &mut groups)?;
+            }
+            if fused.keys.is_empty() {
+                groups.ensure(Vec::new());
+            }
+            partial_batch(&out, &groups)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::once(partial),
+        )))
+    }
+}
+
+/// The groups' rows as a batch of `schema`.
+fn partial_batch(schema: &SchemaRef, groups: &Groups<'_>) -> Result<RecordBatch> {
+    let rows = groups.rows()?;
+    if rows.is_empty() {
+        return Ok(RecordBatch::new_empty(schema.clone()));
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(j, field)| {
+            let array = Sv::iter_to_array(rows.iter().map(|r| r[j].clone()))?;
+            match array.data_type() == field.data_type() {
+                true => Ok(array),
+                false => Ok(datafusion::arrow::compute::cast(&array, field.data_type())?),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// A partial aggregate kiln did not take, unchanged, with the reason, so that EXPLAIN shows
+/// it. It runs its child as it is.
+pub struct KilnDeclinedExec {
+    input: Arc<dyn ExecutionPlan>,
+    reason: String,
+}
+
+impl fmt::Debug for KilnDeclinedExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KilnDeclinedExec({})", self.reason)
+    }
+}
+
+impl KilnDeclinedExec {
+    pub(crate) fn new(input: Arc<dyn ExecutionPlan>, reason: String) -> KilnDeclinedExec {
+        KilnDeclinedExec { input, reason }
+    }
+
+    /// Why kiln did not take its child.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl DisplayAs for KilnDeclinedExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KilnDeclinedExec: not in kiln: {}", self.reason)
+    }
+}
+
+impl ExecutionPlan for KilnDeclinedExec {
+    fn name(&self) -> &str {
+        "KilnDeclinedExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[_; 1]>::try_from(children)
+            .map_err(|_| DataFusionError::Internal("KilnDeclinedExec has one child".into()))?;
+        Ok(Arc::new(KilnDeclinedExec {
+            input,
+            reason: self.reason.clone(),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        task: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.input.execute(partition, task)
+    }
+}

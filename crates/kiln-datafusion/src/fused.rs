@@ -1,0 +1,244 @@
+//! What a [`KilnExec`](crate::KilnExec) runs: a filter and a partial aggregate over its
+//! input's columns, and how one input batch runs as one kiln query.
+
+use crate::aggregate::{Aggregate, Groups};
+use crate::expr::{Expr, Node, Sql};
+use crate::keys::encode_keys;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
+use datafusion::common::ScalarValue as Sv;
+use datafusion::error::{DataFusionError, Result};
+use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, ScalarType, ScalarValue, Type};
+use kiln::{Column, Combine, Context};
+
+/// A filter and a partial aggregate, over the input columns `inputs`.
+#[derive(Debug)]
+pub(crate) struct Fused {
+    /// The input batch's columns kiln reads, in the order the expressions number them.
+    pub(crate) inputs: Vec<(usize, Sql)>,
+    pub(crate) filter: Option<Expr>,
+    /// The input batch's columns the rows are grouped by.
+    pub(crate) keys: Vec<usize>,
+    pub(crate) aggregates: Vec<Aggregate>,
+}
+
+fn exec_error(e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("kiln: {e}"))
+}
+
+/// An input column as kiln reads it: borrowed values, owned values (decimals narrowed to
+/// `i64`), or bits (booleans).
+enum Held<'b> {
+    Borrowed(Column<'b>),
+    Owned(Vec<i64>),
+}
+
+/// `array`'s values and their largest magnitude (for exact types).
+fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
+    fn prim<T: ArrowPrimitiveType>(a: &ArrayRef) -> &[T::Native] {
+        a.as_primitive::<T>().values()
+    }
+    fn magnitude<T: Copy + Into<i128>>(xs: &[T]) -> Option<i128> {
+        Some(xs.iter().map(|x| (*x).into().abs()).max().unwrap_or(0))
+    }
+    Ok(match (sql, array.data_type()) {
+        (Sql::Bool, _) => {
+            let b = array.as_boolean().values();
+            (Held::Borrowed(Column::bits(b.values(), b.offset())), None)
+        }
+        (Sql::Decimal(..), _) => {
+            let d = array.as_primitive::<adt::Decimal128Type>();
+            let mut out = Vec::with_capacity(d.len());
+            let mut most = 0i128;
+            for (row, v) in d.values().iter().enumerate() {
+                let x = i64::try_from(*v).map_err(|_| {
+                    exec_error(format!(
+                        "row {row} holds the decimal {v} (scaled), past i64"
+                    ))
+                })?;
+                most = most.max((*v).abs());
+                out.push(x);
+            }
+            (Held::Owned(out), Some(most))
+        }
+        (_, DataType::Int8) => {
+            let v = prim::<adt::Int8Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::Int16) => {
+            let v = prim::<adt::Int16Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::Int32) => {
+            let v = prim::<adt::Int32Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::Int64) => {
+            let v = prim::<adt::Int64Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::UInt8) => {
+            let v = prim::<adt::UInt8Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::UInt16) => {
+            let v = prim::<adt::UInt16Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::UInt32) => {
+            let v = prim::<adt::UInt32Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::UInt64) => {
+            let v = prim::<adt::UInt64Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, DataType::Float32) => (
+            Held::Borrowed(Column::of(prim::<adt::Float32Type>(array))),
+            None,
+        ),
+        (_, DataType::Float64) => (
+            Held::Borrowed(Column::of(prim::<adt::Float64Type>(array))),
+            None,
+        ),
+        (_, DataType::Date32) => {
+            let v = prim::<adt::Date32Type>(array);
+            (Held::Borrowed(Column::of(v)), magnitude(v))
+        }
+        (_, other) => return Err(exec_error(format!("an input column of type {other}"))),
+    })
+}
+
+/// The row's input values as the expressions see them (booleans, read as bits, compared
+/// with 0), after the key column when there is one.
+fn row_values(r: &[AnyVal], inputs: &[(usize, Sql)], skip: usize) -> Vec<AnyVal> {
+    r[skip..]
+        .iter()
+        .zip(inputs)
+        .map(|(v, (_, sql))| match sql {
+            Sql::Bool => expr_dyn(
+                kiln::ir::Expr::Binary {
+                    op: BinaryOp::Ne,
+                    lhs: v.handle(),
+                    rhs: lit_value(ScalarValue::U8(0)).handle(),
+                },
+                &[v, &lit_value(ScalarValue::U8(0))],
+                Type::Scalar(ScalarType::Bool),
+            ),
+            _ => v.clone(),
+        })
+        .collect()
+}
+
+impl Fused {
+    /// Every expression of the operator.
+    fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        self.filter
+            .iter()
+            .chain(self.aggregates.iter().filter_map(|a| a.arg.as_ref()))
+    }
+
+    /// Runs `batch` through kiln on `ctx` and adds its groups' folds to `groups`.
+    pub(crate) fn run(
+        &self,
+        ctx: &Context,
+        batch: &RecordBatch,
+        groups: &mut Groups<'_>,
+    ) -> Result<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let arrays: Vec<&ArrayRef> = self.inputs.iter().map(|(c, _)| batch.column(*c)).collect();
+        if let Some(a) = arrays.iter().find(|a| a.null_count() > 0) {
+            return Err(exec_error(format!(
+                "a column declared NOT NULL holds {} NULLs",
+                a.null_count()
+            )));
+        }
+        let mut held = Vec::with_capacity(arrays.len());
+        let mut bounds = Vec::with_capacity(arrays.len());
+        for (a, (_, sql)) in arrays.iter().zip(&self.inputs) {
+            let (h, b) = hold(a, *sql)?;
+            held.push(h);
+            bounds.push(b);
+        }
+        for e in self.exprs() {
+            e.bound(&bounds).map_err(exec_error)?;
+        }
+        let (key_codes, decode) = match self.keys.is_empty() {
+            true => (None, Vec::new()),
+            false => {
+                let (codes, decode) = encode_keys(batch, &self.keys).map_err(exec_error)?;
+                (Some(codes), decode)
+            }
+        };
+        let mut columns: Vec<Column<'_>> = Vec::new();
+        if let Some(codes) = &key_codes {
+            columns.push(codes.column());
+        }
+        columns.extend(held.iter().map(|h| match h {
+            Held::Borrowed(c) => *c,
+            Held::Owned(v) => Column::of(v),
+        }));
+        let skip = key_codes.is_some() as usize;
+        let inputs = &self.inputs;
+        let mut q = ctx.from_columns(n, &columns);
+        if let Some(f) = &self.filter {
+            q = q.filter(move |r| f.emit(&row_values(r, inputs, skip)).typed::<bool>());
+        }
+        let folds = groups.folds();
+        let identity = folds.identity();
+        let mut found = Vec::new();
+        match &key_codes {
+            None => {
+                let row = q
+                    .map(move |r| folds.values(&row_values(r, inputs, 0)))
+                    .fold(&identity, |a, b| folds.combine(a, b), Combine::AnyOrder)
+                    .map_err(exec_error)?;
+                found.push((Vec::new(), row));
+            }
+            Some(codes) => {
+                let grouped = q.group_by(codes.ty(), |r| r[0].clone());
+                let values = move |r: &[AnyVal]| folds.values(&row_values(r, inputs, 1));
+                let rows = match folds.all_adds() {
+                    true => grouped.sums(&identity, values),
+                    false => grouped.fold(&identity, values, |a, b| folds.combine(a, b)),
+                }
+                .map_err(exec_error)?;
+                for mut row in rows {
+                    let code = row.remove(0).to_bits() as usize;
+                    let key: Vec<Sv> = decode
+                        .get(code)
+                        .cloned()
+                        .ok_or_else(|| exec_error("a group key code out of range"))?;
+                    found.push((key, row));
+                }
+            }
+        }
+        for (key, row) in found {
+            groups.add(key, row)?;
+        }
+        Ok(())
+    }
+}
+
+/// Renumbers the inputs an expression reads.
+pub(crate) fn renumber(e: &mut Expr, to: &dyn Fn(usize) -> usize) {
+    match &mut e.node {
+        Node::Input(i) => *i = to(*i),
+        Node::Literal(_) => {}
+        Node::Binary(_, a, b) | Node::Compare(_, a, b) => {
+            renumber(a, to);
+            renumber(b, to);
+        }
+        Node::Not(a) | Node::Neg(a) | Node::Cast(a) | Node::Scale(a, _) | Node::Unscale(a, _) => {
+            renumber(a, to)
+        }
+        Node::Select(c, a, b) => {
+            renumber(c, to);
+            renumber(a, to);
+            renumber(b, to);
+        }
+    }
+}

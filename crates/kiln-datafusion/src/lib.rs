@@ -1,0 +1,31 @@
+//! kiln under DataFusion: a physical optimizer rule, [`KilnRule`], that runs each partial
+//! aggregate of a plan, with the filter and projection under it, as one fused kiln query per
+//! batch ([`KilnExec`]) on any device kiln has (the CPU's JIT, CUDA, OpenCL, wgpu). The
+//! final aggregate, joins, sorts and everything else stay DataFusion's; a partial aggregate
+//! kiln cannot take stays too, under a [`KilnDeclinedExec`] whose EXPLAIN line says why.
+//!
+//! ```
+//! use datafusion::execution::SessionStateBuilder;
+//! use datafusion::prelude::SessionContext;
+//! use kiln_datafusion::KilnRule;
+//! use std::sync::Arc;
+//!
+//! let kiln = kiln::Context::new()?;
+//! let state = SessionStateBuilder::new()
+//!     .with_default_features()
+//!     .with_physical_optimizer_rule(Arc::new(KilnRule::new(kiln)))
+//!     .build();
+//! let sql = SessionContext::new_with_state(state);
+//! # let _ = sql;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod aggregate;
+mod exec;
+mod expr;
+mod fused;
+mod keys;
+mod rule;
+
+pub use exec::{KilnDeclinedExec, KilnExec};
+pub use rule::KilnRule;

@@ -1,0 +1,260 @@
+//! [`KilnRule`]: finds DataFusion's partial aggregates over a filter and a projection and
+//! puts a [`KilnExec`] in their place.
+
+use crate::aggregate::{Aggregate, Kind};
+use crate::exec::{KilnDeclinedExec, KilnExec};
+use crate::expr::{translate, Expr, Node, Scoped, Sql};
+use crate::fused::{renumber, Fused};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::ExecutionPlan;
+use std::sync::Arc;
+
+/// A physical optimizer rule that replaces each partial aggregate (`AggregateExec` in
+/// `Partial` mode, with or without `GROUP BY` on columns), together with the projection and
+/// the filter under it, by a [`KilnExec`] running them as one fused kiln query per batch on
+/// the rule's [`kiln::Context`]. A partial aggregate it cannot take stays DataFusion's,
+/// under a [`KilnDeclinedExec`] that says why in EXPLAIN.
+///
+/// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
+/// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST`
+/// between numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns
+/// of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s); `SUM`, `COUNT`,
+/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on columns of any type with at most
+/// 1024 distinct combinations per batch (more fail the query). Integer and decimal results
+/// are exact: an expression whose bounds could overflow `i64` fails the query.
+#[derive(Debug)]
+pub struct KilnRule {
+    ctx: kiln::Context,
+}
+
+impl KilnRule {
+    /// The rule, running what it takes on `ctx`'s device.
+    pub fn new(ctx: kiln::Context) -> KilnRule {
+        KilnRule { ctx }
+    }
+}
+
+impl PhysicalOptimizerRule for KilnRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(agg) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if *agg.mode() != AggregateMode::Partial {
+                return Ok(Transformed::no(node));
+            }
+            Ok(Transformed::yes(match fuse(agg, &self.ctx) {
+                Ok(exec) => Arc::new(exec) as Arc<dyn ExecutionPlan>,
+                Err(why) => Arc::new(KilnDeclinedExec::new(node.clone(), why)),
+            }))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "kiln"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
+fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExec, String> {
+    let group = agg.group_expr();
+    if !group.is_single() {
+        return Err("GROUPING SETS".into());
+    }
+    if agg.filter_expr().iter().any(|f| f.is_some()) {
+        return Err("an aggregate with FILTER".into());
+    }
+    let mut node = agg.input();
+    let projection = node.downcast_ref::<ProjectionExec>();
+    if let Some(p) = projection {
+        node = p.input();
+    }
+    let filter = node.downcast_ref::<FilterExec>();
+    if let Some(f) = filter {
+        node = f.input();
+    }
+    let input = node.clone();
+    let schema = input.schema();
+    let mut scope: Vec<Scoped> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match (f.is_nullable(), Sql::of(f.data_type())) {
+            (false, Ok(sql)) => Scoped::Value(Expr {
+                node: Node::Input(i),
+                sql,
+            }),
+            (true, _) => Scoped::Opaque {
+                column: i,
+                why: format!("nullable ({})", f.data_type()),
+                groupable: false,
+            },
+            (false, Err(t)) => Scoped::Opaque {
+                column: i,
+                why: format!("of {t}"),
+                groupable: true,
+            },
+        })
+        .collect();
+    let mut predicate = None;
+    if let Some(f) = filter {
+        let p = translate(f.predicate(), &scope)?;
+        if p.sql != Sql::Bool {
+            return Err("a filter that is not a boolean".into());
+        }
+        predicate = Some(p);
+        if let Some(keep) = f.projection() {
+            scope = keep.iter().map(|&i| scope[i].clone()).collect();
+        }
+    }
+    if let Some(p) = projection {
+        scope = p
+            .expr()
+            .iter()
+            .map(|pe| match pe.expr.downcast_ref::<Column>() {
+                Some(c) => Ok(scope[c.index()].clone()),
+                None => translate(&pe.expr, &scope).map(Scoped::Value),
+            })
+            .collect::<std::result::Result<_, String>>()?;
+    }
+    let keys = group
+        .expr()
+        .iter()
+        .map(|(e, name)| {
+            let c = e
+                .downcast_ref::<Column>()
+                .ok_or_else(|| format!("GROUP BY on the expression {e}"))?;
+            match &scope[c.index()] {
+                Scoped::Opaque {
+                    column,
+                    groupable: true,
+                    ..
+                } => Ok(*column),
+                Scoped::Value(Expr {
+                    node: Node::Input(i),
+                    ..
+                }) => Ok(*i),
+                Scoped::Opaque { why, .. } => Err(format!("GROUP BY {name}, which is {why}")),
+                Scoped::Value(_) => Err(format!("GROUP BY on the computed column {name}")),
+            }
+        })
+        .collect::<std::result::Result<Vec<usize>, String>>()?;
+    let mut aggregates = Vec::new();
+    for a in agg.aggr_expr() {
+        let name = a.fun().name().to_lowercase();
+        let kind = Kind::of(&name).ok_or_else(|| format!("the aggregate {name}"))?;
+        if a.is_distinct() || !a.order_bys().is_empty() {
+            return Err(format!("{name} with DISTINCT or ORDER BY"));
+        }
+        let args = a.expressions();
+        let arg = match (kind, args.as_slice()) {
+            (Kind::Count, [e])
+                if e.downcast_ref::<Literal>()
+                    .is_some_and(|l| !l.value().is_null()) =>
+            {
+                None
+            }
+            (Kind::Count, [e]) => {
+                translate(e, &scope)?;
+                None
+            }
+            (_, [e]) => Some(translate(e, &scope)?),
+            _ => return Err(format!("{name} of {} arguments", args.len())),
+        };
+        match (&kind, arg.as_ref().map(|a| a.sql)) {
+            (Kind::Min | Kind::Max, Some(Sql::Float(_))) => {
+                return Err(format!("{name} of floats (NaN order)"))
+            }
+            (Kind::Sum | Kind::Avg, Some(Sql::Int(kiln::ir::ScalarType::U64))) => {
+                return Err(format!("{name} of UInt64"))
+            }
+            (_, Some(Sql::Bool)) => return Err(format!("{name} of booleans")),
+            _ => {}
+        }
+        let state = a
+            .state_fields()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        aggregates.push(Aggregate {
+            kind,
+            arg,
+            state,
+            text: a.name().to_string(),
+        });
+    }
+    // The input columns the expressions read, numbered as kiln's query sees them.
+    let mut used = Vec::new();
+    for e in predicate
+        .iter()
+        .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
+    {
+        e.inputs(&mut used);
+    }
+    used.sort_unstable();
+    used.dedup();
+    let position = |i: usize| used.binary_search(&i).unwrap_or(0);
+    if let Some(p) = &mut predicate {
+        renumber(p, &position);
+    }
+    for a in &mut aggregates {
+        if let Some(arg) = &mut a.arg {
+            renumber(arg, &position);
+        }
+    }
+    let inputs = used
+        .iter()
+        .map(|&i| match &scope_of(&schema, i) {
+            Ok(sql) => Ok((i, *sql)),
+            Err(t) => Err(t.clone()),
+        })
+        .collect::<std::result::Result<Vec<_>, String>>()?;
+    let text = format!(
+        "filter=[{}], group_by=[{}], aggr=[{}]",
+        filter
+            .map(|f| f.predicate().to_string())
+            .unwrap_or_default(),
+        group
+            .expr()
+            .iter()
+            .map(|(_, n)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        aggregates
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let fused = Fused {
+        inputs,
+        filter: predicate,
+        keys,
+        aggregates,
+    };
+    Ok(KilnExec::new(input, fused, text, agg.schema(), ctx.clone()))
+}
+
+fn scope_of(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    i: usize,
+) -> std::result::Result<Sql, String> {
+    Sql::of(schema.field(i).data_type())
+}
