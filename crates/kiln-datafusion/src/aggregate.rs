@@ -6,7 +6,7 @@
 //! rows, and put back together as an `i128` on the host, where batches are added with a
 //! check; a state past its type's precision is an error, never a wrong sum.
 
-use crate::expr::{Expr, Sql};
+use crate::expr::{bin, bitcast, cast, Expr, Sql};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue as Sv;
 use datafusion::error::{DataFusionError, Result};
@@ -149,41 +149,13 @@ impl Aggregate {
     }
 }
 
+/// `a op b`, of `a`'s type.
 fn op(k: BinaryOp, a: &AnyVal, b: &AnyVal) -> AnyVal {
-    expr_dyn(
-        kiln::ir::Expr::Binary {
-            op: k,
-            lhs: a.handle(),
-            rhs: b.handle(),
-        },
-        &[a, b],
-        a.ty.clone(),
-    )
-}
-
-fn cast(a: &AnyVal, to: ScalarType) -> AnyVal {
-    if a.ty == Type::Scalar(to) {
-        return a.clone();
-    }
-    expr_dyn(
-        kiln::ir::Expr::Cast {
-            arg: a.handle(),
-            to,
-        },
-        &[a],
-        Type::Scalar(to),
-    )
-}
-
-fn bitcast(a: &AnyVal, to: ScalarType) -> AnyVal {
-    expr_dyn(
-        kiln::ir::Expr::Bitcast {
-            arg: a.handle(),
-            to,
-        },
-        &[a],
-        Type::Scalar(to),
-    )
+    let t = match a.ty {
+        Type::Scalar(t) => t,
+        _ => ScalarType::I64,
+    };
+    bin(k, a, b, t)
 }
 
 /// The distinct parts of a list of aggregates (the row count first), and where each

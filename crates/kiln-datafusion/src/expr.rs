@@ -247,7 +247,8 @@ fn literal_magnitude(v: ScalarValue) -> i128 {
     }
 }
 
-fn bin(op: BinaryOp, a: &AnyVal, b: &AnyVal, t: ScalarType) -> AnyVal {
+/// `a op b`, of type `t`.
+pub(crate) fn bin(op: BinaryOp, a: &AnyVal, b: &AnyVal, t: ScalarType) -> AnyVal {
     expr_dyn(
         kiln::ir::Expr::Binary {
             op,
@@ -270,7 +271,8 @@ fn unary(op: UnaryOp, a: &AnyVal) -> AnyVal {
     )
 }
 
-fn cast(a: &AnyVal, to: ScalarType) -> AnyVal {
+/// `a` converted to `to` (itself when it is of `to`).
+pub(crate) fn cast(a: &AnyVal, to: ScalarType) -> AnyVal {
     if a.ty == Type::Scalar(to) {
         return a.clone();
     }
@@ -284,7 +286,8 @@ fn cast(a: &AnyVal, to: ScalarType) -> AnyVal {
     )
 }
 
-fn bitcast(a: &AnyVal, to: ScalarType) -> AnyVal {
+/// `a`'s bits as a `to`.
+pub(crate) fn bitcast(a: &AnyVal, to: ScalarType) -> AnyVal {
     expr_dyn(
         kiln::ir::Expr::Bitcast {
             arg: a.handle(),

@@ -38,8 +38,14 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
     fn prim<T: ArrowPrimitiveType>(a: &ArrayRef) -> &[T::Native] {
         a.as_primitive::<T>().values()
     }
-    fn magnitude<T: Copy + Into<i128>>(xs: &[T]) -> Option<i128> {
-        Some(xs.iter().map(|x| (*x).into().abs()).max().unwrap_or(0))
+    /// An integer column, read in place, and its largest magnitude.
+    fn exact<'b, T: ArrowPrimitiveType>(a: &'b ArrayRef) -> (Held<'b>, Option<i128>)
+    where
+        T::Native: kiln::ir::Scalar + Into<i128>,
+    {
+        let v = prim::<T>(a);
+        let most = v.iter().map(|x| (*x).into().abs()).max().unwrap_or(0);
+        (Held::Borrowed(Column::of(v)), Some(most))
     }
     Ok(match (sql, array.data_type()) {
         (Sql::Bool, _) => {
@@ -61,38 +67,15 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             }
             (Held::Owned(out), Some(most))
         }
-        (_, DataType::Int8) => {
-            let v = prim::<adt::Int8Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::Int16) => {
-            let v = prim::<adt::Int16Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::Int32) => {
-            let v = prim::<adt::Int32Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::Int64) => {
-            let v = prim::<adt::Int64Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::UInt8) => {
-            let v = prim::<adt::UInt8Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::UInt16) => {
-            let v = prim::<adt::UInt16Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::UInt32) => {
-            let v = prim::<adt::UInt32Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
-        (_, DataType::UInt64) => {
-            let v = prim::<adt::UInt64Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
+        (_, DataType::Int8) => exact::<adt::Int8Type>(array),
+        (_, DataType::Int16) => exact::<adt::Int16Type>(array),
+        (_, DataType::Int32) => exact::<adt::Int32Type>(array),
+        (_, DataType::Int64) => exact::<adt::Int64Type>(array),
+        (_, DataType::UInt8) => exact::<adt::UInt8Type>(array),
+        (_, DataType::UInt16) => exact::<adt::UInt16Type>(array),
+        (_, DataType::UInt32) => exact::<adt::UInt32Type>(array),
+        (_, DataType::UInt64) => exact::<adt::UInt64Type>(array),
+        (_, DataType::Date32) => exact::<adt::Date32Type>(array),
         (_, DataType::Float32) => (
             Held::Borrowed(Column::of(prim::<adt::Float32Type>(array))),
             None,
@@ -101,10 +84,6 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             Held::Borrowed(Column::of(prim::<adt::Float64Type>(array))),
             None,
         ),
-        (_, DataType::Date32) => {
-            let v = prim::<adt::Date32Type>(array);
-            (Held::Borrowed(Column::of(v)), magnitude(v))
-        }
         (_, other) => return Err(exec_error(format!("an input column of type {other}"))),
     })
 }

@@ -15,18 +15,8 @@ use kiln_datafusion::KilnRule;
 use std::sync::{Arc, OnceLock};
 use tpchgen_arrow::RecordBatchIterator;
 
-const Q1: &str = "select l_returnflag, l_linestatus, sum(l_quantity) as sum_qty, \
-    sum(l_extendedprice) as sum_base_price, \
-    sum(l_extendedprice * (1 - l_discount)) as sum_disc_price, \
-    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) as sum_charge, \
-    avg(l_quantity) as avg_qty, avg(l_extendedprice) as avg_price, avg(l_discount) as avg_disc, \
-    count(*) as count_order \
-    from lineitem where l_shipdate <= date '1998-12-01' - interval '90' day \
-    group by l_returnflag, l_linestatus order by l_returnflag, l_linestatus";
-
-const Q6: &str = "select sum(l_extendedprice * l_discount) as revenue from lineitem \
-    where l_shipdate >= date '1994-01-01' and l_shipdate < date '1994-01-01' + interval '1' year \
-    and l_discount between 0.06 - 0.01 and 0.06 + 0.01 and l_quantity < 24";
+const Q1: &str = include_str!("../tpch/q1.sql");
+const Q6: &str = include_str!("../tpch/q6.sql");
 
 /// Other shapes kiln takes: IN lists, CASE, casts, integer arithmetic, MIN/MAX of dates and
 /// decimals, a grouping by an integer and by a string, an empty result.
