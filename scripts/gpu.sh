@@ -3,7 +3,7 @@
 #
 #   scripts/gpu.sh pack   here: builds every test binary, the benchmark and the examples in
 #                         release mode, strips them and packs them into target/gpu/kiln-gpu.tar.xz
-#                         (about 48 MB; carry that path to the GPU machine; CI runs both steps on the CPU alone)
+#                         (about 45 MB; carry that path to the GPU machine; CI runs both steps on the CPU alone)
 #   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary (each
 #                         module of the integration tests' one binary apart) with
 #                         KILN_REQUIRE=cpu,cuda on the CPU and CUDA only (KILN_TEST_ONLY), each
@@ -33,7 +33,10 @@ for line in sys.stdin:
     t = m["target"]
     kind = "test" if m["profile"]["test"] else t["kind"][0]
     # trybuild runs cargo, and proc-macro tests link the libstd of the toolchain: neither is there.
-    if t["name"] != "compile_fail" and "proc-macro" not in t["kind"]:
+    # The tpch example links DataFusion (over 100 MB) a second time; the tpch test binary runs
+    # the same queries, so the pack stays under the 64 MiB a device call carries.
+    skip = t["name"] == "compile_fail" or "proc-macro" in t["kind"] or (kind, t["name"]) == ("example", "tpch")
+    if not skip:
         shutil.copy(m["executable"], "target/gpu/bin/%s-%s" % (kind, t["name"]))
 '
     strip target/gpu/bin/*
@@ -108,7 +111,7 @@ for root in nvidia.__path__:
         export KILN_CACHE_DIR="$cache"
         # Each example's `result` lines on the GPU must equal those on the CPU, and its checks
         # must print `: ok` (as scripts/test.sh checks them).
-        for e in quickstart kernels devices tpch; do
+        for e in quickstart kernels devices; do
             local ok=1
             KILN_BACKEND=cpu "target/gpu/bin/example-$e" > "$OUT/logs/example-$e-cpu.log" 2>&1 || ok=0
             KILN_BACKEND="$backend" "target/gpu/bin/example-$e" > "$OUT/logs/example-$e.log" 2>&1 || ok=0
@@ -120,8 +123,6 @@ for root in nvidia.__path__:
                         grep -q "^$c .*: ok\$" "$OUT/logs/example-$e.log" || ok=0
                     done ;;
                 devices) grep -q '^sum of .* device(s): .*: ok$' "$OUT/logs/example-$e.log" || ok=0 ;;
-                tpch) grep -q 'KilnExec: device=' "$OUT/logs/example-$e.log" || ok=0
-                    test "$(grep -c "^Q[16] equals DataFusion's own answer: true$" "$OUT/logs/example-$e.log")" = 2 || ok=0 ;;
             esac
             if [ $ok = 1 ]; then
                 summary+="example $e on $backend: ok"$'\n'

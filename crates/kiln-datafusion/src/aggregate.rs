@@ -15,9 +15,7 @@ use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, MathFn, ScalarType, Scalar
 /// One SQL aggregate kiln computes.
 #[derive(Clone, Debug)]
 pub(crate) struct Aggregate {
-    pub(crate) kind: Kind,
-    /// Its argument (none for `COUNT(*)`-like counts of rows).
-    pub(crate) arg: Option<Expr>,
+    pub(crate) fun: Fun,
     /// The types of its partial state's fields, as DataFusion's final aggregate reads them.
     pub(crate) state: Vec<DataType>,
     /// Its text, for EXPLAIN.
@@ -34,6 +32,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// The aggregate named `name` (lower case), if kiln computes it.
     pub(crate) fn of(name: &str) -> Option<Kind> {
         Some(match name {
             "sum" => Kind::Sum,
@@ -43,6 +42,47 @@ impl Kind {
             "avg" => Kind::Avg,
             _ => return None,
         })
+    }
+}
+
+/// An aggregate with its argument: a count of rows has none (the columns are NOT NULL, so
+/// `COUNT(x)` is one too), every other aggregate has one.
+#[derive(Clone, Debug)]
+pub(crate) enum Fun {
+    Count,
+    Sum(Expr),
+    Avg(Expr),
+    Min(Expr),
+    Max(Expr),
+}
+
+impl Fun {
+    /// The aggregate `kind` of `arg`; `None` where `kind` needs an argument and has none.
+    pub(crate) fn new(kind: Kind, arg: Option<Expr>) -> Option<Fun> {
+        Some(match (kind, arg) {
+            (Kind::Count, _) => Fun::Count,
+            (Kind::Sum, Some(e)) => Fun::Sum(e),
+            (Kind::Avg, Some(e)) => Fun::Avg(e),
+            (Kind::Min, Some(e)) => Fun::Min(e),
+            (Kind::Max, Some(e)) => Fun::Max(e),
+            (_, None) => return None,
+        })
+    }
+
+    /// Its argument, if it has one.
+    pub(crate) fn arg(&self) -> Option<&Expr> {
+        match self {
+            Fun::Count => None,
+            Fun::Sum(e) | Fun::Avg(e) | Fun::Min(e) | Fun::Max(e) => Some(e),
+        }
+    }
+
+    /// Its argument, to renumber its inputs.
+    pub(crate) fn arg_mut(&mut self) -> Option<&mut Expr> {
+        match self {
+            Fun::Count => None,
+            Fun::Sum(e) | Fun::Avg(e) | Fun::Min(e) | Fun::Max(e) => Some(e),
+        }
     }
 }
 
@@ -123,28 +163,23 @@ impl Part {
 impl Aggregate {
     /// Whether its argument sums as exact halves (integers and decimals).
     fn exact(&self) -> bool {
-        self.arg
-            .as_ref()
+        self.fun
+            .arg()
             .is_some_and(|a| !matches!(a.sql, Sql::Float(_)))
     }
 
     /// The parts this aggregate's state is made of, in the order [`State::merge`] reads them.
     fn parts(&self) -> Vec<Part> {
-        let arg = || {
-            self.arg
-                .clone()
-                .expect("an aggregate of a value has an argument")
+        let sum = |e: &Expr| match self.exact() {
+            true => vec![Part::Low(e.clone()), Part::High(e.clone())],
+            false => vec![Part::Float(e.clone())],
         };
-        let sum = || match self.exact() {
-            true => vec![Part::Low(arg()), Part::High(arg())],
-            false => vec![Part::Float(arg())],
-        };
-        match self.kind {
-            Kind::Count => vec![Part::Rows],
-            Kind::Sum => sum(),
-            Kind::Avg => std::iter::once(Part::Rows).chain(sum()).collect(),
-            Kind::Min => vec![Part::Min(arg())],
-            Kind::Max => vec![Part::Max(arg())],
+        match &self.fun {
+            Fun::Count => vec![Part::Rows],
+            Fun::Sum(e) => sum(e),
+            Fun::Avg(e) => std::iter::once(Part::Rows).chain(sum(e)).collect(),
+            Fun::Min(e) => vec![Part::Min(e.clone())],
+            Fun::Max(e) => vec![Part::Max(e.clone())],
         }
     }
 }
@@ -245,23 +280,27 @@ impl State {
             true => State::ExactSum(None),
             false => State::FloatSum(None),
         };
-        match a.kind {
-            Kind::Count => State::Count(0),
-            Kind::Sum => sum(),
-            Kind::Avg => State::Avg(0, Box::new(sum())),
-            Kind::Min => State::Min(None),
-            Kind::Max => State::Max(None),
+        match a.fun {
+            Fun::Count => State::Count(0),
+            Fun::Sum(_) => sum(),
+            Fun::Avg(_) => State::Avg(0, Box::new(sum())),
+            Fun::Min(_) => State::Min(None),
+            Fun::Max(_) => State::Max(None),
         }
     }
 
     /// Adds the folded values `v` (this state's columns) of `rows` rows.
     fn merge(&mut self, v: &mut impl Iterator<Item = ScalarValue>, rows: u64) -> Result<()> {
-        let mut next = || v.next().expect("the fold returns every column");
+        let mut next = || {
+            v.next().ok_or_else(|| {
+                DataFusionError::Internal("a fold returned fewer columns than its parts".into())
+            })
+        };
         match self {
-            State::Count(c) => *c += next().to_bits() as u32 as u64,
+            State::Count(c) => *c += next()?.to_bits() as u32 as u64,
             State::ExactSum(s) => {
-                let lo = next().to_bits() as i128;
-                let hi = next().to_bits() as i64 as i128;
+                let lo = next()?.to_bits() as i128;
+                let hi = next()?.to_bits() as i64 as i128;
                 if rows > 0 {
                     let part = (hi << 32) + lo;
                     let total = s.unwrap_or(0).checked_add(part);
@@ -269,23 +308,23 @@ impl State {
                 }
             }
             State::FloatSum(s) => {
-                let x = f64::from_bits(next().to_bits());
+                let x = f64::from_bits(next()?.to_bits());
                 if rows > 0 {
                     *s = Some(s.unwrap_or(0.0) + x);
                 }
             }
             State::Avg(c, sum) => {
-                *c += next().to_bits() as u32 as u64;
+                *c += next()?.to_bits() as u32 as u64;
                 sum.merge(v, rows)?;
             }
             State::Min(m) => {
-                let x = next().to_bits() as i64;
+                let x = next()?.to_bits() as i64;
                 if rows > 0 {
                     *m = Some(m.map_or(x, |p| p.min(x)));
                 }
             }
             State::Max(m) => {
-                let x = next().to_bits() as i64;
+                let x = next()?.to_bits() as i64;
                 if rows > 0 {
                     *m = Some(m.map_or(x, |p| p.max(x)));
                 }

@@ -3,10 +3,9 @@
 
 use crate::aggregate::{Aggregate, Groups};
 use crate::expr::{Expr, Node, Sql};
-use crate::keys::encode_keys;
+use crate::keys::{encode_keys, windows, Codes};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
-use datafusion::common::ScalarValue as Sv;
 use datafusion::error::{DataFusionError, Result};
 use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, ScalarType, ScalarValue, Type};
 use kiln::{Column, Combine, Context};
@@ -114,7 +113,7 @@ impl Fused {
     fn exprs(&self) -> impl Iterator<Item = &Expr> {
         self.filter
             .iter()
-            .chain(self.aggregates.iter().filter_map(|a| a.arg.as_ref()))
+            .chain(self.aggregates.iter().filter_map(|a| a.fun.arg()))
     }
 
     /// Runs `batch` through kiln on `ctx` and adds its groups' folds to `groups`.
@@ -124,17 +123,50 @@ impl Fused {
         batch: &RecordBatch,
         groups: &mut Groups<'_>,
     ) -> Result<()> {
-        let n = batch.num_rows();
-        if n == 0 {
+        if batch.num_rows() == 0 {
             return Ok(());
         }
-        let arrays: Vec<&ArrayRef> = self.inputs.iter().map(|(c, _)| batch.column(*c)).collect();
+        let arrays: Vec<ArrayRef> = self
+            .inputs
+            .iter()
+            .map(|(c, _)| batch.column(*c).clone())
+            .collect();
         if let Some(a) = arrays.iter().find(|a| a.null_count() > 0) {
             return Err(exec_error(format!(
                 "a column declared NOT NULL holds {} NULLs",
                 a.null_count()
             )));
         }
+        if self.keys.is_empty() {
+            for (_, row) in self.fold(ctx, batch.num_rows(), &arrays, None, groups)? {
+                groups.add(Vec::new(), row)?;
+            }
+            return Ok(());
+        }
+        let (codes, decode) = encode_keys(batch, &self.keys).map_err(exec_error)?;
+        for window in windows(&arrays, &codes, decode.len()).map_err(exec_error)? {
+            let (n, codes) = (window.codes.len(), Some(&window.codes));
+            for (code, row) in self.fold(ctx, n, &window.arrays, codes, groups)? {
+                let key = decode
+                    .get(window.base + code)
+                    .cloned()
+                    .ok_or_else(|| exec_error("a group key code out of range"))?;
+                groups.add(key, row)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds the `n` rows of `arrays` (the columns of [`Fused::inputs`]) as one kiln query:
+    /// as one row of folds without `codes`, else grouped by them, one (code, folds) per code.
+    fn fold(
+        &self,
+        ctx: &Context,
+        n: usize,
+        arrays: &[ArrayRef],
+        codes: Option<&Codes>,
+        groups: &Groups<'_>,
+    ) -> Result<Vec<(usize, Vec<ScalarValue>)>> {
         let mut held = Vec::with_capacity(arrays.len());
         let mut bounds = Vec::with_capacity(arrays.len());
         for (a, (_, sql)) in arrays.iter().zip(&self.inputs) {
@@ -145,22 +177,15 @@ impl Fused {
         for e in self.exprs() {
             e.bound(&bounds).map_err(exec_error)?;
         }
-        let (key_codes, decode) = match self.keys.is_empty() {
-            true => (None, Vec::new()),
-            false => {
-                let (codes, decode) = encode_keys(batch, &self.keys).map_err(exec_error)?;
-                (Some(codes), decode)
-            }
-        };
         let mut columns: Vec<Column<'_>> = Vec::new();
-        if let Some(codes) = &key_codes {
+        if let Some(codes) = codes {
             columns.push(codes.column());
         }
         columns.extend(held.iter().map(|h| match h {
             Held::Borrowed(c) => *c,
             Held::Owned(v) => Column::of(v),
         }));
-        let skip = key_codes.is_some() as usize;
+        let skip = codes.is_some() as usize;
         let inputs = &self.inputs;
         let mut q = ctx.from_columns(n, &columns);
         if let Some(f) = &self.filter {
@@ -168,37 +193,24 @@ impl Fused {
         }
         let folds = groups.folds();
         let identity = folds.identity();
-        let mut found = Vec::new();
-        match &key_codes {
-            None => {
-                let row = q
-                    .map(move |r| folds.values(&row_values(r, inputs, 0)))
-                    .fold(&identity, |a, b| folds.combine(a, b), Combine::AnyOrder)
-                    .map_err(exec_error)?;
-                found.push((Vec::new(), row));
-            }
-            Some(codes) => {
-                let grouped = q.group_by(codes.ty(), |r| r[0].clone());
-                let values = move |r: &[AnyVal]| folds.values(&row_values(r, inputs, 1));
-                let rows = match folds.all_adds() {
-                    true => grouped.sums(&identity, values),
-                    false => grouped.fold(&identity, values, |a, b| folds.combine(a, b)),
-                }
+        let values = move |r: &[AnyVal]| folds.values(&row_values(r, inputs, skip));
+        let Some(codes) = codes else {
+            let row = q
+                .map(values)
+                .fold(&identity, |a, b| folds.combine(a, b), Combine::AnyOrder)
                 .map_err(exec_error)?;
-                for mut row in rows {
-                    let code = row.remove(0).to_bits() as usize;
-                    let key: Vec<Sv> = decode
-                        .get(code)
-                        .cloned()
-                        .ok_or_else(|| exec_error("a group key code out of range"))?;
-                    found.push((key, row));
-                }
-            }
+            return Ok(vec![(0, row)]);
+        };
+        let grouped = q.group_by(codes.ty(), |r| r[0].clone());
+        let rows = match folds.all_adds() {
+            true => grouped.sums(&identity, values),
+            false => grouped.fold(&identity, values, |a, b| folds.combine(a, b)),
         }
-        for (key, row) in found {
-            groups.add(key, row)?;
-        }
-        Ok(())
+        .map_err(exec_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|mut row| (row.remove(0).to_bits() as usize, row))
+            .collect())
     }
 }
 

@@ -1,24 +1,43 @@
 //! Group keys on the host: each key column's distinct values get dense codes (in order of
-//! first appearance), and the codes of several columns combine into one small integer per
-//! row, which kiln's dense grouping folds by.
+//! first appearance), and the codes of several columns combine into one code per row. kiln's
+//! dense grouping folds at most [`WINDOW`] codes at once, so a batch with more groups is
+//! split into windows of codes, each folded apart.
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
 use datafusion::common::ScalarValue as Sv;
 use kiln::ir::ScalarType;
 use kiln::Column;
 use std::collections::HashMap;
+use std::hash::Hash;
 
-/// The most distinct key combinations one batch may hold (kiln's dense grouping).
-pub(crate) const MAX_GROUPS: usize = 1024;
+/// The most codes one dense grouping folds (kiln's dense plan).
+pub(crate) const WINDOW: usize = 1024;
 
-/// One code per row, as narrow as the number of groups allows.
+/// One code per row, as narrow as the number of codes allows.
 pub(crate) enum Codes {
     U8(Vec<u8>),
     U16(Vec<u16>),
 }
 
 impl Codes {
+    /// Codes below [`WINDOW`], narrowed.
+    fn narrow(codes: impl ExactSizeIterator<Item = u32>, count: usize) -> Codes {
+        match count <= 256 {
+            true => Codes::U8(codes.map(|c| c as u8).collect()),
+            false => Codes::U16(codes.map(|c| c as u16).collect()),
+        }
+    }
+
+    /// How many rows it codes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Codes::U8(v) => v.len(),
+            Codes::U16(v) => v.len(),
+        }
+    }
+
     pub(crate) fn column(&self) -> Column<'_> {
         match self {
             Codes::U8(v) => Column::of(v),
@@ -34,93 +53,221 @@ impl Codes {
     }
 }
 
+/// Dense codes for values in order of first appearance, remembering the row of each first.
+#[derive(Default)]
+struct Coder {
+    codes: Vec<u32>,
+    firsts: Vec<usize>,
+}
+
+impl Coder {
+    fn code<V: Hash + Eq>(&mut self, seen: &mut HashMap<V, u32>, value: V) {
+        let row = self.codes.len();
+        let next = self.firsts.len() as u32;
+        let code = *seen.entry(value).or_insert(next);
+        if code == next {
+            self.firsts.push(row);
+        }
+        self.codes.push(code);
+    }
+}
+
+/// The codes of a primitive column's values.
+fn code_primitive<T: ArrowPrimitiveType>(a: &ArrayRef, coder: &mut Coder)
+where
+    T::Native: Hash + Eq,
+{
+    let mut seen = HashMap::new();
+    for v in a.as_primitive::<T>().values() {
+        coder.code(&mut seen, *v);
+    }
+}
+
 /// A column's codes and the value of each code.
 fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
-    let mut codes = Vec::with_capacity(a.len());
-    let mut firsts: Vec<usize> = Vec::new();
-    if let DataType::Utf8View = a.data_type() {
-        // Strings of up to 12 bytes are their whole 16-byte view: equal views, equal strings.
-        let s = a.as_string_view();
-        let mut short: Vec<(u128, u32)> = Vec::new();
-        let mut long: HashMap<&str, u32> = HashMap::new();
-        for (row, view) in s.views().iter().enumerate() {
-            let code = if (*view as u32) <= 12 {
-                match short.iter().find(|(v, _)| v == view) {
-                    Some((_, c)) => *c,
-                    None => {
-                        firsts.push(row);
-                        let c = (firsts.len() - 1) as u32;
-                        short.push((*view, c));
-                        c
-                    }
+    let mut coder = Coder::default();
+    match a.data_type() {
+        DataType::Utf8View => {
+            // Strings of up to 12 bytes are their whole 16-byte view: equal views, equal strings.
+            let s = a.as_string_view();
+            let mut short: HashMap<u128, u32> = HashMap::new();
+            let mut long: HashMap<&str, u32> = HashMap::new();
+            for (row, view) in s.views().iter().enumerate() {
+                match (*view as u32) <= 12 {
+                    true => coder.code(&mut short, *view),
+                    false => coder.code(&mut long, s.value(row)),
                 }
-            } else {
-                let value = s.value(row);
-                *long.entry(value).or_insert_with(|| {
-                    firsts.push(row);
-                    (firsts.len() - 1) as u32
-                })
-            };
-            codes.push(code);
-            if firsts.len() > MAX_GROUPS {
-                return Err(format!("more than {MAX_GROUPS} group keys in one batch"));
             }
         }
-    } else {
-        let mut seen: HashMap<Sv, u32> = HashMap::new();
-        for row in 0..a.len() {
-            let v = Sv::try_from_array(a, row).map_err(|e| e.to_string())?;
-            let code = *seen.entry(v).or_insert_with(|| {
-                firsts.push(row);
-                (firsts.len() - 1) as u32
-            });
-            codes.push(code);
-            if firsts.len() > MAX_GROUPS {
-                return Err(format!("more than {MAX_GROUPS} group keys in one batch"));
+        DataType::Int8 => code_primitive::<adt::Int8Type>(a, &mut coder),
+        DataType::Int16 => code_primitive::<adt::Int16Type>(a, &mut coder),
+        DataType::Int32 => code_primitive::<adt::Int32Type>(a, &mut coder),
+        DataType::Int64 => code_primitive::<adt::Int64Type>(a, &mut coder),
+        DataType::UInt8 => code_primitive::<adt::UInt8Type>(a, &mut coder),
+        DataType::UInt16 => code_primitive::<adt::UInt16Type>(a, &mut coder),
+        DataType::UInt32 => code_primitive::<adt::UInt32Type>(a, &mut coder),
+        DataType::UInt64 => code_primitive::<adt::UInt64Type>(a, &mut coder),
+        DataType::Date32 => code_primitive::<adt::Date32Type>(a, &mut coder),
+        DataType::Decimal128(..) => code_primitive::<adt::Decimal128Type>(a, &mut coder),
+        _ => {
+            let mut seen = HashMap::new();
+            for row in 0..a.len() {
+                let v = Sv::try_from_array(a, row).map_err(|e| e.to_string())?;
+                coder.code(&mut seen, v);
             }
         }
     }
-    let values = firsts
+    let values = coder
+        .firsts
         .iter()
         .map(|&row| Sv::try_from_array(a, row).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    Ok((codes, values))
+    Ok((coder.codes, values))
 }
 
-/// Each row's group code over the key columns `keys` of `batch`, and each code's key
-/// values. Fails when the batch holds more than [`MAX_GROUPS`] combinations.
+/// Each row's group code over the key columns `keys` of `batch`, and each code's key values.
 pub(crate) fn encode_keys(
     batch: &RecordBatch,
     keys: &[usize],
-) -> Result<(Codes, Vec<Vec<Sv>>), String> {
+) -> Result<(Vec<u32>, Vec<Vec<Sv>>), String> {
     let n = batch.num_rows();
     let mut combined = vec![0u32; n];
     let mut decode: Vec<Vec<Sv>> = vec![Vec::new()];
     for &k in keys {
         let (codes, values) = encode_column(batch.column(k))?;
-        let width = values.len() as u32;
+        let width = values.len() as u64;
         // Renumbers the combinations seen so far with this column's codes, in order of
-        // first appearance (at most MAX_GROUPS squared pairs).
-        let mut seen = vec![u32::MAX; decode.len() * width as usize];
+        // first appearance.
+        let mut seen: HashMap<u64, u32> = HashMap::new();
         let mut next: Vec<Vec<Sv>> = Vec::new();
         for (c, code) in combined.iter_mut().zip(&codes) {
-            let pair = (*c * width + code) as usize;
-            if seen[pair] == u32::MAX {
-                let mut key = decode[pair / width as usize].clone();
-                key.push(values[pair % width as usize].clone());
+            let pair = *c as u64 * width + *code as u64;
+            *c = *seen.entry(pair).or_insert_with(|| {
+                let mut key = decode[(pair / width) as usize].clone();
+                key.push(values[(pair % width) as usize].clone());
                 next.push(key);
-                seen[pair] = (next.len() - 1) as u32;
-            }
-            *c = seen[pair];
-        }
-        if next.len() > MAX_GROUPS {
-            return Err(format!("more than {MAX_GROUPS} groups in one batch"));
+                (next.len() - 1) as u32
+            });
         }
         decode = next;
     }
-    let codes = match decode.len() <= 256 {
-        true => Codes::U8(combined.iter().map(|&c| c as u8).collect()),
-        false => Codes::U16(combined.iter().map(|&c| c as u16).collect()),
-    };
-    Ok((codes, decode))
+    Ok((combined, decode))
+}
+
+/// The rows of one window of codes: the columns (a batch's own, or its rows of the window
+/// gathered), each row's code less `base`, and `base`.
+pub(crate) struct Window {
+    pub(crate) arrays: Vec<ArrayRef>,
+    pub(crate) codes: Codes,
+    pub(crate) base: usize,
+}
+
+/// Splits the rows of `arrays`, whose codes are `codes` (of `count` distinct values), into
+/// windows of at most [`WINDOW`] codes. With at most that many codes, the one window is the
+/// columns themselves; otherwise the rows are gathered window by window (a counting sort).
+pub(crate) fn windows(
+    arrays: &[ArrayRef],
+    codes: &[u32],
+    count: usize,
+) -> Result<Vec<Window>, String> {
+    if count <= WINDOW {
+        return Ok(vec![Window {
+            arrays: arrays.to_vec(),
+            codes: Codes::narrow(codes.iter().copied(), count),
+            base: 0,
+        }]);
+    }
+    let windows = count.div_ceil(WINDOW);
+    let mut starts = vec![0u32; windows + 1];
+    for c in codes {
+        starts[*c as usize / WINDOW + 1] += 1;
+    }
+    for w in 0..windows {
+        starts[w + 1] += starts[w];
+    }
+    let mut next = starts.clone();
+    let mut order = vec![0u32; codes.len()];
+    for (row, c) in codes.iter().enumerate() {
+        let w = *c as usize / WINDOW;
+        order[next[w] as usize] = row as u32;
+        next[w] += 1;
+    }
+    let order = UInt32Array::from(order);
+    let gathered = arrays
+        .iter()
+        .map(|a| take(a, &order, None).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((0..windows)
+        .map(|w| {
+            let (start, end) = (starts[w] as usize, starts[w + 1] as usize);
+            let local = order.values()[start..end]
+                .iter()
+                .map(|&row| codes[row as usize] - (w * WINDOW) as u32);
+            Window {
+                arrays: gathered
+                    .iter()
+                    .map(|a| a.slice(start, end - start))
+                    .collect(),
+                codes: Codes::U16(local.map(|c| c as u16).collect()),
+                base: w * WINDOW,
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, StringViewArray};
+    use std::sync::Arc;
+
+    /// A batch of `n` rows keyed by (i64, string) with about `groups` combinations.
+    fn batch(n: usize, groups: u64) -> RecordBatch {
+        let ints: Int64Array = (0..n as u64)
+            .map(|i| ((i * 7919) % groups) as i64)
+            .collect();
+        let strings: StringViewArray = (0..n)
+            .map(|i| Some(["short", "a string longer than twelve bytes"][i % 2]))
+            .collect();
+        RecordBatch::try_from_iter([
+            ("k", Arc::new(ints) as ArrayRef),
+            ("s", Arc::new(strings) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn codes_name_each_rows_key_values() {
+        let b = batch(5000, 3000);
+        let (codes, decode) = encode_keys(&b, &[0, 1]).unwrap();
+        let mut want = std::collections::HashSet::new();
+        for (row, code) in codes.iter().enumerate() {
+            let key = &decode[*code as usize];
+            assert_eq!(key[0], Sv::try_from_array(b.column(0), row).unwrap());
+            assert_eq!(key[1], Sv::try_from_array(b.column(1), row).unwrap());
+            want.insert((key[0].clone(), key[1].clone()));
+        }
+        assert_eq!(decode.len(), want.len());
+    }
+
+    #[test]
+    fn windows_hold_every_row_once_with_codes_below_a_window() {
+        let b = batch(9000, 3000);
+        let (codes, decode) = encode_keys(&b, &[0]).unwrap();
+        let ws = windows(b.columns(), &codes, decode.len()).unwrap();
+        assert_eq!(ws.len(), decode.len().div_ceil(WINDOW));
+        let mut rows = 0;
+        for w in &ws {
+            let Codes::U16(local) = &w.codes else {
+                panic!("a window of gathered rows has 16-bit codes")
+            };
+            for (i, c) in local.iter().enumerate() {
+                assert!((*c as usize) < WINDOW);
+                let key = Sv::try_from_array(&w.arrays[0], i).unwrap();
+                assert_eq!(decode[w.base + *c as usize][0], key);
+            }
+            rows += local.len();
+        }
+        assert_eq!(rows, 9000);
+    }
 }

@@ -1,7 +1,7 @@
 //! [`KilnRule`]: finds DataFusion's partial aggregates over a filter and a projection and
 //! puts a [`KilnExec`] in their place.
 
-use crate::aggregate::{Aggregate, Kind};
+use crate::aggregate::{Aggregate, Fun, Kind};
 use crate::exec::{KilnDeclinedExec, KilnExec};
 use crate::expr::{translate, Expr, Node, Scoped, Sql};
 use crate::fused::{renumber, Fused};
@@ -26,9 +26,10 @@ use std::sync::Arc;
 /// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST`
 /// between numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns
 /// of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s); `SUM`, `COUNT`,
-/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on columns of any type with at most
-/// 1024 distinct combinations per batch (more fail the query). Integer and decimal results
-/// are exact: an expression whose bounds could overflow `i64` fails the query.
+/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on columns of any type, any number of
+/// groups (the host codes the keys; a batch of more than 1024 groups is folded as one kiln
+/// query per 1024 of them). Integer and decimal results are exact: an expression whose
+/// bounds could overflow `i64` fails the query.
 #[derive(Debug)]
 pub struct KilnRule {
     ctx: kiln::Context,
@@ -193,9 +194,9 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             .iter()
             .map(|f| f.data_type().clone())
             .collect();
+        let fun = Fun::new(kind, arg).ok_or_else(|| format!("{name} without an argument"))?;
         aggregates.push(Aggregate {
-            kind,
-            arg,
+            fun,
             state,
             text: a.name().to_string(),
         });
@@ -204,7 +205,7 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     let mut used = Vec::new();
     for e in predicate
         .iter()
-        .chain(aggregates.iter().filter_map(|a| a.arg.as_ref()))
+        .chain(aggregates.iter().filter_map(|a| a.fun.arg()))
     {
         e.inputs(&mut used);
     }
@@ -215,16 +216,13 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
         renumber(p, &position);
     }
     for a in &mut aggregates {
-        if let Some(arg) = &mut a.arg {
+        if let Some(arg) = a.fun.arg_mut() {
             renumber(arg, &position);
         }
     }
     let inputs = used
         .iter()
-        .map(|&i| match &scope_of(&schema, i) {
-            Ok(sql) => Ok((i, *sql)),
-            Err(t) => Err(t.clone()),
-        })
+        .map(|&i| Sql::of(schema.field(i).data_type()).map(|s| (i, s)))
         .collect::<std::result::Result<Vec<_>, String>>()?;
     let text = format!(
         "filter=[{}], group_by=[{}], aggr=[{}]",
@@ -250,11 +248,4 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
         aggregates,
     };
     Ok(KilnExec::new(input, fused, text, agg.schema(), ctx.clone()))
-}
-
-fn scope_of(
-    schema: &datafusion::arrow::datatypes::SchemaRef,
-    i: usize,
-) -> std::result::Result<Sql, String> {
-    Sql::of(schema.field(i).data_type())
 }
