@@ -53,6 +53,40 @@ impl Codes {
     }
 }
 
+/// The values seen so far and their codes: a short list while there are few (most
+/// groupings have a handful of keys, and a scan of a few beats hashing), a hash map past
+/// [`Seen::SHORT`].
+struct Seen<V> {
+    short: Vec<(V, u32)>,
+    map: HashMap<V, u32>,
+}
+
+impl<V: Hash + Eq + Copy> Seen<V> {
+    const SHORT: usize = 8;
+
+    fn new() -> Seen<V> {
+        Seen {
+            short: Vec::new(),
+            map: HashMap::new(),
+        }
+    }
+
+    /// `value`'s code, `next` when it is new.
+    fn code(&mut self, value: V, next: u32) -> u32 {
+        if self.map.is_empty() {
+            if let Some((_, c)) = self.short.iter().find(|(v, _)| *v == value) {
+                return *c;
+            }
+            if self.short.len() < Self::SHORT {
+                self.short.push((value, next));
+                return next;
+            }
+            self.map.extend(self.short.drain(..));
+        }
+        *self.map.entry(value).or_insert(next)
+    }
+}
+
 /// Dense codes for values in order of first appearance, remembering the row of each first.
 #[derive(Default)]
 struct Coder {
@@ -61,10 +95,10 @@ struct Coder {
 }
 
 impl Coder {
-    fn code<V: Hash + Eq>(&mut self, seen: &mut HashMap<V, u32>, value: V) {
+    fn code<V: Hash + Eq + Copy>(&mut self, seen: &mut Seen<V>, value: V) {
         let row = self.codes.len();
         let next = self.firsts.len() as u32;
-        let code = *seen.entry(value).or_insert(next);
+        let code = seen.code(value, next);
         if code == next {
             self.firsts.push(row);
         }
@@ -77,7 +111,7 @@ fn code_primitive<T: ArrowPrimitiveType>(a: &ArrayRef, coder: &mut Coder)
 where
     T::Native: Hash + Eq,
 {
-    let mut seen = HashMap::new();
+    let mut seen = Seen::new();
     for v in a.as_primitive::<T>().values() {
         coder.code(&mut seen, *v);
     }
@@ -90,8 +124,7 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
         DataType::Utf8View => {
             // Strings of up to 12 bytes are their whole 16-byte view: equal views, equal strings.
             let s = a.as_string_view();
-            let mut short: HashMap<u128, u32> = HashMap::new();
-            let mut long: HashMap<&str, u32> = HashMap::new();
+            let (mut short, mut long) = (Seen::new(), Seen::new());
             for (row, view) in s.views().iter().enumerate() {
                 match (*view as u32) <= 12 {
                     true => coder.code(&mut short, *view),
@@ -110,10 +143,16 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
         DataType::Date32 => code_primitive::<adt::Date32Type>(a, &mut coder),
         DataType::Decimal128(..) => code_primitive::<adt::Decimal128Type>(a, &mut coder),
         _ => {
-            let mut seen = HashMap::new();
+            // Other types by their `ScalarValue`s, hashed (not `Copy`, so not through `Seen`).
+            let mut seen: HashMap<Sv, u32> = HashMap::new();
             for row in 0..a.len() {
                 let v = Sv::try_from_array(a, row).map_err(|e| e.to_string())?;
-                coder.code(&mut seen, v);
+                let next = coder.firsts.len() as u32;
+                let code = *seen.entry(v).or_insert(next);
+                if code == next {
+                    coder.firsts.push(row);
+                }
+                coder.codes.push(code);
             }
         }
     }
@@ -130,21 +169,28 @@ pub(crate) fn encode_keys(
     batch: &RecordBatch,
     keys: &[usize],
 ) -> Result<(Vec<u32>, Vec<Vec<Sv>>), String> {
-    let n = batch.num_rows();
-    let mut combined = vec![0u32; n];
-    let mut decode: Vec<Vec<Sv>> = vec![Vec::new()];
-    for &k in keys {
-        let (codes, values) = encode_column(batch.column(k))?;
-        let width = values.len() as u64;
+    let mut columns = keys.iter().map(|&k| encode_column(batch.column(k)));
+    let Some(first) = columns.next() else {
+        return Ok((vec![0; batch.num_rows()], vec![Vec::new()]));
+    };
+    let (mut combined, values) = first?;
+    let mut decode: Vec<Vec<Sv>> = values.into_iter().map(|v| vec![v]).collect();
+    for column in columns {
+        let (codes, values) = column?;
+        let width = values.len();
         // Renumbers the combinations seen so far with this column's codes, in order of
-        // first appearance.
-        let mut seen: HashMap<u64, u32> = HashMap::new();
+        // first appearance: through a table of every pair while it is small, else hashed.
+        let pairs = decode.len() * width;
+        let mut table = match pairs <= 1 << 20 {
+            true => Pairs::Table(vec![u32::MAX; pairs]),
+            false => Pairs::Hashed(HashMap::new()),
+        };
         let mut next: Vec<Vec<Sv>> = Vec::new();
         for (c, code) in combined.iter_mut().zip(&codes) {
-            let pair = *c as u64 * width + *code as u64;
-            *c = *seen.entry(pair).or_insert_with(|| {
-                let mut key = decode[(pair / width) as usize].clone();
-                key.push(values[(pair % width) as usize].clone());
+            let pair = *c as usize * width + *code as usize;
+            *c = table.code(pair, || {
+                let mut key = decode[pair / width].clone();
+                key.push(values[pair % width].clone());
                 next.push(key);
                 (next.len() - 1) as u32
             });
@@ -152,6 +198,27 @@ pub(crate) fn encode_keys(
         decode = next;
     }
     Ok((combined, decode))
+}
+
+/// The codes of pairs of codes seen so far.
+enum Pairs {
+    Table(Vec<u32>),
+    Hashed(HashMap<usize, u32>),
+}
+
+impl Pairs {
+    /// `pair`'s code, from `new` when it has none yet.
+    fn code(&mut self, pair: usize, new: impl FnOnce() -> u32) -> u32 {
+        match self {
+            Pairs::Table(t) => {
+                if t[pair] == u32::MAX {
+                    t[pair] = new();
+                }
+                t[pair]
+            }
+            Pairs::Hashed(m) => *m.entry(pair).or_insert_with(new),
+        }
+    }
 }
 
 /// The rows of one window of codes: the columns (a batch's own, or its rows of the window
