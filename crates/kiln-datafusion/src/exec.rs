@@ -121,22 +121,21 @@ impl ExecutionPlan for KilnExec {
         let input_schema = self.input.schema();
         let partial = async move {
             let mut groups = Groups::new(&fused.aggregates);
-            // Batches are gathered into runs of at least RUN_ROWS rows: each kiln query then
-            // pays its launches and host passes over many rows.
+            // A grouping's batches are gathered into runs of at least RUN_ROWS rows: each of
+            // its kiln queries pays a pass for the key range and several launches. A fold
+            // without keys is one launch, and runs batch by batch, without the copy.
+            let run_rows = if fused.keys.is_empty() { 1 } else { RUN_ROWS };
             let (mut held, mut rows) = (Vec::new(), 0);
             while let Some(batch) = input.next().await {
                 let batch = batch?;
                 rows += batch.num_rows();
                 held.push(batch);
-                if rows >= RUN_ROWS {
-                    let run = concat_batches(&input_schema, &held)?;
-                    fused.run(&ctx, &run, &mut groups)?;
+                if rows >= run_rows {
+                    run_batches(&fused, &ctx, &input_schema, &held, &mut groups)?;
                     (held, rows) = (Vec::new(), 0);
                 }
             }
-            if rows > 0 {
-                fused.run(&ctx, &concat_batches(&input_schema, &held)?, &mut groups)?;
-            }
+            run_batches(&fused, &ctx, &input_schema, &held, &mut groups)?;
             if fused.keys.is_empty() {
                 groups.ensure(Vec::new());
             }
@@ -149,9 +148,24 @@ impl ExecutionPlan for KilnExec {
     }
 }
 
-/// The fewest rows one kiln query of a [`KilnExec`] runs over (fewer only at the end of its
-/// input): input batches (DataFusion's are 8,192 rows) are concatenated up to it.
+/// The fewest rows one grouping kiln query of a [`KilnExec`] runs over (fewer only at the
+/// end of its input): input batches (DataFusion's are 8,192 rows) are concatenated up to it.
 const RUN_ROWS: usize = 1 << 20;
+
+/// Runs the batches `held` (of `schema`) as one: the batch itself when there is one.
+fn run_batches(
+    fused: &Fused,
+    ctx: &kiln::Context,
+    schema: &SchemaRef,
+    held: &[RecordBatch],
+    groups: &mut Groups<'_>,
+) -> Result<()> {
+    match held {
+        [] => Ok(()),
+        [one] => fused.run(ctx, one, groups),
+        many => fused.run(ctx, &concat_batches(schema, many)?, groups),
+    }
+}
 
 /// The groups' rows as a batch of `schema`.
 fn partial_batch(schema: &SchemaRef, groups: &Groups<'_>) -> Result<RecordBatch> {

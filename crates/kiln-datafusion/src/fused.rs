@@ -52,19 +52,25 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             (Held::Borrowed(Column::bits(b.values(), b.offset())), None)
         }
         (Sql::Decimal(..), _) => {
-            let d = array.as_primitive::<adt::Decimal128Type>();
-            let mut out = Vec::with_capacity(d.len());
-            let mut most = 0i128;
-            for (row, v) in d.values().iter().enumerate() {
-                let x = i64::try_from(*v).map_err(|_| {
-                    exec_error(format!(
-                        "row {row} holds the decimal {v} (scaled), past i64"
-                    ))
-                })?;
-                most = most.max((*v).abs());
-                out.push(x);
+            // One pass without a branch per value (the columns are large, and the pass is
+            // bound by memory): a value fits when it survives the round trip through `i64`.
+            let d = array.as_primitive::<adt::Decimal128Type>().values();
+            let mut out = vec![0i64; d.len()];
+            let (mut fits, mut most) = (true, 0u64);
+            for (o, v) in out.iter_mut().zip(d.iter()) {
+                let x = *v as i64;
+                *o = x;
+                fits &= x as i128 == *v;
+                most = most.max(x.unsigned_abs());
             }
-            (Held::Owned(out), Some(most))
+            if !fits {
+                let v = d.iter().find(|v| i64::try_from(**v).is_err()).copied();
+                return Err(exec_error(format!(
+                    "a batch holds the decimal {} (scaled), past i64",
+                    v.unwrap_or_default()
+                )));
+            }
+            (Held::Owned(out), Some(most as i128))
         }
         (_, DataType::Int8) => exact::<adt::Int8Type>(array),
         (_, DataType::Int16) => exact::<adt::Int16Type>(array),

@@ -260,3 +260,50 @@ fn every_tpch_query_equals_datafusion() {
         assert_eq!(taken, want, "the TPC-H queries with a kiln operator");
     });
 }
+
+/// A session with one table `t` of a NOT NULL Decimal128(18, 0) column `d` holding `values`
+/// (Arrow does not check them against the precision: kiln must).
+fn decimal_session(kiln: Option<kiln::Context>, values: &[i128]) -> SessionContext {
+    use datafusion::arrow::array::Decimal128Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let mut builder = SessionStateBuilder::new().with_default_features();
+    if let Some(k) = kiln {
+        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k)));
+    }
+    let sql = SessionContext::new_with_state(builder.build());
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "d",
+        DataType::Decimal128(18, 0),
+        false,
+    )]));
+    let d = Decimal128Array::from(values.to_vec())
+        .with_precision_and_scale(18, 0)
+        .expect("a Decimal128(18, 0) array");
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(d)]).expect("a batch");
+    // Two partitions, so that DataFusion plans a partial aggregate.
+    let parts = vec![
+        vec![batch.slice(0, 1)],
+        vec![batch.slice(1, batch.num_rows() - 1)],
+    ];
+    let table = MemTable::try_new(schema, parts).expect("table t");
+    sql.register_table("t", Arc::new(table))
+        .expect("register t");
+    sql
+}
+
+#[test]
+fn decimals_past_i64_fail_and_those_within_sum_exactly() {
+    let kiln = || Some(kiln::Context::with_backend(kiln::BackendKind::Cpu).expect("the CPU"));
+    let query = "select sum(d), min(d), count(*) from t";
+    let past = [1, i64::MAX as i128 + 1, 2];
+    let plan = explain(&decimal_session(kiln(), &past), query);
+    assert!(plan.contains("KilnExec:"), "{plan}");
+    let e = run(&decimal_session(kiln(), &past), query).expect_err("a decimal past i64");
+    assert!(e.contains("kiln") && e.contains("past i64"), "{e}");
+    let most = 10i128.pow(18) - 1;
+    let within = [-most, 3, most - 7, -most / 2, most];
+    assert_eq!(
+        run(&decimal_session(kiln(), &within), query),
+        run(&decimal_session(None, &within), query)
+    );
+}
