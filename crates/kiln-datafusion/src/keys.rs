@@ -95,14 +95,19 @@ struct Coder {
 }
 
 impl Coder {
-    fn code<V: Hash + Eq + Copy>(&mut self, seen: &mut Seen<V>, value: V) {
-        let row = self.codes.len();
+    /// Codes the next row: `code_of` returns its value's code, or the code it is given (the
+    /// next unused one) when the value is new.
+    fn push(&mut self, code_of: impl FnOnce(u32) -> u32) {
         let next = self.firsts.len() as u32;
-        let code = seen.code(value, next);
+        let code = code_of(next);
         if code == next {
-            self.firsts.push(row);
+            self.firsts.push(self.codes.len());
         }
         self.codes.push(code);
+    }
+
+    fn code<V: Hash + Eq + Copy>(&mut self, seen: &mut Seen<V>, value: V) {
+        self.push(|next| seen.code(value, next));
     }
 }
 
@@ -147,12 +152,7 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
             let mut seen: HashMap<Sv, u32> = HashMap::new();
             for row in 0..a.len() {
                 let v = Sv::try_from_array(a, row).map_err(|e| e.to_string())?;
-                let next = coder.firsts.len() as u32;
-                let code = *seen.entry(v).or_insert(next);
-                if code == next {
-                    coder.firsts.push(row);
-                }
-                coder.codes.push(code);
+                coder.push(|next| *seen.entry(v).or_insert(next));
             }
         }
     }

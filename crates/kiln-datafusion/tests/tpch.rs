@@ -125,22 +125,34 @@ fn tables() -> &'static [(&'static str, Table)] {
     })
 }
 
-/// A session over TPC-H's tables, with the kiln rule on `kiln` when there is one.
-fn session(kiln: Option<kiln::Context>) -> SessionContext {
+/// A session over `tables` (name, schema, partitions), with the kiln rule on `kiln` when
+/// there is one.
+fn session_over(
+    kiln: Option<kiln::Context>,
+    tables: impl IntoIterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)>,
+) -> SessionContext {
     let mut builder = SessionStateBuilder::new().with_default_features();
     if let Some(k) = kiln {
         builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k)));
     }
     let sql = SessionContext::new_with_state(builder.build());
-    for (name, (schema, batches)) in tables() {
-        // Two partitions, as a 2-core machine's scan gives.
-        let half = batches.len().div_ceil(2);
-        let parts = vec![batches[..half].to_vec(), batches[half..].to_vec()];
-        let table = MemTable::try_new(schema.clone(), parts).expect("a TPC-H table");
-        sql.register_table(*name, Arc::new(table))
-            .expect("register a TPC-H table");
+    for (name, schema, parts) in tables {
+        let table = MemTable::try_new(schema, parts).expect("a table");
+        sql.register_table(name, Arc::new(table))
+            .expect("register a table");
     }
     sql
+}
+
+/// A session over TPC-H's tables, with the kiln rule on `kiln` when there is one.
+fn session(kiln: Option<kiln::Context>) -> SessionContext {
+    // Two partitions, as a 2-core machine's scan gives.
+    let halves = tables().iter().map(|(name, (schema, batches))| {
+        let half = batches.len().div_ceil(2);
+        let parts = vec![batches[..half].to_vec(), batches[half..].to_vec()];
+        (*name, schema.clone(), parts)
+    });
+    session_over(kiln, halves)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -266,11 +278,6 @@ fn every_tpch_query_equals_datafusion() {
 fn decimal_session(kiln: Option<kiln::Context>, values: &[i128]) -> SessionContext {
     use datafusion::arrow::array::Decimal128Array;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    let mut builder = SessionStateBuilder::new().with_default_features();
-    if let Some(k) = kiln {
-        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k)));
-    }
-    let sql = SessionContext::new_with_state(builder.build());
     let schema = Arc::new(Schema::new(vec![Field::new(
         "d",
         DataType::Decimal128(18, 0),
@@ -285,10 +292,7 @@ fn decimal_session(kiln: Option<kiln::Context>, values: &[i128]) -> SessionConte
         vec![batch.slice(0, 1)],
         vec![batch.slice(1, batch.num_rows() - 1)],
     ];
-    let table = MemTable::try_new(schema, parts).expect("table t");
-    sql.register_table("t", Arc::new(table))
-        .expect("register t");
-    sql
+    session_over(kiln, [("t", schema, parts)])
 }
 
 #[test]
