@@ -4,7 +4,9 @@
 //! Sums of integers and decimals are exact: each `i64` value is folded as two halves (its low
 //! 32 bits summed as `u64`, its high 32 bits summed as `i64`), which cannot wrap below 2^31
 //! rows, and put back together as an `i128` on the host, where batches are added with a
-//! check; a state past its type's precision is an error, never a wrong sum.
+//! check; a state past its type's precision is an error, never a wrong sum. A batch whose
+//! rows cannot take a sum past `i64` (its row count times the value's bound stays within
+//! `i64`) folds that sum whole, as one `i64`, and the host splits it into the two halves.
 
 use crate::expr::{bin, bitcast, cast, Expr, Sql};
 use datafusion::arrow::datatypes::DataType;
@@ -97,6 +99,8 @@ enum Part {
     Low(Expr),
     /// The sum of the high 32 bits of an exact value (arithmetic shift), as `i64`.
     High(Expr),
+    /// The sum of an exact value, as `i64`, in a batch whose rows cannot take it past `i64`.
+    Whole(Expr),
     /// The sum of a float value, as `f64`.
     Float(Expr),
     /// The least exact value, as `i64`.
@@ -110,7 +114,7 @@ impl Part {
         match self {
             Part::Rows => ScalarValue::U32(0),
             Part::Low(_) => ScalarValue::U64(0),
-            Part::High(_) => ScalarValue::I64(0),
+            Part::High(_) | Part::Whole(_) => ScalarValue::I64(0),
             Part::Float(_) => ScalarValue::F64(0.0),
             Part::Min(_) => ScalarValue::I64(i64::MAX),
             Part::Max(_) => ScalarValue::I64(i64::MIN),
@@ -134,7 +138,7 @@ impl Part {
                 op(BinaryOp::Shr, &v, &lit_value(ScalarValue::I64(32)))
             }
             Part::Float(e) => cast(&e.emit(cols), ScalarType::F64),
-            Part::Min(e) | Part::Max(e) => cast(&e.emit(cols), ScalarType::I64),
+            Part::Whole(e) | Part::Min(e) | Part::Max(e) => cast(&e.emit(cols), ScalarType::I64),
         }
     }
 
@@ -201,6 +205,25 @@ pub(crate) struct Folds {
     slots: Vec<Vec<usize>>,
 }
 
+/// Where a part of [`Folds`] comes from in the row of a batch's [`BatchFolds`].
+#[derive(Clone, Copy, Debug)]
+enum From {
+    /// The same part, at this position.
+    Same(usize),
+    /// The low half of the whole sum at this position.
+    LowOf(usize),
+    /// The high half of the whole sum at this position.
+    HighOf(usize),
+}
+
+/// The parts one batch folds: those of [`Folds`], with the exact sums that the batch's rows
+/// cannot take past `i64` folded whole.
+pub(crate) struct BatchFolds {
+    parts: Vec<Part>,
+    /// For each part of [`Folds`], where its value is in this batch's rows.
+    from: Vec<From>,
+}
+
 impl Folds {
     pub(crate) fn new(aggregates: &[Aggregate]) -> Folds {
         let mut parts = vec![Part::Rows];
@@ -227,6 +250,39 @@ impl Folds {
         Folds { parts, slots }
     }
 
+    /// The parts of a batch whose exact sums of an expression `e` fold whole where
+    /// `whole(e)`.
+    pub(crate) fn for_batch(&self, whole: impl Fn(&Expr) -> bool) -> BatchFolds {
+        let mut batch = BatchFolds {
+            parts: Vec::with_capacity(self.parts.len()),
+            from: Vec::with_capacity(self.parts.len()),
+        };
+        for p in &self.parts {
+            let from = match p {
+                Part::Low(e) if whole(e) => {
+                    batch.parts.push(Part::Whole(e.clone()));
+                    From::LowOf(batch.parts.len() - 1)
+                }
+                // A sum's high half follows its low half.
+                Part::High(e) if whole(e) => From::HighOf(batch.parts.len() - 1),
+                other => {
+                    batch.parts.push(other.clone());
+                    From::Same(batch.parts.len() - 1)
+                }
+            };
+            batch.from.push(from);
+        }
+        batch
+    }
+
+    /// Aggregate `i`'s folded values in `row`.
+    fn of<'r>(&self, i: usize, row: &'r [ScalarValue]) -> impl Iterator<Item = ScalarValue> + 'r {
+        let slots = self.slots[i].clone();
+        slots.into_iter().map(move |s| row[s])
+    }
+}
+
+impl BatchFolds {
     pub(crate) fn identity(&self) -> Vec<ScalarValue> {
         self.parts.iter().map(Part::identity).collect()
     }
@@ -252,10 +308,16 @@ impl Folds {
             .collect()
     }
 
-    /// Aggregate `i`'s folded values in `row`.
-    fn of<'r>(&self, i: usize, row: &'r [ScalarValue]) -> impl Iterator<Item = ScalarValue> + 'r {
-        let slots = self.slots[i].clone();
-        slots.into_iter().map(move |s| row[s])
+    /// A row of this batch's folds as a row of [`Folds`]: whole sums split into halves.
+    pub(crate) fn widen(&self, row: &[ScalarValue]) -> Vec<ScalarValue> {
+        self.from
+            .iter()
+            .map(|f| match *f {
+                From::Same(j) => row[j],
+                From::LowOf(j) => ScalarValue::U64(row[j].to_bits() & 0xffff_ffff),
+                From::HighOf(j) => ScalarValue::I64(row[j].to_bits() as i64 >> 32),
+            })
+            .collect()
     }
 }
 

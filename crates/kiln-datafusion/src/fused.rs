@@ -32,19 +32,55 @@ enum Held<'b> {
     Owned(Vec<i64>),
 }
 
-/// `array`'s values and their largest magnitude (for exact types).
+/// Integers whose magnitudes can be bounded in one branch-free pass that the compiler
+/// vectorizes.
+trait Rough: Copy {
+    /// The bits of every value's magnitude (less one, for negative values) or'ed together.
+    fn magnitude_bits(xs: &[Self]) -> u64;
+}
+
+macro_rules! rough {
+    (signed: $($t:ty => $u:ty),*) => {$(
+        impl Rough for $t {
+            fn magnitude_bits(xs: &[$t]) -> u64 {
+                xs.iter().fold(0, |acc: $u, x| acc | (x ^ (x >> (<$t>::BITS - 1))) as $u) as u64
+            }
+        }
+    )*};
+    (unsigned: $($t:ty),*) => {$(
+        impl Rough for $t {
+            fn magnitude_bits(xs: &[$t]) -> u64 {
+                xs.iter().fold(0, |acc: $t, x| acc | x) as u64
+            }
+        }
+    )*};
+}
+rough!(signed: i8 => u8, i16 => u16, i32 => u32, i64 => u64);
+rough!(unsigned: u8, u16, u32, u64);
+
+/// The power of two above the bits from [`Rough::magnitude_bits`]: a bound on every
+/// magnitude, at most twice the largest.
+fn power_above(bits: u64) -> i128 {
+    match bits {
+        0 => 0,
+        b => 1i128 << (64 - b.leading_zeros()),
+    }
+}
+
+/// `array`'s values and a bound on their magnitudes (for exact types), at most twice the
+/// largest: one pass each, since a batch's columns are read again by the kernel at once.
 fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
     fn prim<T: ArrowPrimitiveType>(a: &ArrayRef) -> &[T::Native] {
         a.as_primitive::<T>().values()
     }
-    /// An integer column, read in place, and its largest magnitude.
+    /// An integer column, read in place, and its bound.
     fn exact<'b, T: ArrowPrimitiveType>(a: &'b ArrayRef) -> (Held<'b>, Option<i128>)
     where
-        T::Native: kiln::ir::Scalar + Into<i128>,
+        T::Native: kiln::ir::Scalar + Rough,
     {
         let v = prim::<T>(a);
-        let most = v.iter().map(|x| (*x).into().abs()).max().unwrap_or(0);
-        (Held::Borrowed(Column::of(v)), Some(most))
+        let bound = power_above(T::Native::magnitude_bits(v));
+        (Held::Borrowed(Column::of(v)), Some(bound))
     }
     Ok(match (sql, array.data_type()) {
         (Sql::Bool, _) => {
@@ -52,25 +88,26 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             (Held::Borrowed(Column::bits(b.values(), b.offset())), None)
         }
         (Sql::Decimal(..), _) => {
-            // One pass without a branch per value (the columns are large, and the pass is
-            // bound by memory): a value fits when it survives the round trip through `i64`.
+            // Without a branch per value, in 64-bit lanes: a value fits in `i64` when its
+            // high half is its low half's sign (adding the sign bit gives 0), and then the
+            // low half xor the high one is its magnitude, less one when negative.
             let d = array.as_primitive::<adt::Decimal128Type>().values();
             let mut out = vec![0i64; d.len()];
-            let (mut fits, mut most) = (true, 0u64);
+            let (mut misfit, mut bits) = (0u64, 0u64);
             for (o, v) in out.iter_mut().zip(d.iter()) {
-                let x = *v as i64;
-                *o = x;
-                fits &= x as i128 == *v;
-                most = most.max(x.unsigned_abs());
+                let (lo, hi) = (*v as u64, (*v >> 64) as u64);
+                *o = lo as i64;
+                misfit |= hi.wrapping_add(lo >> 63);
+                bits |= lo ^ hi;
             }
-            if !fits {
+            if misfit != 0 {
                 let v = d.iter().find(|v| i64::try_from(**v).is_err()).copied();
                 return Err(exec_error(format!(
                     "a batch holds the decimal {} (scaled), past i64",
                     v.unwrap_or_default()
                 )));
             }
-            (Held::Owned(out), Some(most as i128))
+            (Held::Owned(out), Some(power_above(bits)))
         }
         (_, DataType::Int8) => exact::<adt::Int8Type>(array),
         (_, DataType::Int16) => exact::<adt::Int16Type>(array),
@@ -91,6 +128,36 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
         ),
         (_, other) => return Err(exec_error(format!("an input column of type {other}"))),
     })
+}
+
+/// The largest magnitude of `array`'s values, exactly (for exact types), when the bounds of
+/// [`hold`] are too rough to prove the expressions stay in range.
+fn largest_magnitude(array: &ArrayRef, held: &Held<'_>) -> Option<i128> {
+    fn most<T: ArrowPrimitiveType>(a: &ArrayRef) -> Option<i128>
+    where
+        T::Native: Into<i128>,
+    {
+        let v = a.as_primitive::<T>().values();
+        Some(v.iter().map(|x| (*x).into().abs()).max().unwrap_or(0))
+    }
+    match (held, array.data_type()) {
+        (Held::Owned(v), _) => Some(
+            v.iter()
+                .map(|x| x.unsigned_abs() as i128)
+                .max()
+                .unwrap_or(0),
+        ),
+        (_, DataType::Int8) => most::<adt::Int8Type>(array),
+        (_, DataType::Int16) => most::<adt::Int16Type>(array),
+        (_, DataType::Int32) => most::<adt::Int32Type>(array),
+        (_, DataType::Int64) => most::<adt::Int64Type>(array),
+        (_, DataType::UInt8) => most::<adt::UInt8Type>(array),
+        (_, DataType::UInt16) => most::<adt::UInt16Type>(array),
+        (_, DataType::UInt32) => most::<adt::UInt32Type>(array),
+        (_, DataType::UInt64) => most::<adt::UInt64Type>(array),
+        (_, DataType::Date32) => most::<adt::Date32Type>(array),
+        _ => None,
+    }
 }
 
 /// The row's input values as the expressions see them (booleans, read as bits, compared
@@ -180,9 +247,21 @@ impl Fused {
             held.push(h);
             bounds.push(b);
         }
-        for e in self.exprs() {
-            e.bound(&bounds).map_err(exec_error)?;
+        let in_range =
+            |bounds: &[Option<i128>]| self.exprs().try_for_each(|e| e.bound(bounds).map(drop));
+        if in_range(&bounds).is_err() {
+            bounds = arrays
+                .iter()
+                .zip(&held)
+                .map(|(a, h)| largest_magnitude(a, h))
+                .collect();
+            in_range(&bounds).map_err(exec_error)?;
         }
+        // A sum of `n` values that each stay within `bound` stays within `n * bound`.
+        let batch_folds = groups.folds().for_batch(|e| {
+            e.bound(&bounds)
+                .is_ok_and(|b| b.saturating_mul(n as i128) <= i64::MAX as i128)
+        });
         let mut columns: Vec<Column<'_>> = Vec::new();
         if let Some(codes) = codes {
             columns.push(codes.column());
@@ -197,7 +276,7 @@ impl Fused {
         if let Some(f) = &self.filter {
             q = q.filter(move |r| f.emit(&row_values(r, inputs, skip)).typed::<bool>());
         }
-        let folds = groups.folds();
+        let folds = &batch_folds;
         let identity = folds.identity();
         let values = move |r: &[AnyVal]| folds.values(&row_values(r, inputs, skip));
         let Some(codes) = codes else {
@@ -205,7 +284,7 @@ impl Fused {
                 .map(values)
                 .fold(&identity, |a, b| folds.combine(a, b), Combine::AnyOrder)
                 .map_err(exec_error)?;
-            return Ok(vec![(0, row)]);
+            return Ok(vec![(0, folds.widen(&row))]);
         };
         let grouped = q.group_by(codes.ty(), |r| r[0].clone());
         let rows = match folds.all_adds() {
@@ -215,7 +294,7 @@ impl Fused {
         .map_err(exec_error)?;
         Ok(rows
             .into_iter()
-            .map(|mut row| (row.remove(0).to_bits() as usize, row))
+            .map(|row| (row[0].to_bits() as usize, folds.widen(&row[1..])))
             .collect())
     }
 }

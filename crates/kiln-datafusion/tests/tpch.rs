@@ -305,9 +305,24 @@ fn decimals_past_i64_fail_and_those_within_sum_exactly() {
     let e = run(&decimal_session(kiln(), &past), query).expect_err("a decimal past i64");
     assert!(e.contains("kiln") && e.contains("past i64"), "{e}");
     let most = 10i128.pow(18) - 1;
+    // A batch of a few such values sums as one i64 (it cannot leave it); sixteen of them
+    // reach 1.6e19, past i64, and must sum as halves.
     let within = [-most, 3, most - 7, -most / 2, most];
+    let past_in_sum = [most; 16];
+    for values in [&within[..], &past_in_sum] {
+        assert_eq!(
+            run(&decimal_session(kiln(), values), query),
+            run(&decimal_session(None, values), query)
+        );
+    }
+    let sum = run(&decimal_session(kiln(), &past_in_sum), query).expect("the sum");
+    assert!(sum.contains("15999999999999999984"), "{sum}");
+    // 8 * 9e17 stays within i64; a bound twice the largest value would not.
+    let eight = "select sum(d + d + d + d + d + d + d + d) from t";
+    let near = [9 * 10i128.pow(17), 9 * 10i128.pow(17) - 1, -9 * 10i128.pow(17), 5];
     assert_eq!(
-        run(&decimal_session(kiln(), &within), query),
-        run(&decimal_session(None, &within), query)
+        run(&decimal_session(kiln(), &near), eight),
+        run(&decimal_session(None, &near), eight)
     );
+    assert!(explain(&decimal_session(kiln(), &near), eight).contains("KilnExec:"));
 }
