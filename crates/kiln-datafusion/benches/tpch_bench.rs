@@ -1,7 +1,8 @@
-//! TPC-H Q1 and Q6 over lineitem held in memory: DataFusion alone against DataFusion with
-//! kiln's rule on the best device present (`KILN_BACKEND` picks another), in one process,
-//! and, when `python3` has `duckdb`, `polars` and `tpchgen-cli`, DuckDB and Polars on the
-//! same data (`benches/tpch_engines.py`) in the same run.
+//! TPC-H Q1 and Q6 over lineitem, from batches held in memory and from Parquet files (one
+//! per partition, written by this run into the temporary folder and removed after): DataFusion
+//! alone against DataFusion with kiln's rule on the best device present (`KILN_BACKEND` picks
+//! another), in one process, and, when `python3` has `duckdb`, `polars` and `tpchgen-cli`,
+//! DuckDB and Polars on the same data in memory (`benches/tpch_engines.py`) in the same run.
 //!
 //! ```text
 //! cargo bench -p kiln-datafusion --bench tpch_bench -- [--sf 1] [--runs 5] [--no-python]
@@ -16,18 +17,35 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
-use datafusion::execution::SessionStateBuilder;
-use datafusion::prelude::SessionContext;
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use kiln_datafusion::KilnRule;
 use std::error::Error;
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 use tpchgen_arrow::RecordBatchIterator;
 
+#[path = "../tests/support/parquet.rs"]
+mod parquet_files;
+use parquet_files::write_parquet;
+
 const QUERIES: [(&str, &str); 2] = [
     ("Q1", include_str!("../tpch/q1.sql")),
     ("Q6", include_str!("../tpch/q6.sql")),
+];
+
+/// The columns of lineitem that Q1 and Q6 read: the only ones held, so that SF 10 (60
+/// million rows) fits in memory. Every engine scans just these either way.
+const COLUMNS: [&str; 7] = [
+    "l_quantity",
+    "l_extendedprice",
+    "l_discount",
+    "l_tax",
+    "l_returnflag",
+    "l_linestatus",
+    "l_shipdate",
 ];
 
 /// The command line: scale factor, timed runs, whether to run the Python engines.
@@ -65,6 +83,15 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// DataFusion's default session state, with kiln's rule when `kiln` is.
+fn state(kiln: Option<&kiln::Context>) -> SessionState {
+    let mut builder = SessionStateBuilder::new().with_default_features();
+    if let Some(k) = kiln {
+        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k.clone())));
+    }
+    builder.build()
+}
+
 /// A session over lineitem split into `parts` partitions, with kiln's rule when `kiln` is.
 fn session(
     schema: &SchemaRef,
@@ -72,17 +99,28 @@ fn session(
     parts: usize,
     kiln: Option<&kiln::Context>,
 ) -> datafusion::error::Result<SessionContext> {
-    let mut builder = SessionStateBuilder::new().with_default_features();
-    if let Some(k) = kiln {
-        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k.clone())));
-    }
-    let sql = SessionContext::new_with_state(builder.build());
+    let sql = SessionContext::new_with_state(state(kiln));
     let per = batches.len().div_ceil(parts).max(1);
     let partitions = batches.chunks(per).map(|c| c.to_vec()).collect();
     sql.register_table(
         "lineitem",
         Arc::new(MemTable::try_new(schema.clone(), partitions)?),
     )?;
+    Ok(sql)
+}
+
+/// A session over lineitem read from the Parquet files in `dir` (from [`write_parquet`]), with kiln's rule when
+/// `kiln` is.
+async fn parquet_session(
+    dir: &Path,
+    kiln: Option<&kiln::Context>,
+) -> datafusion::error::Result<SessionContext> {
+    let sql = SessionContext::new_with_state(state(kiln));
+    let path = dir.to_str().ok_or_else(|| {
+        datafusion::error::DataFusionError::Plan(format!("{} is not UTF-8", dir.display()))
+    })?;
+    sql.register_parquet("lineitem", path, ParquetReadOptions::default())
+        .await?;
     Ok(sql)
 }
 
@@ -139,12 +177,19 @@ fn main() -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
     let generator = tpchgen::generators::LineItemGenerator::new(args.sf, 1, 1);
     let batches = tpchgen_arrow::LineItemArrow::new(generator);
-    let schema = batches.schema().clone();
-    let batches: Vec<RecordBatch> = batches.collect();
+    let columns = COLUMNS
+        .iter()
+        .map(|c| batches.schema().index_of(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema = Arc::new(batches.schema().project(&columns)?);
+    let batches = batches
+        .map(|b| b.project(&columns))
+        .collect::<Result<Vec<RecordBatch>, _>>()?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     println!(
-        "lineitem at SF {}: {rows} rows in memory, {} partitions (generated in {:.1} s)",
+        "lineitem at SF {}: {rows} rows of {} columns in memory, {} partitions (generated in {:.1} s)",
         args.sf,
+        COLUMNS.len(),
         cores,
         start.elapsed().as_secs_f64()
     );
@@ -157,29 +202,46 @@ fn main() -> Result<(), Box<dyn Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cores)
         .build()?;
-    let alone = session(&schema, &batches, cores, None)?;
-    let with = session(&schema, &batches, cores, Some(&kiln))?;
+    let dir = std::env::temp_dir().join(format!("kiln-tpch-bench-sf{}", args.sf));
+    write_parquet(&dir, &schema, &batches, cores)?;
+    let sources = [
+        (
+            "memory",
+            session(&schema, &batches, cores, None)?,
+            session(&schema, &batches, cores, Some(&kiln))?,
+        ),
+        (
+            "parquet",
+            runtime.block_on(parquet_session(&dir, None))?,
+            runtime.block_on(parquet_session(&dir, Some(&kiln)))?,
+        ),
+    ];
     println!(
-        "{:<4} {:>22} {:>22} {:>10}",
+        "{:<11} {:>22} {:>22} {:>10}",
         "", "DataFusion (cold/med)", "+kiln (cold/med)", "ratio"
     );
     for (name, query) in QUERIES {
-        let (theirs, want) = runtime.block_on(time(&alone, query, args.runs))?;
-        let (ours, got) = runtime.block_on(time(&with, query, args.runs))?;
-        if got != want {
-            return Err(
-                format!("{name}: kiln's answer\n{got}\ndiffers from DataFusion's\n{want}").into(),
+        for (source, alone, with) in &sources {
+            let (theirs, want) = runtime.block_on(time(alone, query, args.runs))?;
+            let (ours, got) = runtime.block_on(time(with, query, args.runs))?;
+            if got != want {
+                return Err(format!(
+                    "{name} from {source}: kiln's answer\n{got}\ndiffers from DataFusion's\n{want}"
+                )
+                .into());
+            }
+            println!(
+                "{:<11} {:>10.1} {:>11.1} {:>10.1} {:>11.1} {:>9.2}x",
+                format!("{name} {source}"),
+                theirs.cold,
+                theirs.median,
+                ours.cold,
+                ours.median,
+                theirs.median / ours.median
             );
         }
-        println!(
-            "{name:<4} {:>10.1} {:>11.1} {:>10.1} {:>11.1} {:>9.2}x",
-            theirs.cold,
-            theirs.median,
-            ours.cold,
-            ours.median,
-            theirs.median / ours.median
-        );
     }
+    std::fs::remove_dir_all(&dir)?;
     if args.python {
         match python_engines(&args) {
             Ok(lines) => print!("{lines}"),

@@ -88,7 +88,6 @@ impl<V: Hash + Eq + Copy> Seen<V> {
 }
 
 /// Dense codes for values in order of first appearance, remembering the row of each first.
-#[derive(Default)]
 struct Coder {
     codes: Vec<u32>,
     firsts: Vec<usize>,
@@ -124,7 +123,10 @@ where
 
 /// A column's codes and the value of each code.
 fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
-    let mut coder = Coder::default();
+    let mut coder = Coder {
+        codes: Vec::with_capacity(a.len()),
+        firsts: Vec::new(),
+    };
     match a.data_type() {
         DataType::Utf8View => {
             // Strings of up to 12 bytes are their whole 16-byte view: equal views, equal strings.

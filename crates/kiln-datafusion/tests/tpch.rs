@@ -16,6 +16,10 @@ use kiln_datafusion::KilnRule;
 use std::sync::{Arc, Mutex, OnceLock};
 use tpchgen_arrow::RecordBatchIterator;
 
+#[path = "support/parquet.rs"]
+mod parquet_files;
+use parquet_files::write_parquet;
+
 const Q1: &str = include_str!("../tpch/q1.sql");
 const Q6: &str = include_str!("../tpch/q6.sql");
 
@@ -194,8 +198,13 @@ fn datafusion_answer(query: &str) -> String {
 /// of decimals need them; counts do not); `needs_i64` says it must. Returns whether it gave
 /// the answer.
 fn same_answer_or_64(query: &str, needs_i64: bool) -> bool {
-    let want = datafusion_answer(query);
     let got = run(&session(Some(ctx())), query);
+    answer_or_64(&datafusion_answer(query), got, query, needs_i64)
+}
+
+/// Checks kiln's answer `got` to `query` against DataFusion's `want` as
+/// [`same_answer_or_64`] does.
+fn answer_or_64(want: &str, got: Result<String, String>, query: &str, needs_i64: bool) -> bool {
     match (has_i64(), got) {
         (false, Err(e)) => {
             assert!(e.contains("kiln") && e.contains("64"), "{e}");
@@ -206,7 +215,7 @@ fn same_answer_or_64(query: &str, needs_i64: bool) -> bool {
                 i64 || !needs_i64,
                 "64-bit sums on a backend without 64-bit integers"
             );
-            assert_eq!(got.as_deref(), Ok(want.as_str()), "{query}");
+            assert_eq!(got.as_deref(), Ok(want), "{query}");
             true
         }
     }
@@ -227,6 +236,37 @@ fn q1_and_q6_run_in_kiln_and_equal_datafusion() {
             same_answer(q);
         }
     });
+}
+
+/// A session over lineitem read from the Parquet files in `dir`, with the kiln rule on
+/// `kiln` when there is one.
+fn parquet_session(kiln: Option<kiln::Context>, dir: &std::path::Path) -> SessionContext {
+    let sql = session_over(kiln, []);
+    let path = dir.to_str().expect("a UTF-8 temporary folder");
+    runtime()
+        .block_on(sql.register_parquet("lineitem", path, Default::default()))
+        .expect("register the Parquet files");
+    sql
+}
+
+#[test]
+fn q1_and_q6_from_parquet_run_in_kiln_and_equal_datafusion() {
+    let (_, (schema, batches)) = tables()
+        .iter()
+        .find(|(name, _)| *name == "lineitem")
+        .expect("lineitem");
+    let dir = std::env::temp_dir().join(format!("kiln-tpch-parquet-{}", std::process::id()));
+    write_parquet(&dir, schema, batches, 2).expect("write lineitem as Parquet");
+    every_backend(|| {
+        for q in [Q1, Q6] {
+            let plan = explain(&parquet_session(Some(ctx()), &dir), q);
+            assert!(plan.contains("KilnExec:"), "{plan}");
+            assert!(plan.contains("parquet"), "{plan}");
+            let want = run(&parquet_session(None, &dir), q).expect("DataFusion alone");
+            answer_or_64(&want, run(&parquet_session(Some(ctx()), &dir), q), q, true);
+        }
+    });
+    std::fs::remove_dir_all(&dir).expect("remove the Parquet files");
 }
 
 #[test]
@@ -319,7 +359,12 @@ fn decimals_past_i64_fail_and_those_within_sum_exactly() {
     assert!(sum.contains("15999999999999999984"), "{sum}");
     // 8 * 9e17 stays within i64; a bound twice the largest value would not.
     let eight = "select sum(d + d + d + d + d + d + d + d) from t";
-    let near = [9 * 10i128.pow(17), 9 * 10i128.pow(17) - 1, -9 * 10i128.pow(17), 5];
+    let near = [
+        9 * 10i128.pow(17),
+        9 * 10i128.pow(17) - 1,
+        -9 * 10i128.pow(17),
+        5,
+    ];
     assert_eq!(
         run(&decimal_session(kiln(), &near), eight),
         run(&decimal_session(None, &near), eight)
