@@ -326,13 +326,9 @@ fn total_order(x: &AnyVal, ft: ScalarType) -> AnyVal {
 pub(crate) enum Scoped {
     /// A value kiln computes.
     Value(Expr),
-    /// A column kiln cannot compute with: input column `column` of the operator's input,
-    /// `why` not, and whether a grouping may still name it (a NOT NULL string may).
-    Opaque {
-        column: usize,
-        why: String,
-        groupable: bool,
-    },
+    /// A column kiln cannot compute with, `why` not, and whether a grouping may still name
+    /// it (a NOT NULL string may, and so may a key the host computes).
+    Opaque { why: String, groupable: bool },
 }
 
 /// Translates `e` (over a schema whose columns are `scope`) or says why not.

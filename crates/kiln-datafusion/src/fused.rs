@@ -7,8 +7,10 @@ use crate::keys::{encode_keys, windows, Codes};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_expr::PhysicalExpr;
 use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, ScalarType, ScalarValue, Type};
 use kiln::{Column, Combine, Context};
+use std::sync::Arc;
 
 /// A filter and a partial aggregate, over the input columns `inputs`.
 #[derive(Debug)]
@@ -16,8 +18,9 @@ pub(crate) struct Fused {
     /// The input batch's columns kiln reads, in the order the expressions number them.
     pub(crate) inputs: Vec<(usize, Sql)>,
     pub(crate) filter: Option<Expr>,
-    /// The input batch's columns the rows are grouped by.
-    pub(crate) keys: Vec<usize>,
+    /// The group keys, computed by DataFusion on the host from the input batch (its
+    /// columns, or `date_part` of them).
+    pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
     pub(crate) aggregates: Vec<Aggregate>,
 }
 
@@ -216,7 +219,12 @@ impl Fused {
             }
             return Ok(());
         }
-        let (codes, decode) = encode_keys(batch, &self.keys).map_err(exec_error)?;
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| k.evaluate(batch)?.into_array(batch.num_rows()))
+            .collect::<Result<Vec<_>>>()?;
+        let (codes, decode) = encode_keys(&keys, batch.num_rows()).map_err(exec_error)?;
         for window in windows(&arrays, &codes, decode.len()).map_err(exec_error)? {
             let (n, codes) = (window.codes.len(), Some(&window.codes));
             for (code, row) in self.fold(ctx, n, &window.arrays, codes, groups)? {

@@ -3,7 +3,7 @@
 //! dense grouping folds at most [`WINDOW`] codes at once, so a batch with more groups is
 //! split into windows of codes, each folded apart.
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
 use datafusion::common::ScalarValue as Sv;
@@ -166,14 +166,22 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
     Ok((coder.codes, values))
 }
 
-/// Each row's group code over the key columns `keys` of `batch`, and each code's key values.
+/// Each row's group code over the key columns `keys` (of `rows` rows each, without NULLs),
+/// and each code's key values.
 pub(crate) fn encode_keys(
-    batch: &RecordBatch,
-    keys: &[usize],
+    keys: &[ArrayRef],
+    rows: usize,
 ) -> Result<(Vec<u32>, Vec<Vec<Sv>>), String> {
-    let mut columns = keys.iter().map(|&k| encode_column(batch.column(k)));
+    if let Some(k) = keys.iter().find(|k| k.null_count() > 0 || k.len() != rows) {
+        return Err(format!(
+            "a group key of {} values, {} NULL, for {rows} rows",
+            k.len(),
+            k.null_count()
+        ));
+    }
+    let mut columns = keys.iter().map(encode_column);
     let Some(first) = columns.next() else {
-        return Ok((vec![0; batch.num_rows()], vec![Vec::new()]));
+        return Ok((vec![0; rows], vec![Vec::new()]));
     };
     let (mut combined, values) = first?;
     let mut decode: Vec<Vec<Sv>> = values.into_iter().map(|v| vec![v]).collect();
@@ -287,7 +295,7 @@ pub(crate) fn windows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Int64Array, StringViewArray};
+    use datafusion::arrow::array::{Int64Array, RecordBatch, StringViewArray};
     use std::sync::Arc;
 
     /// A batch of `n` rows keyed by (i64, string) with about `groups` combinations.
@@ -308,7 +316,7 @@ mod tests {
     #[test]
     fn codes_name_each_rows_key_values() {
         let b = batch(5000, 3000);
-        let (codes, decode) = encode_keys(&b, &[0, 1]).unwrap();
+        let (codes, decode) = encode_keys(b.columns(), b.num_rows()).unwrap();
         let mut want = std::collections::HashSet::new();
         for (row, code) in codes.iter().enumerate() {
             let key = &decode[*code as usize];
@@ -322,7 +330,7 @@ mod tests {
     #[test]
     fn windows_hold_every_row_once_with_codes_below_a_window() {
         let b = batch(9000, 3000);
-        let (codes, decode) = encode_keys(&b, &[0]).unwrap();
+        let (codes, decode) = encode_keys(&b.columns()[..1], b.num_rows()).unwrap();
         let ws = windows(b.columns(), &codes, decode.len()).unwrap();
         assert_eq!(ws.len(), decode.len().div_ceil(WINDOW));
         let mut rows = 0;

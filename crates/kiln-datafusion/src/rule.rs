@@ -9,6 +9,7 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
@@ -26,9 +27,10 @@ use std::sync::Arc;
 /// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST`
 /// between numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns
 /// of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s); `SUM`, `COUNT`,
-/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on columns of any type, any number of
-/// groups (the host codes the keys; a batch of more than 1024 groups is folded as one kiln
-/// query per 1024 of them). Integer and decimal results are exact: an expression whose
+/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on
+/// `date_part`/`extract` of them (DataFusion computes those keys on the host), any number
+/// of groups (the host codes the keys; a batch of more than 1024 groups is folded as one
+/// kiln query per 1024 of them). Integer and decimal results are exact: an expression whose
 /// bounds could overflow `i64` fails the query.
 #[derive(Debug)]
 pub struct KilnRule {
@@ -73,6 +75,35 @@ impl PhysicalOptimizerRule for KilnRule {
 }
 
 /// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
+/// `e` (over the columns whose host expressions are `host`) as an expression over the
+/// operator's input that DataFusion computes on the host for every row without failing and
+/// without NULLs: a NOT NULL column, a literal, or `date_part` of them (TPC-H's
+/// `extract(year from ...)` keys). Computed before the filter, on rows it may drop, so
+/// nothing that can fail (a cast, a division) qualifies.
+fn on_host(
+    e: &Arc<dyn PhysicalExpr>,
+    host: &[Option<Arc<dyn PhysicalExpr>>],
+) -> Option<Arc<dyn PhysicalExpr>> {
+    if let Some(c) = e.downcast_ref::<Column>() {
+        return host.get(c.index()).cloned().flatten();
+    }
+    if e.downcast_ref::<Literal>()
+        .is_some_and(|l| !l.value().is_null())
+    {
+        return Some(e.clone());
+    }
+    let f = e.downcast_ref::<ScalarFunctionExpr>()?;
+    if f.name() != "date_part" {
+        return None;
+    }
+    let args = f
+        .args()
+        .iter()
+        .map(|a| on_host(a, host))
+        .collect::<Option<Vec<_>>>()?;
+    e.clone().with_new_children(args).ok()
+}
+
 fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExec, String> {
     let group = agg.group_expr();
     if !group.is_single() {
@@ -92,6 +123,16 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     }
     let input = node.clone();
     let schema = input.schema();
+    // What DataFusion computes on the host from the operator's input, for each column in
+    // scope (the NOT NULL columns; [`on_host`] adds computed ones): group keys.
+    let mut host: Vec<Option<Arc<dyn PhysicalExpr>>> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (!f.is_nullable()).then(|| Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>)
+        })
+        .collect();
     let mut scope: Vec<Scoped> = schema
         .fields()
         .iter()
@@ -102,12 +143,10 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
                 sql,
             }),
             (true, _) => Scoped::Opaque {
-                column: i,
                 why: format!("nullable ({})", f.data_type()),
                 groupable: false,
             },
             (false, Err(t)) => Scoped::Opaque {
-                column: i,
                 why: format!("of {t}"),
                 groupable: true,
             },
@@ -122,40 +161,49 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
         predicate = Some(p);
         if let Some(keep) = f.projection() {
             scope = keep.iter().map(|&i| scope[i].clone()).collect();
+            host = keep.iter().map(|&i| host[i].clone()).collect();
         }
     }
     if let Some(p) = projection {
-        scope = p
-            .expr()
-            .iter()
-            .map(|pe| match pe.expr.downcast_ref::<Column>() {
-                Some(c) => Ok(scope[c.index()].clone()),
-                None => translate(&pe.expr, &scope).map(Scoped::Value),
-            })
-            .collect::<std::result::Result<_, String>>()?;
+        let mut projected = Vec::with_capacity(p.expr().len());
+        for pe in p.expr() {
+            let on_host = on_host(&pe.expr, &host);
+            let scoped = match pe.expr.downcast_ref::<Column>() {
+                Some(c) => scope[c.index()].clone(),
+                None => match translate(&pe.expr, &scope) {
+                    Ok(v) => Scoped::Value(v),
+                    // A value only the host computes may still be a group key.
+                    Err(why) if on_host.is_some() => Scoped::Opaque {
+                        why: format!("computed on the host ({why})"),
+                        groupable: true,
+                    },
+                    Err(why) => return Err(why),
+                },
+            };
+            projected.push((scoped, on_host));
+        }
+        (scope, host) = projected.into_iter().unzip();
     }
     let keys = group
         .expr()
         .iter()
         .map(|(e, name)| {
-            let c = e
-                .downcast_ref::<Column>()
-                .ok_or_else(|| format!("GROUP BY on the expression {e}"))?;
-            match &scope[c.index()] {
-                Scoped::Opaque {
-                    column,
-                    groupable: true,
-                    ..
-                } => Ok(*column),
-                Scoped::Value(Expr {
-                    node: Node::Input(i),
-                    ..
-                }) => Ok(*i),
-                Scoped::Opaque { why, .. } => Err(format!("GROUP BY {name}, which is {why}")),
-                Scoped::Value(_) => Err(format!("GROUP BY on the computed column {name}")),
+            let Some(c) = e.downcast_ref::<Column>() else {
+                return on_host(e, &host).ok_or_else(|| format!("GROUP BY on the expression {e}"));
+            };
+            match (&scope[c.index()], &host[c.index()]) {
+                (
+                    Scoped::Opaque {
+                        why,
+                        groupable: false,
+                    },
+                    _,
+                ) => Err(format!("GROUP BY {name}, which is {why}")),
+                (_, Some(key)) => Ok(key.clone()),
+                (_, None) => Err(format!("GROUP BY on the computed column {name}")),
             }
         })
-        .collect::<std::result::Result<Vec<usize>, String>>()?;
+        .collect::<std::result::Result<Vec<_>, String>>()?;
     let mut aggregates = Vec::new();
     for a in agg.aggr_expr() {
         let name = a.fun().name().to_lowercase();
