@@ -12,11 +12,21 @@ use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, ScalarType, ScalarValue, T
 use kiln::{Column, Combine, Context};
 use std::sync::Arc;
 
+/// Where a column kiln reads comes from.
+#[derive(Debug, Clone)]
+pub(crate) enum Source {
+    /// The input batch's column.
+    Column(usize),
+    /// A predicate DataFusion computes on the host from the input batch (a comparison of
+    /// strings), read as booleans.
+    Host(Arc<dyn PhysicalExpr>),
+}
+
 /// A filter and a partial aggregate, over the input columns `inputs`.
 #[derive(Debug)]
 pub(crate) struct Fused {
-    /// The input batch's columns kiln reads, in the order the expressions number them.
-    pub(crate) inputs: Vec<(usize, Sql)>,
+    /// The columns kiln reads, in the order the expressions number them.
+    pub(crate) inputs: Vec<(Source, Sql)>,
     pub(crate) filter: Option<Expr>,
     /// The group keys, computed by DataFusion on the host from the input batch (its
     /// columns, or `date_part` of them).
@@ -165,7 +175,7 @@ fn largest_magnitude(array: &ArrayRef, held: &Held<'_>) -> Option<i128> {
 
 /// The row's input values as the expressions see them (booleans, read as bits, compared
 /// with 0), after the key column when there is one.
-fn row_values(r: &[AnyVal], inputs: &[(usize, Sql)], skip: usize) -> Vec<AnyVal> {
+fn row_values(r: &[AnyVal], inputs: &[(Source, Sql)], skip: usize) -> Vec<AnyVal> {
     r[skip..]
         .iter()
         .zip(inputs)
@@ -202,11 +212,14 @@ impl Fused {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let arrays: Vec<ArrayRef> = self
+        let arrays = self
             .inputs
             .iter()
-            .map(|(c, _)| batch.column(*c).clone())
-            .collect();
+            .map(|(source, _)| match source {
+                Source::Column(c) => Ok(batch.column(*c).clone()),
+                Source::Host(e) => e.evaluate(batch)?.into_array(batch.num_rows()),
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
         if let Some(a) = arrays.iter().find(|a| a.null_count() > 0) {
             return Err(exec_error(format!(
                 "a column declared NOT NULL holds {} NULLs",

@@ -4,11 +4,13 @@
 use crate::aggregate::{Aggregate, Fun, Kind};
 use crate::exec::{KilnDeclinedExec, KilnExec};
 use crate::expr::{translate, Expr, Node, Scoped, Sql};
-use crate::fused::{renumber, Fused};
+use crate::fused::{renumber, Fused, Source};
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::ScalarValue as Sv;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, LikeExpr, Literal};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -24,14 +26,16 @@ use std::sync::Arc;
 /// under a [`KilnDeclinedExec`] that says why in EXPLAIN.
 ///
 /// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
-/// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST`
-/// between numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns
-/// of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s); `SUM`, `COUNT`,
-/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on
-/// `date_part`/`extract` of them (DataFusion computes those keys on the host), any number
-/// of groups (the host codes the keys; a batch of more than 1024 groups is folded as one
-/// kiln query per 1024 of them). Integer and decimal results are exact: an expression whose
-/// bounds could overflow `i64` fails the query.
+/// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST` between
+/// numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns of
+/// integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), and comparisons of
+/// NOT NULL strings (`=`, `<>`, `<`, ..., `LIKE`, `IN`), which DataFusion computes on the
+/// host for each batch and kiln reads as booleans; `SUM`, `COUNT`, `MIN`, `MAX` (not of
+/// floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on `date_part`/`extract`
+/// and `substr` of them (DataFusion computes those keys on the host), any number of groups
+/// (the host codes the keys; a batch of more than 1024 groups is folded as one kiln query
+/// per 1024 of them). Integer and decimal results are exact: an expression whose bounds
+/// could overflow `i64` fails the query.
 #[derive(Debug)]
 pub struct KilnRule {
     ctx: kiln::Context,
@@ -77,8 +81,9 @@ impl PhysicalOptimizerRule for KilnRule {
 /// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
 /// `e` (over the columns whose host expressions are `host`) as an expression over the
 /// operator's input that DataFusion computes on the host for every row without failing and
-/// without NULLs: a NOT NULL column, a literal, or `date_part` of them (TPC-H's
-/// `extract(year from ...)` keys). Computed before the filter, on rows it may drop, so
+/// without NULLs: a NOT NULL column, a literal, or `date_part` or `substr` (with a literal
+/// length of at least 0) of them (TPC-H's `extract(year from ...)` and
+/// `substring(c_phone from 1 for 2)` keys). Computed before the filter, on rows it may drop, so
 /// nothing that can fail (a cast, a division) qualifies.
 fn on_host(
     e: &Arc<dyn PhysicalExpr>,
@@ -93,7 +98,19 @@ fn on_host(
         return Some(e.clone());
     }
     let f = e.downcast_ref::<ScalarFunctionExpr>()?;
-    if f.name() != "date_part" {
+    let count = |i: usize| {
+        f.args().get(i).is_none_or(|a| {
+            a.downcast_ref::<Literal>()
+                .is_some_and(|l| matches!(l.value(), Sv::Int64(Some(n)) if *n >= 0))
+        })
+    };
+    // `substr` fails on a negative length only.
+    let safe = match f.name() {
+        "date_part" => true,
+        "substr" => f.args().len() <= 3 && count(2),
+        _ => false,
+    };
+    if !safe {
         return None;
     }
     let args = f
@@ -102,6 +119,65 @@ fn on_host(
         .map(|a| on_host(a, host))
         .collect::<Option<Vec<_>>>()?;
     e.clone().with_new_children(args).ok()
+}
+
+/// Whether `e`, computed on the host over `schema`, is a string.
+fn is_string(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+    matches!(
+        e.data_type(schema),
+        Ok(DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+    )
+}
+
+/// `e` (over columns whose host expressions are `host`) with each comparison of strings
+/// (`=`, `<>`, `<`, ..., `LIKE`, `IN` lists of literals) over what the host computes without
+/// failing ([`on_host`]) replaced by the column `leaf` returns for the predicate rewritten
+/// over the operator's input (`schema`): DataFusion computes those on the host, kiln the rest.
+fn hoist(
+    e: &Arc<dyn PhysicalExpr>,
+    host: &[Option<Arc<dyn PhysicalExpr>>],
+    schema: &Schema,
+    leaf: &mut dyn FnMut(Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr>,
+) -> Arc<dyn PhysicalExpr> {
+    let strings = |parts: &[&Arc<dyn PhysicalExpr>]| {
+        let parts = parts
+            .iter()
+            .map(|p| on_host(p, host))
+            .collect::<Option<Vec<_>>>()?;
+        parts.iter().any(|p| is_string(p, schema)).then_some(parts)
+    };
+    let predicate = if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+        use datafusion::logical_expr::Operator::*;
+        match b.op() {
+            Eq | NotEq | Lt | LtEq | Gt | GtEq => strings(&[b.left(), b.right()]),
+            _ => None,
+        }
+    } else if let Some(l) = e.downcast_ref::<LikeExpr>() {
+        strings(&[l.expr(), l.pattern()])
+    } else if let Some(i) = e.downcast_ref::<InListExpr>() {
+        let mut parts = vec![i.expr()];
+        parts.extend(i.list());
+        strings(&parts)
+    } else {
+        None
+    };
+    if let Some(children) = predicate {
+        if let Ok(over_input) = e.clone().with_new_children(children) {
+            return leaf(over_input);
+        }
+    }
+    let children: Vec<_> = e
+        .children()
+        .into_iter()
+        .map(|c| hoist(c, host, schema, leaf))
+        .collect();
+    match children.is_empty() {
+        true => e.clone(),
+        false => e
+            .clone()
+            .with_new_children(children)
+            .unwrap_or_else(|_| e.clone()),
+    }
 }
 
 fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExec, String> {
@@ -152,9 +228,23 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             },
         })
         .collect();
+    // Predicates on strings DataFusion computes on the host, read by kiln as booleans: input
+    // columns `width..` of the expressions.
+    let width = schema.fields().len();
+    let mut leaves = Vec::new();
+    let mut hoisted = |e: &Arc<dyn PhysicalExpr>, scope: &mut Vec<Scoped>, host: &[_]| {
+        hoist(e, host, &schema, &mut |leaf| {
+            scope.push(Scoped::Value(Expr {
+                node: Node::Input(width + leaves.len()),
+                sql: Sql::Bool,
+            }));
+            leaves.push(leaf);
+            Arc::new(Column::new("host predicate", scope.len() - 1))
+        })
+    };
     let mut predicate = None;
     if let Some(f) = filter {
-        let p = translate(f.predicate(), &scope)?;
+        let p = translate(&hoisted(f.predicate(), &mut scope, &host), &scope)?;
         if p.sql != Sql::Bool {
             return Err("a filter that is not a boolean".into());
         }
@@ -170,7 +260,7 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             let on_host = on_host(&pe.expr, &host);
             let scoped = match pe.expr.downcast_ref::<Column>() {
                 Some(c) => scope[c.index()].clone(),
-                None => match translate(&pe.expr, &scope) {
+                None => match translate(&hoisted(&pe.expr, &mut scope, &host), &scope) {
                     Ok(v) => Scoped::Value(v),
                     // A value only the host computes may still be a group key.
                     Err(why) if on_host.is_some() => Scoped::Opaque {
@@ -191,7 +281,7 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             let Some(c) = e.downcast_ref::<Column>() else {
                 return on_host(e, &host).ok_or_else(|| format!("GROUP BY on the expression {e}"));
             };
-            match (&scope[c.index()], &host[c.index()]) {
+            match (&scope[c.index()], host.get(c.index()).cloned().flatten()) {
                 (
                     Scoped::Opaque {
                         why,
@@ -199,7 +289,7 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
                     },
                     _,
                 ) => Err(format!("GROUP BY {name}, which is {why}")),
-                (_, Some(key)) => Ok(key.clone()),
+                (_, Some(key)) => Ok(key),
                 (_, None) => Err(format!("GROUP BY on the computed column {name}")),
             }
         })
@@ -220,10 +310,10 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
                 None
             }
             (Kind::Count, [e]) => {
-                translate(e, &scope)?;
+                translate(&hoisted(e, &mut scope, &host), &scope)?;
                 None
             }
-            (_, [e]) => Some(translate(e, &scope)?),
+            (_, [e]) => Some(translate(&hoisted(e, &mut scope, &host), &scope)?),
             _ => return Err(format!("{name} of {} arguments", args.len())),
         };
         match (&kind, arg.as_ref().map(|a| a.sql)) {
@@ -270,7 +360,10 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     }
     let inputs = used
         .iter()
-        .map(|&i| Sql::of(schema.field(i).data_type()).map(|s| (i, s)))
+        .map(|&i| match i.checked_sub(width) {
+            None => Sql::of(schema.field(i).data_type()).map(|s| (Source::Column(i), s)),
+            Some(leaf) => Ok((Source::Host(leaves[leaf].clone()), Sql::Bool)),
+        })
         .collect::<std::result::Result<Vec<_>, String>>()?;
     let text = format!(
         "filter=[{}], group_by=[{}], aggr=[{}]",
