@@ -51,7 +51,9 @@ impl Kind {
 /// `COUNT(x)` is one too), every other aggregate has one.
 #[derive(Clone, Debug)]
 pub(crate) enum Fun {
-    Count,
+    /// `COUNT(*)` without an argument; with one, the sum of its 0s and 1s (`COUNT` of a
+    /// column that may be NULL: 1 where it is not).
+    Count(Option<Expr>),
     Sum(Expr),
     Avg(Expr),
     Min(Expr),
@@ -62,7 +64,7 @@ impl Fun {
     /// The aggregate `kind` of `arg`; `None` where `kind` needs an argument and has none.
     pub(crate) fn new(kind: Kind, arg: Option<Expr>) -> Option<Fun> {
         Some(match (kind, arg) {
-            (Kind::Count, _) => Fun::Count,
+            (Kind::Count, arg) => Fun::Count(arg),
             (Kind::Sum, Some(e)) => Fun::Sum(e),
             (Kind::Avg, Some(e)) => Fun::Avg(e),
             (Kind::Min, Some(e)) => Fun::Min(e),
@@ -74,7 +76,7 @@ impl Fun {
     /// Its argument, if it has one.
     pub(crate) fn arg(&self) -> Option<&Expr> {
         match self {
-            Fun::Count => None,
+            Fun::Count(e) => e.as_ref(),
             Fun::Sum(e) | Fun::Avg(e) | Fun::Min(e) | Fun::Max(e) => Some(e),
         }
     }
@@ -82,7 +84,7 @@ impl Fun {
     /// Its argument, to renumber its inputs.
     pub(crate) fn arg_mut(&mut self) -> Option<&mut Expr> {
         match self {
-            Fun::Count => None,
+            Fun::Count(e) => e.as_mut(),
             Fun::Sum(e) | Fun::Avg(e) | Fun::Min(e) | Fun::Max(e) => Some(e),
         }
     }
@@ -101,6 +103,8 @@ enum Part {
     High(Expr),
     /// The sum of an exact value, as `i64`, in a batch whose rows cannot take it past `i64`.
     Whole(Expr),
+    /// The sum of a 0 or 1 `u32` (the rows a `COUNT` of a nullable column counts), as `u32`.
+    Count(Expr),
     /// The sum of a float value, as `f64`.
     Float(Expr),
     /// The least exact value, as `i64`.
@@ -112,7 +116,7 @@ enum Part {
 impl Part {
     fn identity(&self) -> ScalarValue {
         match self {
-            Part::Rows => ScalarValue::U32(0),
+            Part::Rows | Part::Count(_) => ScalarValue::U32(0),
             Part::Low(_) => ScalarValue::U64(0),
             Part::High(_) | Part::Whole(_) => ScalarValue::I64(0),
             Part::Float(_) => ScalarValue::F64(0.0),
@@ -125,6 +129,7 @@ impl Part {
     fn value(&self, cols: &[AnyVal]) -> AnyVal {
         match self {
             Part::Rows => lit_value(ScalarValue::U32(1)),
+            Part::Count(e) => e.emit(cols),
             Part::Low(e) => {
                 let bits = bitcast(&cast(&e.emit(cols), ScalarType::I64), ScalarType::U64);
                 op(
@@ -179,7 +184,8 @@ impl Aggregate {
             false => vec![Part::Float(e.clone())],
         };
         match &self.fun {
-            Fun::Count => vec![Part::Rows],
+            Fun::Count(None) => vec![Part::Rows],
+            Fun::Count(Some(e)) => vec![Part::Count(e.clone())],
             Fun::Sum(e) => sum(e),
             Fun::Avg(e) => std::iter::once(Part::Rows).chain(sum(e)).collect(),
             Fun::Min(e) => vec![Part::Min(e.clone())],
@@ -343,7 +349,7 @@ impl State {
             false => State::FloatSum(None),
         };
         match a.fun {
-            Fun::Count => State::Count(0),
+            Fun::Count(_) => State::Count(0),
             Fun::Sum(_) => sum(),
             Fun::Avg(_) => State::Avg(0, Box::new(sum())),
             Fun::Min(_) => State::Min(None),

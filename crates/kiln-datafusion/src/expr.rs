@@ -186,6 +186,23 @@ impl Expr {
         Ok(b)
     }
 
+    /// 1 where `valid` (a boolean) is true and 0 elsewhere, as a `u32`: what `COUNT` of a
+    /// column that may be NULL adds up.
+    pub(crate) fn count_of(valid: Expr) -> Expr {
+        let one = Expr::new(
+            Node::Literal(ScalarValue::U32(1)),
+            Sql::Int(ScalarType::U32),
+        );
+        let zero = Expr::new(
+            Node::Literal(ScalarValue::U32(0)),
+            Sql::Int(ScalarType::U32),
+        );
+        Expr::new(
+            Node::Select(Box::new(valid), Box::new(one), Box::new(zero)),
+            Sql::Int(ScalarType::U32),
+        )
+    }
+
     /// The IR computing the value from the row's input `cols`.
     pub(crate) fn emit(&self, cols: &[AnyVal]) -> AnyVal {
         let t = self.sql.kiln();

@@ -10,7 +10,9 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::ScalarValue as Sv;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, LikeExpr, Literal};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal,
+};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -27,15 +29,16 @@ use std::sync::Arc;
 ///
 /// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
 /// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST` between
-/// numeric types, date and decimal literals, `IS [NOT] NULL`, over NOT NULL columns of
-/// integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), and comparisons of
-/// NOT NULL strings (`=`, `<>`, `<`, ..., `LIKE`, `IN`), which DataFusion computes on the
-/// host for each batch and kiln reads as booleans; `SUM`, `COUNT`, `MIN`, `MAX` (not of
-/// floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on `date_part`/`extract`
-/// and `substr` of them (DataFusion computes those keys on the host), any number of groups
-/// (the host codes the keys; a batch of more than 1024 groups is folded as one kiln query
-/// per 1024 of them). Integer and decimal results are exact: an expression whose bounds
-/// could overflow `i64` fails the query.
+/// numeric types, date and decimal literals, `IS [NOT] NULL` (of any column), over NOT NULL
+/// columns of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), and
+/// comparisons of NOT NULL strings (`=`, `<>`, `<`, ..., `LIKE`, `IN`), which DataFusion
+/// computes on the host for each batch and kiln reads as booleans (as it does `IS [NOT]
+/// NULL` of a column that may be NULL); `SUM`, `COUNT` (also of a column that may be NULL),
+/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on
+/// `date_part`/`extract` and `substr` of them (DataFusion computes those keys on the host),
+/// any number of groups (the host codes the keys; a batch of more than 1024 groups is folded
+/// as one kiln query per 1024 of them). Integer and decimal results are exact: an expression
+/// whose bounds could overflow `i64` fails the query.
 #[derive(Debug)]
 pub struct KilnRule {
     ctx: kiln::Context,
@@ -79,18 +82,24 @@ impl PhysicalOptimizerRule for KilnRule {
 }
 
 /// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
+/// What the host computes for a column in scope: an expression over the operator's input,
+/// and whether it may be NULL.
+#[derive(Clone)]
+struct Host {
+    expr: Arc<dyn PhysicalExpr>,
+    nullable: bool,
+}
+
 /// `e` (over the columns whose host expressions are `host`) as an expression over the
 /// operator's input that DataFusion computes on the host for every row without failing and
 /// without NULLs: a NOT NULL column, a literal, or `date_part` or `substr` (with a literal
 /// length of at least 0) of them (TPC-H's `extract(year from ...)` and
 /// `substring(c_phone from 1 for 2)` keys). Computed before the filter, on rows it may drop, so
 /// nothing that can fail (a cast, a division) qualifies.
-fn on_host(
-    e: &Arc<dyn PhysicalExpr>,
-    host: &[Option<Arc<dyn PhysicalExpr>>],
-) -> Option<Arc<dyn PhysicalExpr>> {
+fn on_host(e: &Arc<dyn PhysicalExpr>, host: &[Option<Host>]) -> Option<Arc<dyn PhysicalExpr>> {
     if let Some(c) = e.downcast_ref::<Column>() {
-        return host.get(c.index()).cloned().flatten();
+        let h = host.get(c.index())?.as_ref()?;
+        return (!h.nullable).then(|| h.expr.clone());
     }
     if e.downcast_ref::<Literal>()
         .is_some_and(|l| !l.value().is_null())
@@ -131,11 +140,12 @@ fn is_string(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
 
 /// `e` (over columns whose host expressions are `host`) with each comparison of strings
 /// (`=`, `<>`, `<`, ..., `LIKE`, `IN` lists of literals) over what the host computes without
-/// failing ([`on_host`]) replaced by the column `leaf` returns for the predicate rewritten
-/// over the operator's input (`schema`): DataFusion computes those on the host, kiln the rest.
+/// failing ([`on_host`]), and each `IS [NOT] NULL` of a column that may be NULL, replaced by
+/// the column `leaf` returns for the predicate rewritten over the operator's input
+/// (`schema`): DataFusion computes those on the host, kiln the rest.
 fn hoist(
     e: &Arc<dyn PhysicalExpr>,
-    host: &[Option<Arc<dyn PhysicalExpr>>],
+    host: &[Option<Host>],
     schema: &Schema,
     leaf: &mut dyn FnMut(Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr>,
 ) -> Arc<dyn PhysicalExpr> {
@@ -146,7 +156,16 @@ fn hoist(
             .collect::<Option<Vec<_>>>()?;
         parts.iter().any(|p| is_string(p, schema)).then_some(parts)
     };
-    let predicate = if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+    let nullable_column = |arg: &Arc<dyn PhysicalExpr>| {
+        let c = arg.downcast_ref::<Column>()?;
+        let h = host.get(c.index())?.as_ref()?;
+        h.nullable.then(|| vec![h.expr.clone()])
+    };
+    let predicate = if let Some(n) = e.downcast_ref::<IsNotNullExpr>() {
+        nullable_column(n.arg())
+    } else if let Some(n) = e.downcast_ref::<IsNullExpr>() {
+        nullable_column(n.arg())
+    } else if let Some(b) = e.downcast_ref::<BinaryExpr>() {
         use datafusion::logical_expr::Operator::*;
         match b.op() {
             Eq | NotEq | Lt | LtEq | Gt | GtEq => strings(&[b.left(), b.right()]),
@@ -201,12 +220,15 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     let schema = input.schema();
     // What DataFusion computes on the host from the operator's input, for each column in
     // scope (the NOT NULL columns; [`on_host`] adds computed ones): group keys.
-    let mut host: Vec<Option<Arc<dyn PhysicalExpr>>> = schema
+    let mut host: Vec<Option<Host>> = schema
         .fields()
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            (!f.is_nullable()).then(|| Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>)
+            Some(Host {
+                expr: Arc::new(Column::new(f.name(), i)),
+                nullable: f.is_nullable(),
+            })
         })
         .collect();
     let mut scope: Vec<Scoped> = schema
@@ -257,16 +279,22 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     if let Some(p) = projection {
         let mut projected = Vec::with_capacity(p.expr().len());
         for pe in p.expr() {
-            let on_host = on_host(&pe.expr, &host);
-            let scoped = match pe.expr.downcast_ref::<Column>() {
-                Some(c) => scope[c.index()].clone(),
+            let on_host = on_host(&pe.expr, &host).map(|expr| Host {
+                expr,
+                nullable: false,
+            });
+            let (scoped, on_host) = match pe.expr.downcast_ref::<Column>() {
+                Some(c) => (scope[c.index()].clone(), host[c.index()].clone()),
                 None => match translate(&hoisted(&pe.expr, &mut scope, &host), &scope) {
-                    Ok(v) => Scoped::Value(v),
+                    Ok(v) => (Scoped::Value(v), on_host),
                     // A value only the host computes may still be a group key.
-                    Err(why) if on_host.is_some() => Scoped::Opaque {
-                        why: format!("computed on the host ({why})"),
-                        groupable: true,
-                    },
+                    Err(why) if on_host.is_some() => (
+                        Scoped::Opaque {
+                            why: format!("computed on the host ({why})"),
+                            groupable: true,
+                        },
+                        on_host,
+                    ),
                     Err(why) => return Err(why),
                 },
             };
@@ -281,7 +309,7 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             let Some(c) = e.downcast_ref::<Column>() else {
                 return on_host(e, &host).ok_or_else(|| format!("GROUP BY on the expression {e}"));
             };
-            match (&scope[c.index()], host.get(c.index()).cloned().flatten()) {
+            match (&scope[c.index()], on_host(e, &host)) {
                 (
                     Scoped::Opaque {
                         why,
@@ -308,6 +336,19 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
                     .is_some_and(|l| !l.value().is_null()) =>
             {
                 None
+            }
+            // COUNT of a column that may be NULL counts the rows where it is not, which the
+            // host computes.
+            (Kind::Count, [e])
+                if e.downcast_ref::<Column>().is_some_and(|c| {
+                    host.get(c.index())
+                        .and_then(Option::as_ref)
+                        .is_some_and(|h| h.nullable)
+                }) =>
+            {
+                let valid: Arc<dyn PhysicalExpr> = Arc::new(IsNotNullExpr::new(e.clone()));
+                let valid = translate(&hoisted(&valid, &mut scope, &host), &scope)?;
+                Some(Expr::count_of(valid))
             }
             (Kind::Count, [e]) => {
                 translate(&hoisted(e, &mut scope, &host), &scope)?;
