@@ -80,6 +80,28 @@ fn power_above(bits: u64) -> i128 {
     }
 }
 
+/// Whether kiln reads `t` as exact integers in place: the integer types and Date32.
+fn is_exact(t: &DataType) -> bool {
+    t.is_integer() || *t == DataType::Date32
+}
+
+/// `f::<T>(args)` for the Arrow type `T` of the data type `t`, one of [`is_exact`]'s.
+macro_rules! by_exact_type {
+    ($t:expr, $f:ident($($arg:expr),*)) => {
+        match $t {
+            DataType::Int8 => $f::<adt::Int8Type>($($arg),*),
+            DataType::Int16 => $f::<adt::Int16Type>($($arg),*),
+            DataType::Int32 => $f::<adt::Int32Type>($($arg),*),
+            DataType::Int64 => $f::<adt::Int64Type>($($arg),*),
+            DataType::UInt8 => $f::<adt::UInt8Type>($($arg),*),
+            DataType::UInt16 => $f::<adt::UInt16Type>($($arg),*),
+            DataType::UInt32 => $f::<adt::UInt32Type>($($arg),*),
+            DataType::UInt64 => $f::<adt::UInt64Type>($($arg),*),
+            _ => $f::<adt::Date32Type>($($arg),*),
+        }
+    };
+}
+
 /// `array`'s values and a bound on their magnitudes (for exact types), at most twice the
 /// largest: one pass each, since a batch's columns are read again by the kernel at once.
 fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
@@ -122,15 +144,7 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             }
             (Held::Owned(out), Some(power_above(bits)))
         }
-        (_, DataType::Int8) => exact::<adt::Int8Type>(array),
-        (_, DataType::Int16) => exact::<adt::Int16Type>(array),
-        (_, DataType::Int32) => exact::<adt::Int32Type>(array),
-        (_, DataType::Int64) => exact::<adt::Int64Type>(array),
-        (_, DataType::UInt8) => exact::<adt::UInt8Type>(array),
-        (_, DataType::UInt16) => exact::<adt::UInt16Type>(array),
-        (_, DataType::UInt32) => exact::<adt::UInt32Type>(array),
-        (_, DataType::UInt64) => exact::<adt::UInt64Type>(array),
-        (_, DataType::Date32) => exact::<adt::Date32Type>(array),
+        (_, t) if is_exact(t) => by_exact_type!(t, exact(array)),
         (_, DataType::Float32) => (
             Held::Borrowed(Column::of(prim::<adt::Float32Type>(array))),
             None,
@@ -160,15 +174,7 @@ fn largest_magnitude(array: &ArrayRef, held: &Held<'_>) -> Option<i128> {
                 .max()
                 .unwrap_or(0),
         ),
-        (_, DataType::Int8) => most::<adt::Int8Type>(array),
-        (_, DataType::Int16) => most::<adt::Int16Type>(array),
-        (_, DataType::Int32) => most::<adt::Int32Type>(array),
-        (_, DataType::Int64) => most::<adt::Int64Type>(array),
-        (_, DataType::UInt8) => most::<adt::UInt8Type>(array),
-        (_, DataType::UInt16) => most::<adt::UInt16Type>(array),
-        (_, DataType::UInt32) => most::<adt::UInt32Type>(array),
-        (_, DataType::UInt64) => most::<adt::UInt64Type>(array),
-        (_, DataType::Date32) => most::<adt::Date32Type>(array),
+        (_, t) if is_exact(t) => by_exact_type!(t, most(array)),
         _ => None,
     }
 }
