@@ -18,7 +18,7 @@ pub(crate) enum Source {
     /// The input batch's column.
     Column(usize),
     /// A predicate DataFusion computes on the host from the input batch (a comparison of
-    /// strings), read as booleans.
+    /// strings, `IS [NOT] NULL` of a column that may be NULL), read as booleans.
     Host(Arc<dyn PhysicalExpr>),
 }
 
@@ -29,7 +29,7 @@ pub(crate) struct Fused {
     pub(crate) inputs: Vec<(Source, Sql)>,
     pub(crate) filter: Option<Expr>,
     /// The group keys, computed by DataFusion on the host from the input batch (its
-    /// columns, or `date_part` of them).
+    /// columns, or `date_part` or `substr` of them).
     pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
     pub(crate) aggregates: Vec<Aggregate>,
 }

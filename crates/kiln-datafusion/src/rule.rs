@@ -81,7 +81,6 @@ impl PhysicalOptimizerRule for KilnRule {
     }
 }
 
-/// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
 /// What the host computes for a column in scope: an expression over the operator's input,
 /// and whether it may be NULL.
 #[derive(Clone)]
@@ -199,6 +198,7 @@ fn hoist(
     }
 }
 
+/// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
 fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExec, String> {
     let group = agg.group_expr();
     if !group.is_single() {
@@ -219,7 +219,8 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     let input = node.clone();
     let schema = input.schema();
     // What DataFusion computes on the host from the operator's input, for each column in
-    // scope (the NOT NULL columns; [`on_host`] adds computed ones): group keys.
+    // scope (every input column, marked when it may be NULL; a projection adds what
+    // [`on_host`] computes): group keys and the input of hoisted predicates.
     let mut host: Vec<Option<Host>> = schema
         .fields()
         .iter()
@@ -250,8 +251,8 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
             },
         })
         .collect();
-    // Predicates on strings DataFusion computes on the host, read by kiln as booleans: input
-    // columns `width..` of the expressions.
+    // Predicates DataFusion computes on the host ([`hoist`]), read by kiln as booleans:
+    // input columns `width..` of the expressions.
     let width = schema.fields().len();
     let mut leaves = Vec::new();
     let mut hoisted = |e: &Arc<dyn PhysicalExpr>, scope: &mut Vec<Scoped>, host: &[_]| {
