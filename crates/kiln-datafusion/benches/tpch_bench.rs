@@ -18,8 +18,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use kiln_datafusion::KilnRule;
+use datafusion::prelude::SessionContext;
 use std::error::Error;
 use std::path::Path;
 use std::process::Command;
@@ -29,7 +28,7 @@ use tpchgen_arrow::RecordBatchIterator;
 
 #[path = "../tests/support/parquet.rs"]
 mod parquet_files;
-use parquet_files::write_parquet;
+use parquet_files::{register_parquet, write_parquet};
 
 const QUERIES: [(&str, &str); 2] = [
     ("Q1", include_str!("../tpch/q1.sql")),
@@ -85,11 +84,10 @@ fn args() -> Result<Args, String> {
 
 /// DataFusion's default session state, with kiln's rule when `kiln` is.
 fn state(kiln: Option<&kiln::Context>) -> SessionState {
-    let mut builder = SessionStateBuilder::new().with_default_features();
-    if let Some(k) = kiln {
-        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k.clone())));
+    match kiln {
+        Some(k) => kiln_datafusion::session_state(k.clone()),
+        None => SessionStateBuilder::new().with_default_features().build(),
     }
-    builder.build()
 }
 
 /// A session over lineitem split into `parts` partitions, with kiln's rule when `kiln` is.
@@ -109,18 +107,14 @@ fn session(
     Ok(sql)
 }
 
-/// A session over lineitem read from the Parquet files in `dir` (from [`write_parquet`]), with kiln's rule when
-/// `kiln` is.
+/// A session over lineitem read from the Parquet files in `dir` (from [`write_parquet`]), with
+/// kiln's rule when `kiln` is.
 async fn parquet_session(
     dir: &Path,
     kiln: Option<&kiln::Context>,
 ) -> datafusion::error::Result<SessionContext> {
     let sql = SessionContext::new_with_state(state(kiln));
-    let path = dir.to_str().ok_or_else(|| {
-        datafusion::error::DataFusionError::Plan(format!("{} is not UTF-8", dir.display()))
-    })?;
-    sql.register_parquet("lineitem", path, ParquetReadOptions::default())
-        .await?;
+    register_parquet(&sql, "lineitem", dir).await?;
     Ok(sql)
 }
 

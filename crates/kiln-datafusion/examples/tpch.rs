@@ -10,7 +10,6 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
-use kiln_datafusion::KilnRule;
 use std::sync::Arc;
 use std::time::Instant;
 use tpchgen_arrow::RecordBatchIterator;
@@ -29,11 +28,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     println!("lineitem: {rows} rows (TPC-H scale factor 0.1)");
     let session = |with_kiln: bool| -> datafusion::error::Result<SessionContext> {
-        let mut builder = SessionStateBuilder::new().with_default_features();
-        if with_kiln {
-            builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(kiln.clone())));
-        }
-        let sql = SessionContext::new_with_state(builder.build());
+        let state = match with_kiln {
+            true => kiln_datafusion::session_state(kiln.clone()),
+            false => SessionStateBuilder::new().with_default_features().build(),
+        };
+        let sql = SessionContext::new_with_state(state);
         let table = MemTable::try_new(schema.clone(), vec![batches.clone()])?;
         sql.register_table("lineitem", Arc::new(table))?;
         Ok(sql)

@@ -80,24 +80,21 @@ fn power_above(bits: u64) -> i128 {
     }
 }
 
-/// Whether kiln reads `t` as exact integers in place: the integer types and Date32.
-fn is_exact(t: &DataType) -> bool {
-    t.is_integer() || *t == DataType::Date32
-}
-
-/// `f::<T>(args)` for the Arrow type `T` of the data type `t`, one of [`is_exact`]'s.
+/// `Some(f::<T>(args))` for the Arrow type `T` of the data type `t` when kiln reads `t` as
+/// exact integers in place (the integer types and Date32), `None` for any other type.
 macro_rules! by_exact_type {
     ($t:expr, $f:ident($($arg:expr),*)) => {
         match $t {
-            DataType::Int8 => $f::<adt::Int8Type>($($arg),*),
-            DataType::Int16 => $f::<adt::Int16Type>($($arg),*),
-            DataType::Int32 => $f::<adt::Int32Type>($($arg),*),
-            DataType::Int64 => $f::<adt::Int64Type>($($arg),*),
-            DataType::UInt8 => $f::<adt::UInt8Type>($($arg),*),
-            DataType::UInt16 => $f::<adt::UInt16Type>($($arg),*),
-            DataType::UInt32 => $f::<adt::UInt32Type>($($arg),*),
-            DataType::UInt64 => $f::<adt::UInt64Type>($($arg),*),
-            _ => $f::<adt::Date32Type>($($arg),*),
+            DataType::Int8 => Some($f::<adt::Int8Type>($($arg),*)),
+            DataType::Int16 => Some($f::<adt::Int16Type>($($arg),*)),
+            DataType::Int32 => Some($f::<adt::Int32Type>($($arg),*)),
+            DataType::Int64 => Some($f::<adt::Int64Type>($($arg),*)),
+            DataType::UInt8 => Some($f::<adt::UInt8Type>($($arg),*)),
+            DataType::UInt16 => Some($f::<adt::UInt16Type>($($arg),*)),
+            DataType::UInt32 => Some($f::<adt::UInt32Type>($($arg),*)),
+            DataType::UInt64 => Some($f::<adt::UInt64Type>($($arg),*)),
+            DataType::Date32 => Some($f::<adt::Date32Type>($($arg),*)),
+            _ => None,
         }
     };
 }
@@ -144,7 +141,6 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             }
             (Held::Owned(out), Some(power_above(bits)))
         }
-        (_, t) if is_exact(t) => by_exact_type!(t, exact(array)),
         (_, DataType::Float32) => (
             Held::Borrowed(Column::of(prim::<adt::Float32Type>(array))),
             None,
@@ -153,19 +149,20 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             Held::Borrowed(Column::of(prim::<adt::Float64Type>(array))),
             None,
         ),
-        (_, other) => return Err(exec_error(format!("an input column of type {other}"))),
+        (_, t) => by_exact_type!(t, exact(array))
+            .ok_or_else(|| exec_error(format!("an input column of type {t}")))?,
     })
 }
 
 /// The largest magnitude of `array`'s values, exactly (for exact types), when the bounds of
 /// [`hold`] are too rough to prove the expressions stay in range.
 fn largest_magnitude(array: &ArrayRef, held: &Held<'_>) -> Option<i128> {
-    fn most<T: ArrowPrimitiveType>(a: &ArrayRef) -> Option<i128>
+    fn most<T: ArrowPrimitiveType>(a: &ArrayRef) -> i128
     where
         T::Native: Into<i128>,
     {
         let v = a.as_primitive::<T>().values();
-        Some(v.iter().map(|x| (*x).into().abs()).max().unwrap_or(0))
+        v.iter().map(|x| (*x).into().abs()).max().unwrap_or(0)
     }
     match (held, array.data_type()) {
         (Held::Owned(v), _) => Some(
@@ -174,8 +171,7 @@ fn largest_magnitude(array: &ArrayRef, held: &Held<'_>) -> Option<i128> {
                 .max()
                 .unwrap_or(0),
         ),
-        (_, t) if is_exact(t) => by_exact_type!(t, most(array)),
-        _ => None,
+        (_, t) => by_exact_type!(t, most(array)),
     }
 }
 

@@ -13,9 +13,11 @@
 //! let kiln = kiln::Context::new()?;
 //! let state = SessionStateBuilder::new()
 //!     .with_default_features()
-//!     .with_physical_optimizer_rule(Arc::new(KilnRule::new(kiln)))
+//!     .with_physical_optimizer_rule(Arc::new(KilnRule::new(kiln.clone())))
 //!     .build();
 //! let sql = SessionContext::new_with_state(state);
+//! // The same, in one call:
+//! let sql = SessionContext::new_with_state(kiln_datafusion::session_state(kiln));
 //! # let _ = sql;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -29,3 +31,15 @@ mod rule;
 
 pub use exec::{KilnDeclinedExec, KilnExec};
 pub use rule::KilnRule;
+
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use std::sync::Arc;
+
+/// DataFusion's default session state (`SessionStateBuilder::new().with_default_features()`)
+/// with [`KilnRule`] on `ctx` after its own physical optimizer rules.
+pub fn session_state(ctx: kiln::Context) -> SessionState {
+    SessionStateBuilder::new()
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(KilnRule::new(ctx)))
+        .build()
+}

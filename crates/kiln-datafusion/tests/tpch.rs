@@ -12,13 +12,12 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
-use kiln_datafusion::KilnRule;
 use std::sync::{Arc, Mutex, OnceLock};
 use tpchgen_arrow::RecordBatchIterator;
 
 #[path = "support/parquet.rs"]
 mod parquet_files;
-use parquet_files::write_parquet;
+use parquet_files::{register_parquet, write_parquet};
 
 const Q1: &str = include_str!("../tpch/q1.sql");
 const Q6: &str = include_str!("../tpch/q6.sql");
@@ -150,11 +149,11 @@ fn session_over(
     kiln: Option<kiln::Context>,
     tables: impl IntoIterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)>,
 ) -> SessionContext {
-    let mut builder = SessionStateBuilder::new().with_default_features();
-    if let Some(k) = kiln {
-        builder = builder.with_physical_optimizer_rule(Arc::new(KilnRule::new(k)));
-    }
-    let sql = SessionContext::new_with_state(builder.build());
+    let state = match kiln {
+        Some(k) => kiln_datafusion::session_state(k),
+        None => SessionStateBuilder::new().with_default_features().build(),
+    };
+    let sql = SessionContext::new_with_state(state);
     for (name, schema, parts) in tables {
         let table = MemTable::try_new(schema, parts).expect("a table");
         sql.register_table(name, Arc::new(table))
@@ -257,9 +256,8 @@ fn q1_and_q6_run_in_kiln_and_equal_datafusion() {
 /// `kiln` when there is one.
 fn parquet_session(kiln: Option<kiln::Context>, dir: &std::path::Path) -> SessionContext {
     let sql = session_over(kiln, []);
-    let path = dir.to_str().expect("a UTF-8 temporary folder");
     runtime()
-        .block_on(sql.register_parquet("lineitem", path, Default::default()))
+        .block_on(register_parquet(&sql, "lineitem", dir))
         .expect("register the Parquet files");
     sql
 }

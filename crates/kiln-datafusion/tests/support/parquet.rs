@@ -2,7 +2,9 @@
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::prelude::SessionContext;
 use std::error::Error;
 use std::path::Path;
 
@@ -28,4 +30,12 @@ pub fn write_parquet(
         writer.close()?;
     }
     Ok(())
+}
+
+/// Registers the Parquet files in `dir` as the table `name` of `sql`.
+pub async fn register_parquet(sql: &SessionContext, name: &str, dir: &Path) -> Result<()> {
+    let path = dir
+        .to_str()
+        .ok_or_else(|| DataFusionError::Plan(format!("{} is not UTF-8", dir.display())))?;
+    sql.register_parquet(name, path, Default::default()).await
 }
