@@ -76,10 +76,36 @@ grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 # TPC-H Q1 and Q6 (scale factor 0.1, in memory) through DataFusion with kiln's rule. Built
 # with the whole workspace's features, as nextest built DataFusion: `cargo run -p` would
 # resolve other features and build DataFusion a second time (about 20 minutes here).
-cargo build --release --workspace --examples
+cargo build --release --workspace --examples --bins
 target/release/examples/tpch > /tmp/kiln-tpch.out
 grep -q 'KilnExec: device=' /tmp/kiln-tpch.out
 test "$(grep -c "^Q[16] equals DataFusion's own answer: true$" /tmp/kiln-tpch.out)" = 2
+# A Ballista cluster of processes on this machine, started as README says (a scheduler, two
+# executors), runs TPC-H Q1 and Q6 with kiln; the client checks them against DataFusion.
+wait_for_port() {
+    for _ in $(seq 100); do
+        (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.2
+    done
+    echo "nothing listens on port $1"; return 1
+}
+target/release/kiln-ballista scheduler --bind 127.0.0.1:50050 > /tmp/kiln-ballista-scheduler.log 2>&1 &
+cluster="$!"
+wait_for_port 50050
+for port in 50051 50053; do
+    target/release/kiln-ballista executor --scheduler 127.0.0.1:50050 --bind "127.0.0.1:$port" \
+        > "/tmp/kiln-ballista-executor-$port.log" 2>&1 &
+    cluster="$cluster $!"
+    wait_for_port "$port"
+done
+cluster_status=0
+timeout 600 target/release/examples/tpch_cluster df://127.0.0.1:50050 > /tmp/kiln-tpch-cluster.out \
+    || cluster_status=$?
+kill $cluster
+test "$cluster_status" = 0 || { cat /tmp/kiln-tpch-cluster.out; exit 1; }
+test "$(grep -c "the cluster's answer equals DataFusion's own$" /tmp/kiln-tpch-cluster.out)" = 2
+grep -q '^Q1 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
+grep -q '^Q6 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
 cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
 # The CPU backend alone (`default-features = false, features = ["cpu"]`): the library's unit
 # tests (the other backends are typed `Unavailable`) and the quickstart.

@@ -13,8 +13,8 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
-    SendableRecordBatchStream,
+    replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan,
+    ExecutionPlanProperties, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
 use std::fmt;
@@ -26,6 +26,9 @@ use std::sync::Arc;
 /// DataFusion's final aggregate reads as it would the partial aggregate's own.
 pub struct KilnExec {
     input: Arc<dyn ExecutionPlan>,
+    /// DataFusion's operators it replaced, from the partial aggregate down to the one over
+    /// `input`: the plan it stands for, which travels to a cluster's executors in its place.
+    operators: Arc<[Arc<dyn ExecutionPlan>]>,
     fused: Arc<Fused>,
     /// What it replaced, for EXPLAIN.
     text: String,
@@ -42,6 +45,7 @@ impl fmt::Debug for KilnExec {
 impl KilnExec {
     pub(crate) fn new(
         input: Arc<dyn ExecutionPlan>,
+        operators: Vec<Arc<dyn ExecutionPlan>>,
         fused: Fused,
         text: String,
         schema: SchemaRef,
@@ -55,11 +59,24 @@ impl KilnExec {
         );
         KilnExec {
             input,
+            operators: operators.into(),
             fused: Arc::new(fused),
             text,
             properties: Arc::new(properties),
             ctx,
         }
+    }
+
+    /// The DataFusion plan this operator runs: the partial aggregate it replaced, with the
+    /// projection and filter under it, over `input` in place of its own input (the same
+    /// schema). [`KilnRule`](crate::KilnRule) turns that plan back into a `KilnExec`; a
+    /// physical extension codec sends it to another machine this way.
+    ///
+    /// Returns DataFusion's error when an operator refuses the new input.
+    pub fn datafusion_over(&self, input: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.operators.iter().rev().try_fold(input, |under, op| {
+            replace_children_if_necessary(op.clone(), vec![under])
+        })
     }
 }
 
@@ -102,6 +119,7 @@ impl ExecutionPlan for KilnExec {
             .map_err(|_| DataFusionError::Internal("KilnExec has one child".into()))?;
         Ok(Arc::new(KilnExec {
             input,
+            operators: self.operators.clone(),
             fused: self.fused.clone(),
             text: self.text.clone(),
             properties: self.properties.clone(),
@@ -172,7 +190,8 @@ impl fmt::Debug for KilnDeclinedExec {
 }
 
 impl KilnDeclinedExec {
-    pub(crate) fn new(input: Arc<dyn ExecutionPlan>, reason: String) -> KilnDeclinedExec {
+    /// Marks `input`, a partial aggregate kiln did not take, with the `reason`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, reason: String) -> KilnDeclinedExec {
         KilnDeclinedExec { input, reason }
     }
 

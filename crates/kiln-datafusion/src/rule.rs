@@ -64,7 +64,7 @@ impl PhysicalOptimizerRule for KilnRule {
             if *agg.mode() != AggregateMode::Partial {
                 return Ok(Transformed::no(node));
             }
-            Ok(Transformed::yes(match fuse(agg, &self.ctx) {
+            Ok(Transformed::yes(match fuse(&node, agg, &self.ctx) {
                 Ok(exec) => Arc::new(exec) as Arc<dyn ExecutionPlan>,
                 Err(why) => Arc::new(KilnDeclinedExec::new(node.clone(), why)),
             }))
@@ -198,8 +198,13 @@ fn hoist(
     }
 }
 
-/// A [`KilnExec`] doing what `agg` and the filter and projection under it do, or why not.
-fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExec, String> {
+/// A [`KilnExec`] doing what `agg` (the plan node `node`) and the filter and projection under
+/// it do, on `ctx`'s device, or why not.
+fn fuse(
+    node: &Arc<dyn ExecutionPlan>,
+    agg: &AggregateExec,
+    ctx: &kiln::Context,
+) -> std::result::Result<KilnExec, String> {
     let group = agg.group_expr();
     if !group.is_single() {
         return Err("GROUPING SETS".into());
@@ -207,16 +212,20 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
     if agg.filter_expr().iter().any(|f| f.is_some()) {
         return Err("an aggregate with FILTER".into());
     }
-    let mut node = agg.input();
-    let projection = node.downcast_ref::<ProjectionExec>();
+    // The operators kiln replaces, from the aggregate down, and the input under them.
+    let mut operators = vec![node.clone()];
+    let mut under = agg.input();
+    let projection = under.downcast_ref::<ProjectionExec>();
     if let Some(p) = projection {
-        node = p.input();
+        operators.push(under.clone());
+        under = p.input();
     }
-    let filter = node.downcast_ref::<FilterExec>();
+    let filter = under.downcast_ref::<FilterExec>();
     if let Some(f) = filter {
-        node = f.input();
+        operators.push(under.clone());
+        under = f.input();
     }
-    let input = node.clone();
+    let input = under.clone();
     let schema = input.schema();
     // What DataFusion computes on the host from the operator's input, for each column in
     // scope (every input column, marked when it may be NULL; a projection adds what
@@ -430,5 +439,12 @@ fn fuse(agg: &AggregateExec, ctx: &kiln::Context) -> std::result::Result<KilnExe
         keys,
         aggregates,
     };
-    Ok(KilnExec::new(input, fused, text, agg.schema(), ctx.clone()))
+    Ok(KilnExec::new(
+        input,
+        operators,
+        fused,
+        text,
+        agg.schema(),
+        ctx.clone(),
+    ))
 }
