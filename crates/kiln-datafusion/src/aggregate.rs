@@ -18,6 +18,9 @@ use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, MathFn, ScalarType, Scalar
 #[derive(Clone, Debug)]
 pub(crate) struct Aggregate {
     pub(crate) fun: Fun,
+    /// Where its argument is not NULL, when it may be (not for `COUNT`, whose argument is
+    /// already the 0 or 1 it counts): a `SUM`, `AVG`, `MIN` or `MAX` of the other rows.
+    pub(crate) valid: Option<Expr>,
     /// The types of its partial state's fields, as DataFusion's final aggregate reads them.
     pub(crate) state: Vec<DataType>,
     /// Its text, for EXPLAIN.
@@ -47,8 +50,8 @@ impl Kind {
     }
 }
 
-/// An aggregate with its argument: a count of rows has none (the columns are NOT NULL, so
-/// `COUNT(x)` is one too), every other aggregate has one.
+/// An aggregate with its argument: a count of rows has none (so is `COUNT(x)` of an `x`
+/// that is never NULL), every other aggregate has one.
 #[derive(Clone, Debug)]
 pub(crate) enum Fun {
     /// `COUNT(*)` without an argument; with one, the sum of its 0s and 1s (`COUNT` of a
@@ -90,8 +93,8 @@ impl Fun {
     }
 }
 
-/// One column the kernel folds. Aggregates share parts: `COUNT(*)` and every `AVG`'s count
-/// are the row count (the columns are NOT NULL), and `SUM(x)` and `AVG(x)` fold the same
+/// One column the kernel folds. Aggregates share parts: `COUNT(*)` and the count of every
+/// `AVG` of a value never NULL are the row count, and `SUM(x)` and `AVG(x)` fold the same
 /// sum, so each distinct part is folded once.
 #[derive(Clone, Debug)]
 enum Part {
@@ -107,10 +110,10 @@ enum Part {
     Count(Expr),
     /// The sum of a float value, as `f64`.
     Float(Expr),
-    /// The least exact value, as `i64`.
-    Min(Expr),
-    /// The largest exact value, as `i64`.
-    Max(Expr),
+    /// The least exact value, as `i64`, of the rows where the second is true (all without).
+    Min(Expr, Option<Expr>),
+    /// The largest exact value, as `i64`, of the rows where the second is true.
+    Max(Expr, Option<Expr>),
 }
 
 impl Part {
@@ -120,8 +123,8 @@ impl Part {
             Part::Low(_) => ScalarValue::U64(0),
             Part::High(_) | Part::Whole(_) => ScalarValue::I64(0),
             Part::Float(_) => ScalarValue::F64(0.0),
-            Part::Min(_) => ScalarValue::I64(i64::MAX),
-            Part::Max(_) => ScalarValue::I64(i64::MIN),
+            Part::Min(..) => ScalarValue::I64(i64::MAX),
+            Part::Max(..) => ScalarValue::I64(i64::MIN),
         }
     }
 
@@ -143,15 +146,31 @@ impl Part {
                 op(BinaryOp::Shr, &v, &lit_value(ScalarValue::I64(32)))
             }
             Part::Float(e) => cast(&e.emit(cols), ScalarType::F64),
-            Part::Whole(e) | Part::Min(e) | Part::Max(e) => cast(&e.emit(cols), ScalarType::I64),
+            Part::Whole(e) => cast(&e.emit(cols), ScalarType::I64),
+            Part::Min(e, valid) | Part::Max(e, valid) => {
+                let v = cast(&e.emit(cols), ScalarType::I64);
+                let Some(valid) = valid else {
+                    return v;
+                };
+                let (c, other) = (valid.emit(cols), lit_value(self.identity()));
+                expr_dyn(
+                    kiln::ir::Expr::Select {
+                        cond: c.handle(),
+                        accept: v.handle(),
+                        reject: other.handle(),
+                    },
+                    &[&c, &v, &other],
+                    Type::Scalar(ScalarType::I64),
+                )
+            }
         }
     }
 
     /// Combines two folded values of the part.
     fn combine(&self, x: &AnyVal, y: &AnyVal) -> AnyVal {
         let fun = match self {
-            Part::Min(_) => MathFn::Min,
-            Part::Max(_) => MathFn::Max,
+            Part::Min(..) => MathFn::Min,
+            Part::Max(..) => MathFn::Max,
             _ => return op(BinaryOp::Add, x, y),
         };
         expr_dyn(
@@ -165,7 +184,7 @@ impl Part {
     }
 
     fn is_add(&self) -> bool {
-        !matches!(self, Part::Min(_) | Part::Max(_))
+        !matches!(self, Part::Min(..) | Part::Max(..))
     }
 }
 
@@ -177,19 +196,37 @@ impl Aggregate {
             .is_some_and(|a| !matches!(a.sql, Sql::Float(_)))
     }
 
-    /// The parts this aggregate's state is made of, in the order [`State::merge`] reads them.
+    /// The parts this aggregate's state is made of, in the order [`State::merge`] reads them:
+    /// with an argument that may be NULL, the count of the rows where it is not comes first
+    /// and the other rows fold as the identity.
     fn parts(&self) -> Vec<Part> {
-        let sum = |e: &Expr| match self.exact() {
-            true => vec![Part::Low(e.clone()), Part::High(e.clone())],
-            false => vec![Part::Float(e.clone())],
+        let valid = self.valid.as_ref();
+        let sum = |e: &Expr| {
+            let e = match valid {
+                Some(v) => e.or_else(v, ScalarValue::from_bits(e.sql.kiln(), 0)),
+                None => e.clone(),
+            };
+            match self.exact() {
+                true => vec![Part::Low(e.clone()), Part::High(e)],
+                false => vec![Part::Float(e)],
+            }
         };
+        let count = valid.map(|v| Part::Count(Expr::count_of(v.clone())));
         match &self.fun {
             Fun::Count(None) => vec![Part::Rows],
             Fun::Count(Some(e)) => vec![Part::Count(e.clone())],
-            Fun::Sum(e) => sum(e),
-            Fun::Avg(e) => std::iter::once(Part::Rows).chain(sum(e)).collect(),
-            Fun::Min(e) => vec![Part::Min(e.clone())],
-            Fun::Max(e) => vec![Part::Max(e.clone())],
+            Fun::Sum(e) => count.into_iter().chain(sum(e)).collect(),
+            Fun::Avg(e) => std::iter::once(count.unwrap_or(Part::Rows))
+                .chain(sum(e))
+                .collect(),
+            Fun::Min(e) => count
+                .into_iter()
+                .chain([Part::Min(e.clone(), valid.cloned())])
+                .collect(),
+            Fun::Max(e) => count
+                .into_iter()
+                .chain([Part::Max(e.clone(), valid.cloned())])
+                .collect(),
         }
     }
 }
@@ -336,6 +373,9 @@ pub(crate) enum State {
     Avg(u64, Box<State>),
     Min(Option<i64>),
     Max(Option<i64>),
+    /// A `SUM`, `MIN` or `MAX` of an argument that may be NULL: folded first, the count of
+    /// rows where it is not, which stands for the rows the state merges.
+    Valid(Box<State>),
 }
 
 fn overflow(what: &str) -> DataFusionError {
@@ -348,12 +388,17 @@ impl State {
             true => State::ExactSum(None),
             false => State::FloatSum(None),
         };
-        match a.fun {
+        let state = match a.fun {
             Fun::Count(_) => State::Count(0),
             Fun::Sum(_) => sum(),
-            Fun::Avg(_) => State::Avg(0, Box::new(sum())),
+            // Its count is the rows it merges, with or without NULLs.
+            Fun::Avg(_) => return State::Avg(0, Box::new(sum())),
             Fun::Min(_) => State::Min(None),
             Fun::Max(_) => State::Max(None),
+        };
+        match (&a.fun, &a.valid) {
+            (Fun::Sum(_) | Fun::Min(_) | Fun::Max(_), Some(_)) => State::Valid(Box::new(state)),
+            _ => state,
         }
     }
 
@@ -382,8 +427,13 @@ impl State {
                 }
             }
             State::Avg(c, sum) => {
-                *c += next()?.to_bits() as u32 as u64;
-                sum.merge(v, rows)?;
+                let n = next()?.to_bits() as u32 as u64;
+                *c += n;
+                sum.merge(v, n)?;
+            }
+            State::Valid(state) => {
+                let n = next()?.to_bits() as u32 as u64;
+                state.merge(v, n)?;
             }
             State::Min(m) => {
                 let x = next()?.to_bits() as i64;
@@ -412,6 +462,7 @@ impl State {
                 sum.fields(&types[1..], out)?;
             }
             State::Min(m) | State::Max(m) => out.push(exact(m.map(i128::from), &types[0])?),
+            State::Valid(state) => state.fields(types, out)?,
         }
         Ok(())
     }

@@ -76,11 +76,19 @@ fn type_limit(t: ScalarType) -> i128 {
     }
 }
 
-/// A translated expression: what it computes and how kiln holds the result.
+/// A translated expression: what it computes, how kiln holds the result, and where it is
+/// not NULL.
+///
+/// `valid` is a boolean expression, true on the rows where the value is not NULL (`None`:
+/// never NULL). Only the top of a translated tree's is read: the filter and the aggregates
+/// turn it into nodes ([`Expr::known_true`], [`Expr::count_of`], masked folds), so
+/// [`Expr::inputs`], [`Expr::bound`] and [`Expr::emit`] read the nodes alone. Where the
+/// value is NULL, the node computes some value of its type that nothing reads.
 #[derive(Clone, Debug)]
 pub(crate) struct Expr {
     pub(crate) node: Node,
     pub(crate) sql: Sql,
+    pub(crate) valid: Option<Box<Expr>>,
 }
 
 #[derive(Clone, Debug)]
@@ -107,7 +115,67 @@ pub(crate) type Bounds = [Option<i128>];
 
 impl Expr {
     fn new(node: Node, sql: Sql) -> Expr {
-        Expr { node, sql }
+        Expr {
+            node,
+            sql,
+            valid: None,
+        }
+    }
+
+    /// Input column `i`, of `sql`, never NULL.
+    pub(crate) fn input(i: usize, sql: Sql) -> Expr {
+        Expr::new(Node::Input(i), sql)
+    }
+
+    fn boolean(b: bool) -> Expr {
+        Expr::new(Node::Literal(ScalarValue::Bool(b)), Sql::Bool)
+    }
+
+    /// The same value, NULL where `valid` is false (never, for `None`).
+    pub(crate) fn with_valid(mut self, valid: Option<Expr>) -> Expr {
+        self.valid = valid.map(Box::new);
+        self
+    }
+
+    /// Where the value is not NULL, if it may be.
+    pub(crate) fn validity(&self) -> Option<Expr> {
+        self.valid.as_deref().cloned()
+    }
+
+    /// The value, with nothing said about NULLs.
+    pub(crate) fn value(&self) -> Expr {
+        self.clone().with_valid(None)
+    }
+
+    /// Where a boolean is TRUE (not FALSE, not NULL): the rows a filter keeps.
+    pub(crate) fn known_true(&self) -> Expr {
+        match self.validity() {
+            None => self.value(),
+            Some(v) => logic(BinaryOp::And, self.value(), v),
+        }
+    }
+
+    /// Where a boolean is FALSE (not TRUE, not NULL).
+    fn known_false(&self) -> Expr {
+        let not = Expr::new(Node::Not(Box::new(self.value())), Sql::Bool);
+        match self.validity() {
+            None => not,
+            Some(v) => logic(BinaryOp::And, not, v),
+        }
+    }
+
+    /// `self` where `valid`, else the literal `otherwise` of the same type: a value that folds
+    /// as if the row were not there.
+    pub(crate) fn or_else(&self, valid: &Expr, otherwise: ScalarValue) -> Expr {
+        let other = Expr::new(Node::Literal(otherwise), self.sql);
+        Expr::new(
+            Node::Select(
+                Box::new(valid.clone()),
+                Box::new(self.value()),
+                Box::new(other),
+            ),
+            self.sql,
+        )
     }
 
     /// The input columns the expression reads.
@@ -264,6 +332,39 @@ fn literal_magnitude(v: ScalarValue) -> i128 {
     }
 }
 
+/// `a op b` of two booleans that are never NULL.
+fn logic(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    Expr::new(Node::Binary(op, Box::new(a), Box::new(b)), Sql::Bool)
+}
+
+/// Where both `a` and `b` are valid (`None`: always).
+fn both_valid(a: &Expr, b: &Expr) -> Option<Expr> {
+    match (a.validity(), b.validity()) {
+        (None, v) | (v, None) => v,
+        (Some(x), Some(y)) => Some(logic(BinaryOp::And, x, y)),
+    }
+}
+
+/// `a AND b` or `a OR b` in SQL's three-valued logic: TRUE where the known-TRUE rows say
+/// so, FALSE where the known-FALSE ones do, NULL elsewhere.
+fn three_valued(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    if a.valid.is_none() && b.valid.is_none() {
+        return logic(op, a, b);
+    }
+    let (t, f) = match op {
+        BinaryOp::And => (
+            logic(BinaryOp::And, a.known_true(), b.known_true()),
+            logic(BinaryOp::Or, a.known_false(), b.known_false()),
+        ),
+        _ => (
+            logic(BinaryOp::Or, a.known_true(), b.known_true()),
+            logic(BinaryOp::And, a.known_false(), b.known_false()),
+        ),
+    };
+    let valid = logic(BinaryOp::Or, t.clone(), f);
+    t.with_valid(Some(valid))
+}
+
 /// `a op b`, of type `t`.
 pub(crate) fn bin(op: BinaryOp, a: &AnyVal, b: &AnyVal, t: ScalarType) -> AnyVal {
     expr_dyn(
@@ -367,7 +468,10 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
     if let Some(n) = e.downcast_ref::<dfx::NotExpr>() {
         let a = translate(n.arg(), scope)?;
         return match a.sql {
-            Sql::Bool => Ok(Expr::new(Node::Not(Box::new(a)), Sql::Bool)),
+            Sql::Bool => {
+                let valid = a.validity();
+                Ok(Expr::new(Node::Not(Box::new(a)), Sql::Bool).with_valid(valid))
+            }
             t => Err(format!("NOT of {t:?}")),
         };
     }
@@ -375,26 +479,27 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
         let a = translate(n.arg(), scope)?;
         return match a.sql {
             Sql::Int(_) | Sql::Float(_) | Sql::Decimal(..) => {
-                let sql = a.sql;
-                Ok(Expr::new(Node::Neg(Box::new(a)), sql))
+                let (sql, valid) = (a.sql, a.validity());
+                Ok(Expr::new(Node::Neg(Box::new(a)), sql).with_valid(valid))
             }
             t => Err(format!("negation of {t:?}")),
         };
     }
     if let Some(c) = e.downcast_ref::<dfx::CastExpr>() {
         let a = translate(c.expr(), scope)?;
-        return convert(a, Sql::of(c.cast_type())?);
+        let valid = a.validity();
+        return Ok(convert(a, Sql::of(c.cast_type())?)?.with_valid(valid));
     }
     if let Some(n) = e.downcast_ref::<dfx::IsNullExpr>() {
-        translate(n.arg(), scope)?;
-        return Ok(Expr::new(
-            Node::Literal(ScalarValue::Bool(false)),
-            Sql::Bool,
-        ));
+        return Ok(match translate(n.arg(), scope)?.validity() {
+            None => Expr::boolean(false),
+            Some(v) => Expr::new(Node::Not(Box::new(v)), Sql::Bool),
+        });
     }
     if let Some(n) = e.downcast_ref::<dfx::IsNotNullExpr>() {
-        translate(n.arg(), scope)?;
-        return Ok(Expr::new(Node::Literal(ScalarValue::Bool(true)), Sql::Bool));
+        return Ok(translate(n.arg(), scope)?
+            .validity()
+            .unwrap_or(Expr::boolean(true)));
     }
     if let Some(i) = e.downcast_ref::<dfx::InListExpr>() {
         let x = translate(i.expr(), scope)?;
@@ -406,12 +511,12 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
                 Some(prev) => binary(Operator::Or, prev, eq)?,
             });
         }
-        let found = any_of.unwrap_or(Expr::new(
-            Node::Literal(ScalarValue::Bool(false)),
-            Sql::Bool,
-        ));
+        let found = any_of.unwrap_or(Expr::boolean(false));
         return Ok(match i.negated() {
-            true => Expr::new(Node::Not(Box::new(found)), Sql::Bool),
+            true => {
+                let valid = found.validity();
+                Expr::new(Node::Not(Box::new(found)), Sql::Bool).with_valid(valid)
+            }
             false => found,
         });
     }
@@ -431,11 +536,25 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
             if then.sql != result.sql || cond.sql != Sql::Bool {
                 return Err("CASE branches of different types".into());
             }
+            // A WHEN that is NULL is not taken.
+            let cond = cond.known_true();
+            let valid = match (then.validity(), result.validity()) {
+                (None, None) => None,
+                (a, b) => Some(Expr::new(
+                    Node::Select(
+                        Box::new(cond.clone()),
+                        Box::new(a.unwrap_or(Expr::boolean(true))),
+                        Box::new(b.unwrap_or(Expr::boolean(true))),
+                    ),
+                    Sql::Bool,
+                )),
+            };
             let sql = result.sql;
             result = Expr::new(
                 Node::Select(Box::new(cond), Box::new(then), Box::new(result)),
                 sql,
-            );
+            )
+            .with_valid(valid);
         }
         return Ok(result);
     }
@@ -460,7 +579,14 @@ fn literal(v: &Sv) -> Result<Expr, String> {
             let v = i64::try_from(*x).map_err(|_| format!("decimal literal {v} past i64"))?;
             (ScalarValue::I64(v), Sql::Decimal(*p, *s))
         }
-        other if other.is_null() => return Err("a NULL literal".into()),
+        // A typed NULL: some value of the type, never valid.
+        // An untyped NULL (`count(null)`), as a boolean that is never valid.
+        Sv::Null => return Ok(Expr::boolean(false).with_valid(Some(Expr::boolean(false)))),
+        other if other.is_null() => {
+            let zero = Sv::new_zero(&other.data_type())
+                .map_err(|_| format!("a NULL literal of type {}", other.data_type()))?;
+            return Ok(literal(&zero)?.with_valid(Some(Expr::boolean(false))));
+        }
         other => return Err(format!("literal {other} of type {}", other.data_type())),
     };
     Ok(Expr::new(Node::Literal(value), sql))
@@ -510,18 +636,29 @@ fn same_scale(a: Expr, b: Expr) -> Result<(Expr, Expr, i8), String> {
     Ok((up(a)?, up(b)?, s))
 }
 
+/// `a op b`: NULL where either is (AND and OR as SQL's three-valued logic has them).
 fn binary(op: Operator, a: Expr, b: Expr) -> Result<Expr, String> {
+    let logical = matches!(op, Operator::And | Operator::Or);
+    if logical {
+        return match (a.sql, b.sql) {
+            (Sql::Bool, Sql::Bool) => {
+                let k = match op {
+                    Operator::And => BinaryOp::And,
+                    _ => BinaryOp::Or,
+                };
+                Ok(three_valued(k, a, b))
+            }
+            _ => Err(format!("{op} of {:?} and {:?}", a.sql, b.sql)),
+        };
+    }
+    let valid = both_valid(&a, &b);
+    Ok(strict_binary(op, a, b)?.with_valid(valid))
+}
+
+/// `a op b` of values, for an `op` other than AND and OR.
+fn strict_binary(op: Operator, a: Expr, b: Expr) -> Result<Expr, String> {
     use Operator as O;
-    let logical = |k| match (a.sql, b.sql) {
-        (Sql::Bool, Sql::Bool) => Ok(Expr::new(
-            Node::Binary(k, Box::new(a.clone()), Box::new(b.clone())),
-            Sql::Bool,
-        )),
-        _ => Err(format!("{op} of {:?} and {:?}", a.sql, b.sql)),
-    };
     let cmp = match op {
-        O::And => return logical(BinaryOp::And),
-        O::Or => return logical(BinaryOp::Or),
         O::Eq => Some(BinaryOp::Eq),
         O::NotEq => Some(BinaryOp::Ne),
         O::Lt => Some(BinaryOp::Lt),

@@ -123,8 +123,22 @@ fn hold<'b>(array: &'b ArrayRef, sql: Sql) -> Result<(Held<'b>, Option<i128>)> {
             // Without a branch per value, in 64-bit lanes: a value fits in `i64` when its
             // high half is its low half's sign (adding the sign bit gives 0), and then the
             // low half xor the high one is its magnitude, less one when negative.
-            let d = array.as_primitive::<adt::Decimal128Type>().values();
+            let decimals = array.as_primitive::<adt::Decimal128Type>();
+            let d = decimals.values();
             let mut out = vec![0i64; d.len()];
+            // The values under NULLs are not the column's: read as 0.
+            let zeroed;
+            let d = match decimals.nulls().filter(|n| n.null_count() > 0) {
+                None => d,
+                Some(nulls) => {
+                    zeroed = d
+                        .iter()
+                        .zip(nulls.iter())
+                        .map(|(v, valid)| if valid { *v } else { 0 })
+                        .collect::<Vec<i128>>();
+                    &zeroed[..]
+                }
+            };
             let (mut misfit, mut bits) = (0u64, 0u64);
             for (o, v) in out.iter_mut().zip(d.iter()) {
                 let (lo, hi) = (*v as u64, (*v >> 64) as u64);
@@ -222,11 +236,19 @@ impl Fused {
                 Source::Host(e) => e.evaluate(batch)?.into_array(batch.num_rows()),
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
-        if let Some(a) = arrays.iter().find(|a| a.null_count() > 0) {
-            return Err(exec_error(format!(
-                "a column declared NOT NULL holds {} NULLs",
-                a.null_count()
-            )));
+        // NULLs are read through the validity the rule put beside a column that may hold them.
+        let schema = batch.schema();
+        for ((source, _), a) in self.inputs.iter().zip(&arrays) {
+            let nullable = match source {
+                Source::Column(c) => schema.field(*c).is_nullable(),
+                Source::Host(_) => false,
+            };
+            if !nullable && a.null_count() > 0 {
+                return Err(exec_error(format!(
+                    "a column declared NOT NULL holds {} NULLs",
+                    a.null_count()
+                )));
+            }
         }
         if self.keys.is_empty() {
             for (_, row) in self.fold(ctx, batch.num_rows(), &arrays, None, groups)? {

@@ -3,7 +3,7 @@
 
 use crate::aggregate::{Aggregate, Fun, Kind};
 use crate::exec::{KilnDeclinedExec, KilnExec};
-use crate::expr::{translate, Expr, Node, Scoped, Sql};
+use crate::expr::{translate, Expr, Scoped, Sql};
 use crate::fused::{renumber, Fused, Source};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -29,12 +29,14 @@ use std::sync::Arc;
 ///
 /// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
 /// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST` between
-/// numeric types, date and decimal literals, `IS [NOT] NULL` (of any column), over NOT NULL
-/// columns of integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), and
-/// comparisons of NOT NULL strings (`=`, `<>`, `<`, ..., `LIKE`, `IN`), which DataFusion
-/// computes on the host for each batch and kiln reads as booleans (as it does `IS [NOT]
-/// NULL` of a column that may be NULL); `SUM`, `COUNT` (also of a column that may be NULL),
-/// `MIN`, `MAX` (not of floats) and `AVG`; `GROUP BY` on NOT NULL columns of any type and on
+/// numeric types, date, decimal and NULL literals, `IS [NOT] NULL`, over columns of
+/// integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), NOT NULL or not (a
+/// column that may be NULL is read with its validity: NULL propagates through arithmetic,
+/// comparisons and casts, `AND`/`OR`/`NOT` follow SQL's three-valued logic, a filter keeps
+/// the rows whose predicate is TRUE), and comparisons of NOT NULL strings (`=`, `<>`, `<`,
+/// ..., `LIKE`, `IN`), which DataFusion computes on the host for each batch and kiln reads
+/// as booleans; `SUM`, `COUNT`, `MIN`, `MAX` (not of floats) and `AVG`, which skip NULLs
+/// (`COUNT` of a column of any type); `GROUP BY` on NOT NULL columns of any type and on
 /// `date_part`/`extract` and `substr` of them (DataFusion computes those keys on the host),
 /// any number of groups (the host codes the keys; a batch of more than 1024 groups is folded
 /// as one kiln query per 1024 of them). Integer and decimal results are exact: an expression
@@ -241,17 +243,24 @@ fn fuse(
             })
         })
         .collect();
+    // Predicates DataFusion computes on the host ([`hoist`]) and the validity of columns that
+    // may be NULL, read by kiln as booleans: input columns `width..` of the expressions.
+    let width = schema.fields().len();
+    let mut leaves: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
     let mut scope: Vec<Scoped> = schema
         .fields()
         .iter()
         .enumerate()
         .map(|(i, f)| match (f.is_nullable(), Sql::of(f.data_type())) {
-            (false, Ok(sql)) => Scoped::Value(Expr {
-                node: Node::Input(i),
-                sql,
-            }),
-            (true, _) => Scoped::Opaque {
-                why: format!("nullable ({})", f.data_type()),
+            (false, Ok(sql)) => Scoped::Value(Expr::input(i, sql)),
+            (true, Ok(sql)) => {
+                let column = Arc::new(Column::new(f.name(), i));
+                leaves.push(Arc::new(IsNotNullExpr::new(column)));
+                let valid = Expr::input(width + leaves.len() - 1, Sql::Bool);
+                Scoped::Value(Expr::input(i, sql).with_valid(Some(valid)))
+            }
+            (true, Err(t)) => Scoped::Opaque {
+                why: format!("nullable (of {t})"),
                 groupable: false,
             },
             (false, Err(t)) => Scoped::Opaque {
@@ -260,16 +269,9 @@ fn fuse(
             },
         })
         .collect();
-    // Predicates DataFusion computes on the host ([`hoist`]), read by kiln as booleans:
-    // input columns `width..` of the expressions.
-    let width = schema.fields().len();
-    let mut leaves = Vec::new();
     let mut hoisted = |e: &Arc<dyn PhysicalExpr>, scope: &mut Vec<Scoped>, host: &[_]| {
         hoist(e, host, &schema, &mut |leaf| {
-            scope.push(Scoped::Value(Expr {
-                node: Node::Input(width + leaves.len()),
-                sql: Sql::Bool,
-            }));
+            scope.push(Scoped::Value(Expr::input(width + leaves.len(), Sql::Bool)));
             leaves.push(leaf);
             Arc::new(Column::new("host predicate", scope.len() - 1))
         })
@@ -280,7 +282,8 @@ fn fuse(
         if p.sql != Sql::Bool {
             return Err("a filter that is not a boolean".into());
         }
-        predicate = Some(p);
+        // A row whose predicate is NULL is dropped.
+        predicate = Some(p.known_true());
         if let Some(keep) = f.projection() {
             scope = keep.iter().map(|&i| scope[i].clone()).collect();
             host = keep.iter().map(|&i| host[i].clone()).collect();
@@ -319,6 +322,9 @@ fn fuse(
             let Some(c) = e.downcast_ref::<Column>() else {
                 return on_host(e, &host).ok_or_else(|| format!("GROUP BY on the expression {e}"));
             };
+            if host[c.index()].as_ref().is_some_and(|h| h.nullable) {
+                return Err(format!("GROUP BY {name}, which may be NULL"));
+            }
             match (&scope[c.index()], on_host(e, &host)) {
                 (
                     Scoped::Opaque {
@@ -340,32 +346,33 @@ fn fuse(
             return Err(format!("{name} with DISTINCT or ORDER BY"));
         }
         let args = a.expressions();
-        let arg = match (kind, args.as_slice()) {
-            (Kind::Count, [e])
-                if e.downcast_ref::<Literal>()
-                    .is_some_and(|l| !l.value().is_null()) =>
-            {
-                None
-            }
-            // COUNT of a column that may be NULL counts the rows where it is not, which the
-            // host computes.
-            (Kind::Count, [e])
-                if e.downcast_ref::<Column>().is_some_and(|c| {
+        // The argument's value and where it is not NULL: COUNT counts those rows, the other
+        // aggregates skip the rest.
+        let (arg, valid) = match args.as_slice() {
+            // A column of any type that may be NULL: the host says where it is not.
+            [e] if kind == Kind::Count
+                && e.downcast_ref::<Column>().is_some_and(|c| {
                     host.get(c.index())
                         .and_then(Option::as_ref)
                         .is_some_and(|h| h.nullable)
                 }) =>
             {
                 let valid: Arc<dyn PhysicalExpr> = Arc::new(IsNotNullExpr::new(e.clone()));
-                let valid = translate(&hoisted(&valid, &mut scope, &host), &scope)?;
-                Some(Expr::count_of(valid))
+                (
+                    None,
+                    Some(translate(&hoisted(&valid, &mut scope, &host), &scope)?),
+                )
             }
-            (Kind::Count, [e]) => {
-                translate(&hoisted(e, &mut scope, &host), &scope)?;
-                None
+            [e] => {
+                let a = translate(&hoisted(e, &mut scope, &host), &scope)?;
+                let valid = a.validity();
+                (Some(a.value()), valid)
             }
-            (_, [e]) => Some(translate(&hoisted(e, &mut scope, &host), &scope)?),
             _ => return Err(format!("{name} of {} arguments", args.len())),
+        };
+        let arg = match kind {
+            Kind::Count => valid.clone().map(Expr::count_of),
+            _ => arg,
         };
         match (&kind, arg.as_ref().map(|a| a.sql)) {
             (Kind::Min | Kind::Max, Some(Sql::Float(_))) => {
@@ -386,16 +393,18 @@ fn fuse(
         let fun = Fun::new(kind, arg).ok_or_else(|| format!("{name} without an argument"))?;
         aggregates.push(Aggregate {
             fun,
+            valid: valid.filter(|_| kind != Kind::Count),
             state,
             text: a.name().to_string(),
         });
     }
     // The input columns the expressions read, numbered as kiln's query sees them.
     let mut used = Vec::new();
-    for e in predicate
-        .iter()
-        .chain(aggregates.iter().filter_map(|a| a.fun.arg()))
-    {
+    for e in predicate.iter().chain(
+        aggregates
+            .iter()
+            .flat_map(|a| a.fun.arg().into_iter().chain(&a.valid)),
+    ) {
         e.inputs(&mut used);
     }
     used.sort_unstable();
@@ -407,6 +416,9 @@ fn fuse(
     for a in &mut aggregates {
         if let Some(arg) = a.fun.arg_mut() {
             renumber(arg, &position);
+        }
+        if let Some(valid) = &mut a.valid {
+            renumber(valid, &position);
         }
     }
     let inputs = used
