@@ -444,9 +444,24 @@ fn total_order(x: &AnyVal, ft: ScalarType) -> AnyVal {
 pub(crate) enum Scoped {
     /// A value kiln computes.
     Value(Expr),
-    /// A column kiln cannot compute with, `why` not, and whether a grouping may still name
-    /// it (a NOT NULL string may, and so may a key the host computes).
-    Opaque { why: String, groupable: bool },
+    /// A column kiln cannot compute with (a string, a key the host computes), `why` not, and
+    /// where it is not NULL, if it may be. A grouping may still name it (the host codes group
+    /// keys), and `IS [NOT] NULL` and `COUNT` read its validity.
+    Opaque { why: String, valid: Option<Expr> },
+}
+
+/// Where `e` (over a schema whose columns are `scope`) is not NULL, if it may be (`None`
+/// where it never is), or why kiln cannot say. Of a column, also one kiln cannot compute with.
+pub(crate) fn validity(
+    e: &Arc<dyn PhysicalExpr>,
+    scope: &[Scoped],
+) -> Result<Option<Expr>, String> {
+    if let Some(c) = e.downcast_ref::<dfx::Column>() {
+        if let Some(Scoped::Opaque { valid, .. }) = scope.get(c.index()) {
+            return Ok(valid.clone());
+        }
+    }
+    Ok(translate(e, scope)?.validity())
 }
 
 /// Translates `e` (over a schema whose columns are `scope`) or says why not.
@@ -491,15 +506,13 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
         return Ok(convert(a, Sql::of(c.cast_type())?)?.with_valid(valid));
     }
     if let Some(n) = e.downcast_ref::<dfx::IsNullExpr>() {
-        return Ok(match translate(n.arg(), scope)?.validity() {
+        return Ok(match validity(n.arg(), scope)? {
             None => Expr::boolean(false),
             Some(v) => Expr::new(Node::Not(Box::new(v)), Sql::Bool),
         });
     }
     if let Some(n) = e.downcast_ref::<dfx::IsNotNullExpr>() {
-        return Ok(translate(n.arg(), scope)?
-            .validity()
-            .unwrap_or(Expr::boolean(true)));
+        return Ok(validity(n.arg(), scope)?.unwrap_or(Expr::boolean(true)));
     }
     if let Some(i) = e.downcast_ref::<dfx::InListExpr>() {
         let x = translate(i.expr(), scope)?;

@@ -4,8 +4,9 @@
 use crate::aggregate::{Aggregate, Groups};
 use crate::expr::{Expr, Node, Sql};
 use crate::keys::{encode_keys, windows, Codes};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::buffer::BooleanBuffer;
+use datafusion::arrow::datatypes::{self as adt, ArrowPrimitiveType, DataType, Schema};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::PhysicalExpr;
 use kiln::ir::{expr_dyn, lit_value, AnyVal, BinaryOp, ScalarType, ScalarValue, Type};
@@ -18,8 +19,38 @@ pub(crate) enum Source {
     /// The input batch's column.
     Column(usize),
     /// A predicate DataFusion computes on the host from the input batch (a comparison of
-    /// strings, `IS [NOT] NULL` of a column that may be NULL), read as booleans.
+    /// strings), read as booleans.
     Host(Arc<dyn PhysicalExpr>),
+    /// Where a column or a predicate is not NULL, read as booleans: its validity bitmap where
+    /// it is.
+    Valid(Box<Source>),
+}
+
+impl Source {
+    /// The column of `batch` it names or computes.
+    fn array(&self, batch: &RecordBatch) -> Result<ArrayRef> {
+        match self {
+            Source::Column(c) => Ok(batch.column(*c).clone()),
+            Source::Host(e) => e.evaluate(batch)?.into_array(batch.num_rows()),
+            Source::Valid(of) => {
+                let a = of.array(batch)?;
+                let valid = match a.logical_nulls() {
+                    Some(nulls) => nulls.into_inner(),
+                    None => BooleanBuffer::new_set(a.len()),
+                };
+                Ok(Arc::new(BooleanArray::new(valid, None)))
+            }
+        }
+    }
+
+    /// Whether its column may hold NULLs, going by `schema` (the input batch's).
+    fn nullable(&self, schema: &Schema) -> bool {
+        match self {
+            Source::Column(c) => schema.field(*c).is_nullable(),
+            Source::Host(e) => e.nullable(schema).unwrap_or(true),
+            Source::Valid(_) => false,
+        }
+    }
 }
 
 /// A filter and a partial aggregate, over the input columns `inputs`.
@@ -231,19 +262,12 @@ impl Fused {
         let arrays = self
             .inputs
             .iter()
-            .map(|(source, _)| match source {
-                Source::Column(c) => Ok(batch.column(*c).clone()),
-                Source::Host(e) => e.evaluate(batch)?.into_array(batch.num_rows()),
-            })
+            .map(|(source, _)| source.array(batch))
             .collect::<Result<Vec<ArrayRef>>>()?;
-        // NULLs are read through the validity the rule put beside a column that may hold them.
+        // NULLs are read through the validity the rule put beside what may hold them.
         let schema = batch.schema();
         for ((source, _), a) in self.inputs.iter().zip(&arrays) {
-            let nullable = match source {
-                Source::Column(c) => schema.field(*c).is_nullable(),
-                Source::Host(_) => false,
-            };
-            if !nullable && a.null_count() > 0 {
+            if !source.nullable(&schema) && a.null_count() > 0 {
                 return Err(exec_error(format!(
                     "a column declared NOT NULL holds {} NULLs",
                     a.null_count()

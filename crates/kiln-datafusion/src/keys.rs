@@ -1,5 +1,6 @@
 //! Group keys on the host: each key column's distinct values get dense codes (in order of
-//! first appearance), and the codes of several columns combine into one code per row. kiln's
+//! first appearance, NULL one value like the others, as SQL's `GROUP BY` has it), and the
+//! codes of several columns combine into one code per row. kiln's
 //! dense grouping folds at most [`WINDOW`] codes at once, so a batch with more groups is
 //! split into windows of codes, each folded apart.
 
@@ -108,16 +109,30 @@ impl Coder {
     fn code<V: Hash + Eq + Copy>(&mut self, seen: &mut Seen<V>, value: V) {
         self.push(|next| seen.code(value, next));
     }
+
+    /// Codes the next row, a NULL: `null` is the code NULL has, once it has one.
+    fn code_null(&mut self, null: &mut Option<u32>) {
+        self.push(|next| *null.get_or_insert(next));
+    }
 }
 
-/// The codes of a primitive column's values.
+/// The codes of a primitive column's values (the values under NULLs are not read).
 fn code_primitive<T: ArrowPrimitiveType>(a: &ArrayRef, coder: &mut Coder)
 where
     T::Native: Hash + Eq,
 {
-    let mut seen = Seen::new();
-    for v in a.as_primitive::<T>().values() {
-        coder.code(&mut seen, *v);
+    let (mut seen, mut null) = (Seen::new(), None);
+    let values = a.as_primitive::<T>().values();
+    match a.nulls() {
+        None => values.iter().for_each(|v| coder.code(&mut seen, *v)),
+        Some(valid) => {
+            for (v, valid) in values.iter().zip(valid) {
+                match valid {
+                    true => coder.code(&mut seen, *v),
+                    false => coder.code_null(&mut null),
+                }
+            }
+        }
     }
 }
 
@@ -131,11 +146,12 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
         DataType::Utf8View => {
             // Strings of up to 12 bytes are their whole 16-byte view: equal views, equal strings.
             let s = a.as_string_view();
-            let (mut short, mut long) = (Seen::new(), Seen::new());
+            let (mut short, mut long, mut null) = (Seen::new(), Seen::new(), None);
             for (row, view) in s.views().iter().enumerate() {
-                match (*view as u32) <= 12 {
-                    true => coder.code(&mut short, *view),
-                    false => coder.code(&mut long, s.value(row)),
+                match (s.is_valid(row), (*view as u32) <= 12) {
+                    (false, _) => coder.code_null(&mut null),
+                    (true, true) => coder.code(&mut short, *view),
+                    (true, false) => coder.code(&mut long, s.value(row)),
                 }
             }
         }
@@ -150,7 +166,8 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
         DataType::Date32 => code_primitive::<adt::Date32Type>(a, &mut coder),
         DataType::Decimal128(..) => code_primitive::<adt::Decimal128Type>(a, &mut coder),
         _ => {
-            // Other types by their `ScalarValue`s, hashed (not `Copy`, so not through `Seen`).
+            // Other types by their `ScalarValue`s (NULL a value of them), hashed (not `Copy`,
+            // so not through `Seen`).
             let mut seen: HashMap<Sv, u32> = HashMap::new();
             for row in 0..a.len() {
                 let v = Sv::try_from_array(a, row).map_err(|e| e.to_string())?;
@@ -166,18 +183,14 @@ fn encode_column(a: &ArrayRef) -> Result<(Vec<u32>, Vec<Sv>), String> {
     Ok((coder.codes, values))
 }
 
-/// Each row's group code over the key columns `keys` (of `rows` rows each, without NULLs),
-/// and each code's key values.
+/// Each row's group code over the key columns `keys` (of `rows` rows each), and each code's
+/// key values (NULL where the key is).
 pub(crate) fn encode_keys(
     keys: &[ArrayRef],
     rows: usize,
 ) -> Result<(Vec<u32>, Vec<Vec<Sv>>), String> {
-    if let Some(k) = keys.iter().find(|k| k.null_count() > 0 || k.len() != rows) {
-        return Err(format!(
-            "a group key of {} values, {} NULL, for {rows} rows",
-            k.len(),
-            k.null_count()
-        ));
+    if let Some(k) = keys.iter().find(|k| k.len() != rows) {
+        return Err(format!("a group key of {} values for {rows} rows", k.len()));
     }
     let mut columns = keys.iter().map(encode_column);
     let Some(first) = columns.next() else {
@@ -325,6 +338,28 @@ mod tests {
             want.insert((key[0].clone(), key[1].clone()));
         }
         assert_eq!(decode.len(), want.len());
+    }
+
+    #[test]
+    fn null_is_one_key_apart_from_the_value_under_it() {
+        // Arrow stores 0 and "" under these NULLs: they must not join the rows of 0 and "".
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), None, Some(0), None, None]));
+        let strings: ArrayRef = Arc::new(StringViewArray::from(vec![
+            Some(""),
+            None,
+            Some("a string longer than twelve bytes"),
+            None,
+            Some(""),
+        ]));
+        let (codes, decode) = encode_keys(std::slice::from_ref(&ints), 5).unwrap();
+        assert_eq!(codes, [0, 1, 0, 1, 1]);
+        assert_eq!(decode, [vec![Sv::Int64(Some(0))], vec![Sv::Int64(None)]]);
+        let (codes, decode) = encode_keys(std::slice::from_ref(&strings), 5).unwrap();
+        assert_eq!(codes, [0, 1, 2, 1, 0]);
+        assert!(decode[1][0].is_null() && !decode[0][0].is_null());
+        let (codes, decode) = encode_keys(&[ints, strings], 5).unwrap();
+        assert_eq!(codes, [0, 1, 2, 1, 3]);
+        assert!(decode[3][0].is_null() && decode[3][1] == Sv::Utf8View(Some(String::new())));
     }
 
     #[test]

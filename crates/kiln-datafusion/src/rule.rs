@@ -3,16 +3,14 @@
 
 use crate::aggregate::{Aggregate, Fun, Kind};
 use crate::exec::{KilnDeclinedExec, KilnExec};
-use crate::expr::{translate, Expr, Scoped, Sql};
+use crate::expr::{translate, validity, Expr, Scoped, Sql};
 use crate::fused::{renumber, Fused, Source};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::ScalarValue as Sv;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{
-    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal,
-};
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, LikeExpr, Literal};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -33,11 +31,12 @@ use std::sync::Arc;
 /// integers, floats, dates, booleans and Decimal128 (as scaled `i64`s), NOT NULL or not (a
 /// column that may be NULL is read with its validity: NULL propagates through arithmetic,
 /// comparisons and casts, `AND`/`OR`/`NOT` follow SQL's three-valued logic, a filter keeps
-/// the rows whose predicate is TRUE), and comparisons of NOT NULL strings (`=`, `<>`, `<`,
-/// ..., `LIKE`, `IN`), which DataFusion computes on the host for each batch and kiln reads
-/// as booleans; `SUM`, `COUNT`, `MIN`, `MAX` (not of floats) and `AVG`, which skip NULLs
-/// (`COUNT` of a column of any type); `GROUP BY` on NOT NULL columns of any type and on
-/// `date_part`/`extract` and `substr` of them (DataFusion computes those keys on the host),
+/// the rows whose predicate is TRUE), and comparisons of strings, NULL or not (`=`, `<>`,
+/// `<`, ..., `LIKE`, `IN`), which DataFusion computes on the host for each batch and kiln
+/// reads as booleans with their validity; `SUM`, `COUNT`, `MIN`, `MAX` (not of floats) and `AVG`, which skip NULLs
+/// (`COUNT` of a column of any type); `GROUP BY` on columns of any type, NULL or not (NULL is
+/// one group), and on `date_part`/`extract` and `substr` of them (DataFusion computes those
+/// keys on the host),
 /// any number of groups (the host codes the keys; a batch of more than 1024 groups is folded
 /// as one kiln query per 1024 of them). Integer and decimal results are exact: an expression
 /// whose bounds could overflow `i64` fails the query.
@@ -83,24 +82,18 @@ impl PhysicalOptimizerRule for KilnRule {
     }
 }
 
-/// What the host computes for a column in scope: an expression over the operator's input,
-/// and whether it may be NULL.
-#[derive(Clone)]
-struct Host {
-    expr: Arc<dyn PhysicalExpr>,
-    nullable: bool,
-}
-
 /// `e` (over the columns whose host expressions are `host`) as an expression over the
-/// operator's input that DataFusion computes on the host for every row without failing and
-/// without NULLs: a NOT NULL column, a literal, or `date_part` or `substr` (with a literal
-/// length of at least 0) of them (TPC-H's `extract(year from ...)` and
-/// `substring(c_phone from 1 for 2)` keys). Computed before the filter, on rows it may drop, so
-/// nothing that can fail (a cast, a division) qualifies.
-fn on_host(e: &Arc<dyn PhysicalExpr>, host: &[Option<Host>]) -> Option<Arc<dyn PhysicalExpr>> {
+/// operator's input that DataFusion computes on the host for every row without failing: a
+/// column, a literal, or `date_part` or `substr` (with a literal length of at least 0) of
+/// them (TPC-H's `extract(year from ...)` and `substring(c_phone from 1 for 2)` keys).
+/// Computed before the filter, on rows it may drop, so nothing that can fail (a cast, a
+/// division) qualifies. It may be NULL where its columns are.
+fn on_host(
+    e: &Arc<dyn PhysicalExpr>,
+    host: &[Option<Arc<dyn PhysicalExpr>>],
+) -> Option<Arc<dyn PhysicalExpr>> {
     if let Some(c) = e.downcast_ref::<Column>() {
-        let h = host.get(c.index())?.as_ref()?;
-        return (!h.nullable).then(|| h.expr.clone());
+        return host.get(c.index())?.clone();
     }
     if e.downcast_ref::<Literal>()
         .is_some_and(|l| !l.value().is_null())
@@ -141,12 +134,12 @@ fn is_string(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
 
 /// `e` (over columns whose host expressions are `host`) with each comparison of strings
 /// (`=`, `<>`, `<`, ..., `LIKE`, `IN` lists of literals) over what the host computes without
-/// failing ([`on_host`]), and each `IS [NOT] NULL` of a column that may be NULL, replaced by
-/// the column `leaf` returns for the predicate rewritten over the operator's input
-/// (`schema`): DataFusion computes those on the host, kiln the rest.
+/// failing ([`on_host`]) replaced by the column `leaf` returns for the comparison rewritten
+/// over the operator's input (`schema`): DataFusion computes those on the host, kiln the
+/// rest.
 fn hoist(
     e: &Arc<dyn PhysicalExpr>,
-    host: &[Option<Host>],
+    host: &[Option<Arc<dyn PhysicalExpr>>],
     schema: &Schema,
     leaf: &mut dyn FnMut(Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr>,
 ) -> Arc<dyn PhysicalExpr> {
@@ -157,16 +150,7 @@ fn hoist(
             .collect::<Option<Vec<_>>>()?;
         parts.iter().any(|p| is_string(p, schema)).then_some(parts)
     };
-    let nullable_column = |arg: &Arc<dyn PhysicalExpr>| {
-        let c = arg.downcast_ref::<Column>()?;
-        let h = host.get(c.index())?.as_ref()?;
-        h.nullable.then(|| vec![h.expr.clone()])
-    };
-    let predicate = if let Some(n) = e.downcast_ref::<IsNotNullExpr>() {
-        nullable_column(n.arg())
-    } else if let Some(n) = e.downcast_ref::<IsNullExpr>() {
-        nullable_column(n.arg())
-    } else if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+    let comparison = if let Some(b) = e.downcast_ref::<BinaryExpr>() {
         use datafusion::logical_expr::Operator::*;
         match b.op() {
             Eq | NotEq | Lt | LtEq | Gt | GtEq => strings(&[b.left(), b.right()]),
@@ -181,7 +165,7 @@ fn hoist(
     } else {
         None
     };
-    if let Some(children) = predicate {
+    if let Some(children) = comparison {
         if let Ok(over_input) = e.clone().with_new_children(children) {
             return leaf(over_input);
         }
@@ -197,6 +181,51 @@ fn hoist(
             .clone()
             .with_new_children(children)
             .unwrap_or_else(|_| e.clone()),
+    }
+}
+
+/// The boolean columns the host gives kiln beside the operator's input (over `schema`),
+/// numbered after its columns: the validity of what may be NULL, and the predicates
+/// DataFusion computes ([`hoist`]).
+struct Leaves<'s> {
+    schema: &'s Schema,
+    sources: Vec<Source>,
+}
+
+impl Leaves<'_> {
+    /// A new leaf's column.
+    fn leaf(&mut self, source: Source) -> Expr {
+        self.sources.push(source);
+        Expr::input(
+            self.schema.fields().len() + self.sources.len() - 1,
+            Sql::Bool,
+        )
+    }
+
+    /// Where `e`, computed on the host, is not NULL: a leaf of its validity if it may be NULL.
+    fn validity(&mut self, e: &Arc<dyn PhysicalExpr>) -> Option<Expr> {
+        e.nullable(self.schema).unwrap_or(true).then(|| {
+            let source = match e.downcast_ref::<Column>() {
+                Some(c) => Source::Column(c.index()),
+                None => Source::Host(e.clone()),
+            };
+            self.leaf(Source::Valid(Box::new(source)))
+        })
+    }
+
+    /// `e` with its comparisons of strings hoisted ([`hoist`]): each a leaf, added to `scope`.
+    fn hoisted(
+        &mut self,
+        e: &Arc<dyn PhysicalExpr>,
+        scope: &mut Vec<Scoped>,
+        host: &[Option<Arc<dyn PhysicalExpr>>],
+    ) -> Arc<dyn PhysicalExpr> {
+        hoist(e, host, self.schema, &mut |predicate| {
+            let valid = self.validity(&predicate);
+            let value = self.leaf(Source::Host(predicate));
+            scope.push(Scoped::Value(value.with_valid(valid)));
+            Arc::new(Column::new("host predicate", scope.len() - 1))
+        })
     }
 }
 
@@ -230,55 +259,33 @@ fn fuse(
     let input = under.clone();
     let schema = input.schema();
     // What DataFusion computes on the host from the operator's input, for each column in
-    // scope (every input column, marked when it may be NULL; a projection adds what
-    // [`on_host`] computes): group keys and the input of hoisted predicates.
-    let mut host: Vec<Option<Host>> = schema
+    // scope (every input column; a projection adds what [`on_host`] computes): group keys and
+    // the input of hoisted predicates.
+    let mut host: Vec<Option<Arc<dyn PhysicalExpr>>> = schema
         .fields()
         .iter()
         .enumerate()
-        .map(|(i, f)| {
-            Some(Host {
-                expr: Arc::new(Column::new(f.name(), i)),
-                nullable: f.is_nullable(),
-            })
-        })
+        .map(|(i, f)| Some(Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>))
         .collect();
-    // Predicates DataFusion computes on the host ([`hoist`]) and the validity of columns that
-    // may be NULL, read by kiln as booleans: input columns `width..` of the expressions.
     let width = schema.fields().len();
-    let mut leaves: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
-    let mut scope: Vec<Scoped> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| match (f.is_nullable(), Sql::of(f.data_type())) {
-            (false, Ok(sql)) => Scoped::Value(Expr::input(i, sql)),
-            (true, Ok(sql)) => {
-                let column = Arc::new(Column::new(f.name(), i));
-                leaves.push(Arc::new(IsNotNullExpr::new(column)));
-                let valid = Expr::input(width + leaves.len() - 1, Sql::Bool);
-                Scoped::Value(Expr::input(i, sql).with_valid(Some(valid)))
-            }
-            (true, Err(t)) => Scoped::Opaque {
-                why: format!("nullable (of {t})"),
-                groupable: false,
-            },
-            (false, Err(t)) => Scoped::Opaque {
-                why: format!("of {t}"),
-                groupable: true,
-            },
-        })
-        .collect();
-    let mut hoisted = |e: &Arc<dyn PhysicalExpr>, scope: &mut Vec<Scoped>, host: &[_]| {
-        hoist(e, host, &schema, &mut |leaf| {
-            scope.push(Scoped::Value(Expr::input(width + leaves.len(), Sql::Bool)));
-            leaves.push(leaf);
-            Arc::new(Column::new("host predicate", scope.len() - 1))
-        })
+    let mut leaves = Leaves {
+        schema: &schema,
+        sources: Vec::new(),
     };
+    let mut scope: Vec<Scoped> = Vec::with_capacity(width);
+    for (i, f) in schema.fields().iter().enumerate() {
+        let valid = leaves.validity(&(Arc::new(Column::new(f.name(), i)) as _));
+        scope.push(match Sql::of(f.data_type()) {
+            Ok(sql) => Scoped::Value(Expr::input(i, sql).with_valid(valid)),
+            Err(t) => Scoped::Opaque {
+                why: format!("of {t}"),
+                valid,
+            },
+        });
+    }
     let mut predicate = None;
     if let Some(f) = filter {
-        let p = translate(&hoisted(f.predicate(), &mut scope, &host), &scope)?;
+        let p = translate(&leaves.hoisted(f.predicate(), &mut scope, &host), &scope)?;
         if p.sql != Sql::Bool {
             return Err("a filter that is not a boolean".into());
         }
@@ -292,50 +299,34 @@ fn fuse(
     if let Some(p) = projection {
         let mut projected = Vec::with_capacity(p.expr().len());
         for pe in p.expr() {
-            let on_host = on_host(&pe.expr, &host).map(|expr| Host {
-                expr,
-                nullable: false,
-            });
-            let (scoped, on_host) = match pe.expr.downcast_ref::<Column>() {
-                Some(c) => (scope[c.index()].clone(), host[c.index()].clone()),
-                None => match translate(&hoisted(&pe.expr, &mut scope, &host), &scope) {
-                    Ok(v) => (Scoped::Value(v), on_host),
+            let on_host = on_host(&pe.expr, &host);
+            let scoped = match pe.expr.downcast_ref::<Column>() {
+                Some(c) => scope[c.index()].clone(),
+                None => match translate(&leaves.hoisted(&pe.expr, &mut scope, &host), &scope) {
+                    Ok(v) => Scoped::Value(v),
                     // A value only the host computes may still be a group key.
-                    Err(why) if on_host.is_some() => (
-                        Scoped::Opaque {
+                    Err(why) => match &on_host {
+                        Some(e) => Scoped::Opaque {
                             why: format!("computed on the host ({why})"),
-                            groupable: true,
+                            valid: leaves.validity(e),
                         },
-                        on_host,
-                    ),
-                    Err(why) => return Err(why),
+                        None => return Err(why),
+                    },
                 },
             };
             projected.push((scoped, on_host));
         }
         (scope, host) = projected.into_iter().unzip();
     }
+    // The host computes the keys, NULL one value of them.
     let keys = group
         .expr()
         .iter()
         .map(|(e, name)| {
-            let Some(c) = e.downcast_ref::<Column>() else {
-                return on_host(e, &host).ok_or_else(|| format!("GROUP BY on the expression {e}"));
-            };
-            if host[c.index()].as_ref().is_some_and(|h| h.nullable) {
-                return Err(format!("GROUP BY {name}, which may be NULL"));
-            }
-            match (&scope[c.index()], on_host(e, &host)) {
-                (
-                    Scoped::Opaque {
-                        why,
-                        groupable: false,
-                    },
-                    _,
-                ) => Err(format!("GROUP BY {name}, which is {why}")),
-                (_, Some(key)) => Ok(key),
-                (_, None) => Err(format!("GROUP BY on the computed column {name}")),
-            }
+            on_host(e, &host).ok_or_else(|| match e.downcast_ref::<Column>() {
+                Some(_) => format!("GROUP BY on the computed column {name}"),
+                None => format!("GROUP BY on the expression {e}"),
+            })
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
     let mut aggregates = Vec::new();
@@ -349,22 +340,13 @@ fn fuse(
         // The argument's value and where it is not NULL: COUNT counts those rows, the other
         // aggregates skip the rest.
         let (arg, valid) = match args.as_slice() {
-            // A column of any type that may be NULL: the host says where it is not.
-            [e] if kind == Kind::Count
-                && e.downcast_ref::<Column>().is_some_and(|c| {
-                    host.get(c.index())
-                        .and_then(Option::as_ref)
-                        .is_some_and(|h| h.nullable)
-                }) =>
-            {
-                let valid: Arc<dyn PhysicalExpr> = Arc::new(IsNotNullExpr::new(e.clone()));
-                (
-                    None,
-                    Some(translate(&hoisted(&valid, &mut scope, &host), &scope)?),
-                )
-            }
+            // Of any type (a string's validity too).
+            [e] if kind == Kind::Count => (
+                None,
+                validity(&leaves.hoisted(e, &mut scope, &host), &scope)?,
+            ),
             [e] => {
-                let a = translate(&hoisted(e, &mut scope, &host), &scope)?;
+                let a = translate(&leaves.hoisted(e, &mut scope, &host), &scope)?;
                 let valid = a.validity();
                 (Some(a.value()), valid)
             }
@@ -425,7 +407,7 @@ fn fuse(
         .iter()
         .map(|&i| match i.checked_sub(width) {
             None => Sql::of(schema.field(i).data_type()).map(|s| (Source::Column(i), s)),
-            Some(leaf) => Ok((Source::Host(leaves[leaf].clone()), Sql::Bool)),
+            Some(leaf) => Ok((leaves.sources[leaf].clone(), Sql::Bool)),
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
     let text = format!(
