@@ -77,6 +77,9 @@ grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 # with the whole workspace's features, as nextest built DataFusion: `cargo run -p` would
 # resolve other features and build DataFusion a second time (about 20 minutes here).
 cargo build --release --workspace --examples --bins
+# The command line's installation check, as README says: the backends this machine has must
+# run a query and a kernel.
+target/release/kiln doctor --require cpu,opencl,wgpu
 target/release/examples/tpch > /tmp/kiln-tpch.out
 grep -q 'KilnExec: device=' /tmp/kiln-tpch.out
 test "$(grep -c "^Q[16] equals DataFusion's own answer: true$" /tmp/kiln-tpch.out)" = 2

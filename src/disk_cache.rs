@@ -28,6 +28,15 @@ const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The size bound of a cache made by [`DiskCache::from_env`] without `KILN_CACHE_MAX_MB`.
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 
+/// What a [`DiskCache`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// How many entries (compiled binaries).
+    pub entries: usize,
+    /// Their bytes together.
+    pub bytes: u64,
+}
+
 /// A directory of checksummed binaries, kept under a size bound.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
@@ -90,6 +99,58 @@ impl DiskCache {
     /// The size bound in bytes.
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
+    }
+
+    /// The directory it keeps its files in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many entries it holds and their bytes together: none when the directory does not
+    /// exist yet. Fails when the directory exists but cannot be read.
+    pub fn usage(&self) -> std::io::Result<CacheUsage> {
+        let entries = self.entries()?;
+        Ok(CacheUsage {
+            entries: entries.len(),
+            bytes: entries.iter().map(|(_, len, _)| len).sum(),
+        })
+    }
+
+    /// Deletes every entry (the directory and any other files in it stay) and returns how
+    /// many it deleted. Fails when the directory exists but cannot be read, or an entry
+    /// cannot be deleted (one another process deleted meanwhile is not a failure).
+    pub fn clear(&self) -> std::io::Result<usize> {
+        let mut deleted = 0;
+        for (_, _, path) in self.entries()? {
+            match std::fs::remove_file(&path) {
+                Ok(()) => deleted += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Each entry's last use, length and path; none when the directory does not exist.
+    fn entries(&self) -> std::io::Result<Vec<(SystemTime, u64, PathBuf)>> {
+        let listing = match std::fs::read_dir(&self.dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut entries = Vec::new();
+        for e in listing {
+            let Ok(e) = e else { continue };
+            let path = e.path();
+            if !is_entry(&path) {
+                continue;
+            }
+            if let Ok(m) = e.metadata() {
+                let used = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                entries.push((used, m.len(), path));
+            }
+        }
+        Ok(entries)
     }
 
     /// The cache in `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`,
@@ -212,18 +273,7 @@ impl DiskCache {
     /// when the directory cannot be read or the stamp written; entries that another process
     /// removed meanwhile are skipped.
     pub fn trim(&self) -> std::io::Result<()> {
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        for e in std::fs::read_dir(&self.dir)? {
-            let Ok(e) = e else { continue };
-            let path = e.path();
-            if !is_entry(&path) {
-                continue;
-            }
-            if let Ok(m) = e.metadata() {
-                let used = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                entries.push((used, m.len(), path));
-            }
-        }
+        let mut entries = self.entries()?;
         std::fs::write(self.dir.join(TRIM_STAMP), b"")?;
         let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
         if total <= self.max_bytes {

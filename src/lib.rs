@@ -48,7 +48,7 @@ mod row;
 
 pub use buffer::Buffer;
 pub use context::{Context, KernelCache, Stats, DEFAULT_CACHE_CAPACITY};
-pub use disk_cache::{DiskCache, DEFAULT_CACHE_MAX_BYTES};
+pub use disk_cache::{CacheUsage, DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};
 pub use kiln_backend::{

@@ -126,6 +126,35 @@ fn disk_cache_checksums_reject_any_change() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn usage_counts_the_entries_and_clear_deletes_only_them() {
+    let dir = std::env::temp_dir().join(format!("kiln-disk-cache-clear-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = DiskCache::new(dir.clone());
+    assert_eq!(c.dir(), dir.as_path());
+    let none = kiln::CacheUsage {
+        entries: 0,
+        bytes: 0,
+    };
+    assert_eq!(c.usage().unwrap(), none, "no directory yet");
+    assert_eq!(c.clear().unwrap(), 0);
+    c.store(&["a"], b"first").unwrap();
+    c.store(&["b"], &[7; 1000]).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"not an entry").unwrap();
+    let files: u64 = [c.path(&["a"]), c.path(&["b"])]
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(files > 1005, "{files}");
+    let usage = c.usage().unwrap();
+    assert_eq!((usage.entries, usage.bytes), (2, files));
+    assert_eq!(c.clear().unwrap(), 2);
+    assert_eq!(c.usage().unwrap(), none);
+    assert_eq!(c.load(&["a"]), None);
+    assert!(dir.join("notes.txt").exists(), "other files stay");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An entry copied over another entry's file name records the other key, so it is refused
 /// (and deleted) rather than loaded: the query for `x * 3` must not run the binary of `x * 5`.
 /// Something that is not a regular file under an entry's name (a FIFO) is neither read, which

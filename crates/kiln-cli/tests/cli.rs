@@ -1,0 +1,283 @@
+//! Runs each `kiln` subcommand as a user would and checks what it says against the library's
+//! own answers (`Context::devices`, `kiln::emit`, `DiskCache`).
+
+#[allow(dead_code)]
+#[path = "../../../examples/gallery/mod.rs"]
+mod gallery;
+
+use assert_cmd::Command;
+use kiln::{BackendKind, Context, DiskCache, Target};
+use serde_json::Value;
+
+/// The `kiln` binary, with the disk cache in `cache` (a fresh folder per test).
+fn kiln(cache: &str) -> Command {
+    let mut c = Command::cargo_bin("kiln").expect("the kiln binary");
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{cache}-{}", std::process::id()));
+    c.env("KILN_CACHE_DIR", dir);
+    c
+}
+
+/// What a run printed on stdout and stderr, and its exit status.
+fn run(c: &mut Command) -> (String, String, Option<i32>) {
+    let out = c.output().expect("kiln runs");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8 output");
+    (text(out.stdout), text(out.stderr), out.status.code())
+}
+
+/// The backends `KILN_REQUIRE` names (`gl` is wgpu's; other words name tools, not backends).
+fn required() -> Vec<BackendKind> {
+    let list = std::env::var("KILN_REQUIRE").unwrap_or_default();
+    let mut kinds: Vec<BackendKind> = list
+        .split(',')
+        .filter_map(|w| match w.trim() {
+            "gl" => Some(BackendKind::Wgpu),
+            w => BackendKind::parse(w),
+        })
+        .collect();
+    kinds.dedup();
+    kinds
+}
+
+#[test]
+fn devices_lists_what_the_library_finds_as_json_and_as_a_table() {
+    let (json, err, status) = run(kiln("devices").args(["devices", "--json"]));
+    assert_eq!(status, Some(0), "{err}");
+    assert!(err.is_empty(), "nothing on stderr: {err}");
+    let json: Value = serde_json::from_str(&json).expect("valid JSON");
+    let listed = json["devices"].as_array().expect("a device list");
+    let devices = Context::devices();
+    assert_eq!(listed.len(), devices.len(), "{json:#}");
+    for (j, d) in listed.iter().zip(&devices) {
+        assert_eq!(j["backend"], d.backend.name());
+        assert_eq!(j["index"], d.index);
+        assert_eq!(j["name"], d.name.as_str());
+        assert_eq!(j["memory_bytes"], d.memory_bytes);
+        assert_eq!(j["max_group_size"], d.max_group_size);
+        assert_eq!(j["subgroup_size"], d.subgroup_size);
+        assert_eq!(j["max_shared_bytes"], d.max_shared_bytes);
+        assert_eq!(j["f64"], d.features.f64);
+        assert_eq!(j["int64"], d.features.int64);
+        assert_eq!(j["atomics64"], d.features.atomics64);
+        assert_eq!(j["unusable"].as_str(), d.unusable.as_deref());
+    }
+    // Every backend is either listed or said absent, with the reason opening it gives.
+    let absent = json["absent"].as_array().expect("an absent list");
+    for kind in [
+        BackendKind::Cpu,
+        BackendKind::Cuda,
+        BackendKind::OpenCl,
+        BackendKind::Wgpu,
+    ] {
+        let has = devices.iter().any(|d| d.backend == kind);
+        let said = absent.iter().find(|a| a["backend"] == kind.name());
+        match (has, said) {
+            (true, None) => {}
+            (false, Some(a)) => {
+                let why = match Context::with_backend(kind) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => panic!("{kind} opens but lists no device"),
+                };
+                assert_eq!(a["reason"], why.as_str());
+            }
+            _ => panic!("{kind}: listed {has}, said absent {said:?}"),
+        }
+    }
+    for kind in required() {
+        assert!(
+            devices
+                .iter()
+                .any(|d| d.backend == kind && d.unusable.is_none()),
+            "KILN_REQUIRE names {kind}, but kiln lists no device of it: {json:#}"
+        );
+    }
+    let (table, _, status) = run(kiln("devices").arg("devices"));
+    assert_eq!(status, Some(0));
+    for d in &devices {
+        let line = match &d.unusable {
+            None => table.lines().find(|l| l.contains(&d.name)),
+            Some(_) => table.lines().find(|l| l.contains("does not open")),
+        };
+        assert!(
+            line.is_some_and(|l| l.starts_with(d.backend.name())),
+            "{}: {table}",
+            d.name
+        );
+    }
+    for a in absent {
+        let line = format!(
+            "{}: no device: {}",
+            a["backend"].as_str().unwrap(),
+            a["reason"].as_str().unwrap()
+        );
+        assert!(table.contains(&line), "{line}\n{table}");
+    }
+}
+
+#[test]
+fn doctor_passes_on_every_device_present_and_fails_for_what_is_missing() {
+    let devices = Context::devices();
+    let usable: Vec<_> = devices.iter().filter(|d| d.unusable.is_none()).collect();
+    let present: Vec<&str> = usable.iter().map(|d| d.backend.name()).collect();
+    let (out, err, status) = run(kiln("doctor").args(["doctor", "--require", &present.join(",")]));
+    assert_eq!(status, Some(0), "{out}{err}");
+    for d in &usable {
+        let ok = format!(
+            "ok    {} {} ({}): a query and a kernel equal Rust on the host",
+            d.backend, d.index, d.name
+        );
+        assert!(out.contains(&ok), "{ok}\n{out}");
+    }
+    assert!(out.contains("ok    disk cache"), "{out}");
+    for kind in required() {
+        assert!(
+            present.contains(&kind.name()),
+            "KILN_REQUIRE names {kind}, which kiln doctor cannot use:\n{out}"
+        );
+    }
+    // A backend without a device fails `--require` with the remedy; a misspelt one is refused.
+    for kind in [BackendKind::Cuda, BackendKind::OpenCl, BackendKind::Wgpu] {
+        if present.contains(&kind.name()) {
+            continue;
+        }
+        let (out, err, status) = run(kiln("doctor").args(["doctor", "--require", kind.name()]));
+        assert_eq!(status, Some(1), "{out}");
+        assert!(out.contains(&format!("to use {kind}: install")), "{out}");
+        assert_eq!(
+            err,
+            format!("kiln: required backends without a working device: {kind}\n")
+        );
+    }
+    // `--only` checks those backends alone.
+    let (out, _, status) =
+        run(kiln("doctor").args(["doctor", "--only", "cpu", "--require", "cpu"]));
+    assert_eq!(status, Some(0), "{out}");
+    let backends: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.get(6..)?.split(' ').next())
+        .collect();
+    assert_eq!(backends, ["cpu", "disk"], "{out}");
+    let (_, err, status) =
+        run(kiln("doctor").args(["doctor", "--only", "cpu", "--require", "opencl"]));
+    assert_eq!(
+        (status, err.as_str()),
+        (
+            Some(1),
+            "kiln: --require names opencl, which --only leaves out\n"
+        )
+    );
+    let (_, err, status) = run(kiln("doctor").args(["doctor", "--require", "cpu,vulcan"]));
+    assert_eq!(status, Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("`vulcan`, which is no backend"), "{err}");
+    // A cache folder that cannot be made (under a file) fails the check, with what to set.
+    let file = std::env::temp_dir().join(format!("kiln-cli-file-{}", std::process::id()));
+    std::fs::write(&file, b"a file, not a folder").unwrap();
+    let (out, err, status) = run(kiln("doctor")
+        .arg("doctor")
+        .env("KILN_CACHE_DIR", file.join("cache")));
+    assert_eq!(status, Some(1), "{out}");
+    assert!(
+        out.contains("FAIL  disk cache") && out.contains("set KILN_CACHE_DIR"),
+        "{out}"
+    );
+    assert_eq!(err, "kiln: the disk cache does not work (see above)\n");
+    std::fs::remove_file(&file).unwrap();
+    let cache = format!("kiln-cli-doctor-{}", std::process::id());
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(cache));
+}
+
+#[test]
+fn emit_prints_what_the_library_writes_for_each_gallery_kernel() {
+    let (list, _, status) = run(kiln("emit").args(["emit", "--list"]));
+    assert_eq!(status, Some(0));
+    let kernels: Vec<&str> = list
+        .lines()
+        .find_map(|l| l.strip_prefix("kernels: "))
+        .expect("a kernel list")
+        .split(", ")
+        .collect();
+    assert_eq!(kernels.len(), 14, "{list}");
+    let ir = |name: &str| match name {
+        "saxpy" => gallery::saxpy().ir(),
+        "matmul_tiled" => gallery::matmul_tiled().ir(),
+        "map_op_smooth" => gallery::map_op::<gallery::Smooth>().ir(),
+        "scale_i64" => gallery::scale::<i64>().ir(),
+        other => panic!("{other}"),
+    };
+    for name in ["saxpy", "matmul_tiled", "map_op_smooth", "scale_i64"] {
+        assert!(kernels.contains(&name), "{list}");
+        let kernel = ir(name).expect("the gallery kernel's IR");
+        for (flag, target) in [
+            ("ir", Target::Ir),
+            ("cuda", Target::CudaC),
+            ("opencl", Target::OpenClC),
+            ("wgsl", Target::Wgsl),
+            ("msl", Target::Msl),
+            ("spirv", Target::SpirV),
+        ] {
+            let (out, err, status) = run(kiln("emit").args(["emit", name, "--target", flag]));
+            assert_eq!(status, Some(0), "{name} {flag}: {err}");
+            // The source lines name the gallery's file as each crate reached it.
+            let want = kiln::emit(&kernel, target)
+                .expect("the library writes it")
+                .replace("kiln-cli/tests/../", "kiln-cli/src/../");
+            assert_eq!(out.trim_end(), want.trim_end(), "{name} as {flag}");
+        }
+    }
+    // Every listed kernel is written as OpenCL C.
+    for name in &kernels {
+        let (_, err, status) = run(kiln("emit").args(["emit", name, "--target", "opencl"]));
+        assert_eq!(status, Some(0), "{name}: {err}");
+    }
+    for args in [
+        ["emit", "nope", "--target", "ir"],
+        ["emit", "saxpy", "--target", "ptx"],
+    ] {
+        let (out, err, status) = run(kiln("emit").args(args));
+        assert_eq!(status, Some(1), "{args:?}: {out}");
+        assert!(
+            err.starts_with("kiln: no ") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn cache_shows_its_folder_and_clear_empties_it() {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = DiskCache::new(dir.clone());
+    cache.store(&["one"], b"a binary").unwrap();
+    cache.store(&["two"], &[1; 4096]).unwrap();
+    let bytes = cache.usage().unwrap().bytes;
+    let (out, _, status) = run(kiln("cache").arg("cache").env("KILN_CACHE_DIR", &dir));
+    assert_eq!(status, Some(0));
+    assert!(
+        out.contains(&format!("folder   {}", dir.display())),
+        "{out}"
+    );
+    assert!(out.contains("entries  2"), "{out}");
+    assert!(out.contains(&format!("({bytes} bytes)")), "{out}");
+    let (out, _, status) = run(kiln("cache")
+        .args(["cache", "clear"])
+        .env("KILN_CACHE_DIR", &dir));
+    assert_eq!(status, Some(0));
+    assert!(
+        out.contains("deleted 2 entries") && out.contains("entries  0"),
+        "{out}"
+    );
+    assert_eq!(cache.load(&["one"]), None);
+    let (out, _, status) = run(kiln("cache").arg("cache").env("KILN_CACHE_DIR", "off"));
+    assert_eq!(status, Some(0));
+    assert!(out.starts_with("the disk cache is off"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_command_line_clap_rejects_exits_2_without_a_panic() {
+    for args in [vec!["devices", "--jsn"], vec!["bogus"], vec![]] {
+        let (_, err, status) = run(kiln("clap").args(&args));
+        assert_eq!(status, Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
