@@ -145,8 +145,8 @@ for root in nvidia.__path__:
     fi
     if [[ ",$parts," == *,bench,* ]]; then
         # Cold-compile rows are measured with every cache off.
-        KILN_CACHE_DIR=off target/gpu/bin/bin-kiln-bench ${BENCH_ARGS:-} --json "$OUT/bench.json" > "$OUT/logs/bench.log" 2>&1 \
-            || { failed=1; summary+="kiln-bench: FAILED"$'\n'; }
+        KILN_CACHE_DIR=off target/gpu/bin/bin-kiln bench ${BENCH_ARGS:-} --json "$OUT/bench.json" --svg "$OUT/bench.svg" \
+            > "$OUT/logs/bench.log" 2>&1 || { failed=1; summary+="kiln bench: FAILED"$'\n'; }
         grep -E "^\| .* \| $backend \||GB/s|device-resident|cached call|cold compile" "$OUT/logs/bench.log" || true
     fi
     if [[ ",$parts," == *,cupy,* ]]; then

@@ -109,7 +109,9 @@ test "$cluster_status" = 0 || { cat /tmp/kiln-tpch-cluster.out; exit 1; }
 test "$(grep -c "the cluster's answer equals DataFusion's own$" /tmp/kiln-tpch-cluster.out)" = 2
 grep -q '^Q1 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
 grep -q '^Q6 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
-cargo run --release -p kiln-bench -- --quick --json /tmp/kiln-bench.json
+# The quick benchmark through the command line, with its JSON and chart.
+target/release/kiln bench --quick --json /tmp/kiln-bench.json --svg /tmp/kiln-bench.svg
+grep -q 'class="bar"' /tmp/kiln-bench.svg
 # The CPU backend alone (`default-features = false, features = ["cpu"]`): the library's unit
 # tests (the other backends are typed `Unavailable`) and the quickstart.
 cargo test --release --no-default-features --features cpu --lib

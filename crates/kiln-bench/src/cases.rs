@@ -1,6 +1,6 @@
 //! The table of cases: what kiln runs, what it is compared with, and what a device must have
-//! for it. `main` runs every case on every device in table order; each baseline is measured
-//! once (on the host) or once per device.
+//! for it. [`run`](crate::run) runs every case on every device in table order; each baseline
+//! is measured once (on the host) or once per device.
 
 use crate::data::Bench;
 use kiln::prelude::*;
@@ -56,6 +56,12 @@ pub struct Case {
     /// Bytes kiln's side moves per element, for the bandwidth line; `None` when it is not a
     /// bandwidth case.
     pub bytes_per_element: Option<usize>,
+}
+
+/// The device's copy bandwidth in GB/s: bytes read and written by its own copy of `n` f32.
+pub fn copy_gbs(b: &Bench, ctx: &Context) -> Result<f64, Error> {
+    let ms = resident::device_copy(b, ctx, b.n)?;
+    Ok((8 * b.n) as f64 / ms / 1e6)
 }
 
 /// Every case, in the order the table prints them.

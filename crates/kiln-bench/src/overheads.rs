@@ -23,14 +23,15 @@ fn fused(ctx: &Context, xs: &[f32]) -> f32 {
         .unwrap()
 }
 
-/// Measures the overheads on a new context for device `index` of `kind`, and prints them
-/// with the cached cost of every terminal, labelled `backend`. Fails when the context cannot
-/// be made.
+/// Measures the overheads on a new context for device `index` of `kind`, and tells `note`
+/// them with the cached cost of every terminal, labelled `backend`. Fails when the context
+/// cannot be made.
 pub fn measure(
     b: &Bench,
     kind: BackendKind,
     index: u32,
     backend: &str,
+    note: &mut dyn FnMut(String),
 ) -> Result<Overheads, Error> {
     let cold = Context::with_device(kind, index)?;
     let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
@@ -44,7 +45,7 @@ pub fn measure(
         std::hint::black_box(fused(&cold, &small));
     }
     let per_call_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
-    println!("{backend}: cold compile of the fused query ({} kernels): {compile_ms:.2} ms (first call {first_ms:.2} ms); cached call on 1000 elements: {per_call_us:.1} us", cold.stats().compilations);
+    note(format!("{backend}: cold compile of the fused query ({} kernels): {compile_ms:.2} ms (first call {first_ms:.2} ms); cached call on 1000 elements: {per_call_us:.1} us", cold.stats().compilations));
 
     // What one cached call of each terminal costs when the work itself is small: the plan
     // cache lookup, allocations, launches and copies.
@@ -97,10 +98,10 @@ pub fn measure(
         .into_iter()
         .map(|(name, f)| format!("{name} {:.1}", per_call(f)))
         .collect();
-    println!(
+    note(format!(
         "{backend}: cached calls on 1000 elements, us: {}",
         costs.join(", ")
-    );
+    ));
     Ok(Overheads {
         compile_ms,
         per_call_us,

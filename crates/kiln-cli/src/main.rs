@@ -2,14 +2,17 @@
 //!
 //! `kiln devices` lists every device of every backend (and why a backend has none),
 //! `kiln doctor` runs a query and a kernel on each and checks the disk cache, `kiln emit`
-//! prints the source kiln writes for a gallery kernel, and `kiln cache` shows or clears the
-//! disk cache. Errors are one line on stderr and exit status 1 (2 for a command line clap
+//! prints the source kiln writes for a gallery kernel, `kiln bench` runs the benchmark with a
+//! progress bar and writes JSON and an SVG chart, and `kiln cache` shows or clears the disk
+//! cache. Errors are one line on stderr and exit status 1 (2 for a command line clap
 //! rejects).
 
+mod bench;
 mod cache;
 mod devices;
 mod doctor;
 mod emit;
+mod svg;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -55,6 +58,8 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Runs the benchmark: kiln against hand-written baselines, each case on every device.
+    Bench(bench::Request),
     /// Shows where the disk cache of compiled binaries is and what it holds.
     Cache {
         #[command(subcommand)]
@@ -99,6 +104,10 @@ pub(crate) fn say(text: impl std::fmt::Display) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Bench { .. }) {
+        // Cold compiles are measured with every cache off; before any thread starts.
+        kiln_bench::caches_off();
+    }
     let done = match cli.command {
         Command::Devices { json } => devices::run(json),
         Command::Doctor { require, only } => doctor::run(&require, &only),
@@ -107,6 +116,7 @@ fn main() -> ExitCode {
             target,
             list,
         } => emit::run(kernel.as_deref(), &target, list),
+        Command::Bench(request) => bench::run(request),
         Command::Cache { action } => cache::run(action.is_some()),
     };
     match done {

@@ -6,7 +6,7 @@ use crate::data::Bench;
 use kiln::prelude::*;
 
 /// The best time of the device copying the first `len` values of `xs` into another buffer.
-fn device_copy(b: &Bench, ctx: &Context, len: usize) -> Result<f64, Error> {
+pub(super) fn device_copy(b: &Bench, ctx: &Context, len: usize) -> Result<f64, Error> {
     let src = ctx.upload(&b.xs[..len])?;
     let mut dst = ctx.upload(&vec![0f32; len])?;
     Ok(b.best(|| {
