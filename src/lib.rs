@@ -29,6 +29,7 @@
 //! another. Semantics (division by zero, shifts, casts, NaN in min/max, out-of-bounds access)
 //! are the rules written in [`ir`].
 
+#![deny(missing_docs)]
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

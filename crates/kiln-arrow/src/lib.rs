@@ -32,6 +32,7 @@
 //! # Ok::<(), kiln_arrow::Error>(())
 //! ```
 
+#![deny(missing_docs)]
 mod column;
 mod decimal;
 mod group;

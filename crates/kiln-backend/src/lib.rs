@@ -4,6 +4,7 @@
 //! over a [`Grid`] with [`LaunchArg`]s. The query layer and the runtime talk to backends only
 //! through [`Backend`], so adding a backend touches nothing else.
 
+#![deny(missing_docs)]
 mod pool;
 
 pub use pool::{pool_capacity, MemoryPool};

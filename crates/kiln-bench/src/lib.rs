@@ -3,6 +3,7 @@
 //! [`Report`] holds their times and the ratio (baseline time / kiln time, so 1.0 means as
 //! fast as the baseline and higher is better).
 
+#![deny(missing_docs)]
 #[allow(dead_code)]
 #[path = "../../../examples/gallery/mod.rs"]
 mod kernels;

@@ -19,6 +19,7 @@
 //! takes ([`Slot`]); the OpenCL and CUDA runtimes bind their arguments by it, so the
 //! convention is stated once, here.
 
+#![deny(missing_docs)]
 use kiln_ir::*;
 use kiln_writer::{
     common_line, component_name, components, intrinsic_body, rules, temp_name, AtomicCall,

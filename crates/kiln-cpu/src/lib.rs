@@ -6,6 +6,7 @@
 //! kernel cannot tell its groups apart. Buffers are host memory, passed without
 //! copies. Subgroups have one lane.
 
+#![deny(missing_docs)]
 mod lower;
 mod mathlib;
 

@@ -13,6 +13,7 @@
 //! runtime, loads it as a module and launches on one stream. Without the driver,
 //! [`CudaBackend::new`] returns `BackendError::Unavailable` naming `libcuda.so.1`.
 
+#![deny(missing_docs)]
 mod nvrtc;
 mod runtime;
 pub use nvrtc::{Nvrtc, Output, NVRTC_LIBRARY};

@@ -62,6 +62,7 @@
 //! * **Atomics** are relaxed read-modify-writes on 32/64-bit integers (`f32` for add and
 //!   exchange) and return the previous value.
 
+#![deny(missing_docs)]
 mod bounds;
 mod build;
 pub mod constants;

@@ -7,6 +7,7 @@
 //! the kernel. Anything outside the supported subset is a compile error at the construct,
 //! saying what to write instead.
 
+#![deny(missing_docs)]
 mod body;
 mod value;
 

@@ -8,6 +8,7 @@
 //! host's memory (`CL_DEVICE_HOST_UNIFIED_MEMORY`: CPUs, integrated GPUs) the kernel uses them
 //! in place instead (`CL_MEM_USE_HOST_PTR`), and the launch waits for it.
 
+#![deny(missing_docs)]
 use kiln_backend::*;
 use kiln_c::{write_validated, Dialect, ScalarArg, Slot};
 use kiln_ir::{Kernel, KernelInfo, ParamKind};

@@ -27,6 +27,7 @@
 //! handing wrong results on. Loops with a few constant passes that llvmpipe unrolls are
 //! counted too, so a kernel near the limit can fail although llvmpipe would have run it.
 
+#![deny(missing_docs)]
 use kiln_backend::*;
 use kiln_ir::{Access, Kernel, KernelInfo, ParamKind, SharedLen};
 use kiln_wgsl::{ParamSlot, Shader, FAULT_TAG_OVERRIDE, GROUP_SIZE_OVERRIDES};

@@ -34,6 +34,7 @@
 //! [`translate`] parses and validates the WGSL with naga and writes it as MSL, GLSL (compute),
 //! HLSL or SPIR-V.
 
+#![deny(missing_docs)]
 mod expr;
 mod keywords;
 mod math;

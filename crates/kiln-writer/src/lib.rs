@@ -16,6 +16,7 @@
 //!   good enough), stated once.
 //! * [`WriteError`], and the names of flattened components and temporaries.
 
+#![deny(missing_docs)]
 mod exprs;
 mod function;
 mod helpers;
