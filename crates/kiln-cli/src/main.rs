@@ -12,6 +12,7 @@ mod cache;
 mod devices;
 mod doctor;
 mod emit;
+mod queries;
 mod svg;
 
 use clap::{Parser, Subcommand};
@@ -47,17 +48,9 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
-    /// Prints the source kiln writes for a gallery kernel.
-    Emit {
-        /// The kernel (`kiln emit --list` names them).
-        kernel: Option<String>,
-        /// The language: ir, cuda, opencl, wgsl, msl, glsl, hlsl or spirv.
-        #[arg(long, default_value = "ir")]
-        target: String,
-        /// List the kernels and targets instead.
-        #[arg(long)]
-        list: bool,
-    },
+    /// Prints the source kiln writes for a gallery kernel or an example query, or a query's
+    /// plan.
+    Emit(emit::Request),
     /// Runs the benchmark: kiln against hand-written baselines, each case on every device.
     Bench(bench::Request),
     /// Shows where the disk cache of compiled binaries is and what it holds.
@@ -111,11 +104,7 @@ fn main() -> ExitCode {
     let done = match cli.command {
         Command::Devices { json } => devices::run(json),
         Command::Doctor { require, only } => doctor::run(&require, &only),
-        Command::Emit {
-            kernel,
-            target,
-            list,
-        } => emit::run(kernel.as_deref(), &target, list),
+        Command::Emit(request) => emit::run(request),
         Command::Bench(request) => bench::run(request),
         Command::Cache { action } => cache::run(action.is_some()),
     };

@@ -238,7 +238,7 @@ fn emit_prints_what_the_library_writes_for_each_gallery_kernel() {
     }
     for args in [
         ["emit", "nope", "--target", "ir"],
-        ["emit", "saxpy", "--target", "ptx"],
+        ["emit", "saxpy", "--target", "metal"],
     ] {
         let (out, err, status) = run(kiln("emit").args(args));
         assert_eq!(status, Some(1), "{args:?}: {out}");
@@ -246,6 +246,114 @@ fn emit_prints_what_the_library_writes_for_each_gallery_kernel() {
             err.starts_with("kiln: no ") && err.lines().count() == 1,
             "{err}"
         );
+    }
+}
+
+#[test]
+fn emit_prints_an_example_querys_kernels_and_plans() {
+    let (list, _, _) = run(kiln("emit").args(["emit", "--list"]));
+    let queries: Vec<&str> = list
+        .lines()
+        .find_map(|l| l.strip_prefix("queries: "))
+        .expect("a query list")
+        .split(", ")
+        .collect();
+    assert!(queries.len() >= 6, "{list}");
+    // The README's first query, as the library writes it for the CPU device and for a
+    // grouped (GPU) plan.
+    let ctx = Context::with_backend(BackendKind::Cpu).expect("the CPU backend");
+    let xs: Vec<f32> = (0..10_000).map(|i| (i % 1000) as f32).collect();
+    let q = ctx
+        .from(&xs)
+        .map(|x| x * 2.0)
+        .filter(|x| x.gt(1000.0))
+        .map(|x| x + 100.0);
+    for grouped in [false, true] {
+        ctx.set_plan_shape(match grouped {
+            true => kiln::PlanShape::Grouped,
+            false => kiln::PlanShape::Auto,
+        });
+        for (flag, target) in [("opencl", Target::OpenClC), ("wgsl", Target::Wgsl)] {
+            let mut args = vec!["emit", "quickstart", "--target", flag];
+            args.extend(grouped.then_some("--grouped"));
+            let (out, err, status) = run(kiln("emit").args(&args));
+            assert_eq!(status, Some(0), "{args:?}: {err}");
+            assert_eq!(
+                out.trim_end(),
+                q.emit(target).unwrap().trim_end(),
+                "{args:?}"
+            );
+        }
+        let mut args = vec!["emit", "quickstart", "--plan"];
+        args.extend(grouped.then_some("--grouped"));
+        let (out, _, status) = run(kiln("emit").args(&args));
+        assert_eq!(status, Some(0));
+        assert!(
+            out.contains(q.explain_on(&ctx.profile()).trim_end()),
+            "{args:?}: {out}"
+        );
+    }
+    for query in &queries {
+        let (out, err, status) = run(kiln("emit").args(["emit", query, "--plan", "--grouped"]));
+        assert_eq!(status, Some(0), "{query}: {err}");
+        assert!(
+            out.contains("plan (grouped)") && out.contains("launch "),
+            "{query}: {out}"
+        );
+    }
+    for (args, says) in [
+        (
+            vec!["emit", "sort", "--target", "wgsl"],
+            "printed with its plan (--plan)",
+        ),
+        (vec!["emit", "saxpy", "--plan"], "only queries have plans"),
+        (
+            vec!["emit", "quickstart", "--backend", "tpu"],
+            "--backend takes cpu",
+        ),
+        (
+            vec!["emit", "quickstart", "--target", "ptx"],
+            "PTX is written for gallery kernels",
+        ),
+    ] {
+        let (out, err, status) = run(kiln("emit").args(&args));
+        assert_eq!(status, Some(1), "{args:?}: {out}");
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// PTX from NVRTC where it is found: required when `KILN_REQUIRE` names `nvrtc`.
+#[cfg(feature = "cuda")]
+#[test]
+fn emit_writes_a_kernels_ptx_through_nvrtc() {
+    let kernel = gallery::saxpy().ir().unwrap();
+    let nvrtc_required = std::env::var("KILN_REQUIRE").is_ok_and(|r| r.contains("nvrtc"));
+    for arch in ["sm_90", "sm_80"] {
+        let (out, err, status) =
+            run(kiln("ptx").args(["emit", "saxpy", "--target", "ptx", "--arch", arch]));
+        match kiln_cuda::compile_ptx(&kernel, arch) {
+            Ok(compiled) => {
+                assert_eq!(status, Some(0), "{err}");
+                assert!(out.contains(&format!(".target {arch}")), "{out}");
+                assert!(out.contains(".entry saxpy"), "{out}");
+                // The source lines name the gallery's file as each crate reached it.
+                let want = compiled
+                    .ptx
+                    .replace("kiln-cli/tests/../", "kiln-cli/src/../");
+                assert_eq!(out.trim_end(), want.trim_end());
+            }
+            Err(e) => {
+                assert!(
+                    !nvrtc_required,
+                    "KILN_REQUIRE names nvrtc, which does not load: {e}"
+                );
+                assert_eq!(status, Some(1));
+                assert_eq!(err, format!("kiln: saxpy: {e}\n"));
+            }
+        }
     }
 }
 
