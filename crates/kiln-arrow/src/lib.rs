@@ -4,7 +4,7 @@
 //! (Int8 to UInt64, Float32/64, Date32/64, timestamps and the other primitive types whose
 //! values are kiln scalars) and a dictionary array's keys, and the validity bitmap, which the
 //! fused kernel reads bit by bit. A Decimal128 array becomes a [`Column`] of its scaled `i64`
-//! values (a copy; a value outside `i64` is an error). [`column`] finds a `RecordBatch`'s
+//! values (a copy; a value outside `i64` is an error). [`column()`] finds a `RecordBatch`'s
 //! column by name.
 //!
 //! [`ArrowQueries::from_arrow`] starts a [`NullableQuery`], which follows SQL column by

@@ -1,6 +1,6 @@
 //! kiln on a Ballista cluster. The scheduler plans each query with
-//! [`KilnRule`](kiln_datafusion::KilnRule), so the stages it sends out hold
-//! [`KilnExec`] operators; [`KilnCodec`] carries them to the executors, each of which runs
+//! [`KilnRule`], so the stages it sends out hold
+//! [`KilnExec`](kiln_datafusion::KilnExec) operators; [`KilnCodec`] carries them to the executors, each of which runs
 //! them on its own kiln device.
 //!
 //! [`scheduler_config`] and [`executor_config`] set a Ballista scheduler and executor up for

@@ -1,7 +1,7 @@
 //! # kiln-cpu: the embedded CPU backend
 //!
 //! Cranelift JIT-compiles each kiln kernel into a native function that runs all work items of
-//! one group (see [`lower`] for how barriers and shared memory work); the launcher runs the
+//! one group (see the `lower` module for how barriers and shared memory work); the launcher runs the
 //! grid's groups in parallel on rayon's thread pool, several groups along x per call when the
 //! kernel cannot tell its groups apart. Buffers are host memory, passed without
 //! copies. Subgroups have one lane.
