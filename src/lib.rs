@@ -35,6 +35,25 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The guide's code blocks (docs/guide, an mdBook), compiled and run as doc tests.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/guide/src/introduction.md")]
+    struct Introduction;
+    #[doc = include_str!("../docs/guide/src/queries.md")]
+    struct Queries;
+    #[doc = include_str!("../docs/guide/src/kernels.md")]
+    struct Kernels;
+    #[doc = include_str!("../docs/guide/src/devices.md")]
+    struct Devices;
+    #[doc = include_str!("../docs/guide/src/semantics.md")]
+    struct Semantics;
+    #[doc = include_str!("../docs/guide/src/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/guide/src/troubleshooting.md")]
+    struct Troubleshooting;
+}
+
 mod buffer;
 mod context;
 mod devices;
