@@ -32,17 +32,39 @@ impl<T: Scalar> Buffer<T> {
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.upload(&[1.0f32, 2.0, 3.0])?.len(), 3);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when the buffer has no elements.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert!(ctx.upload::<u32>(&[])?.is_empty());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Copies the elements to the host, after every launch that writes them has finished.
     /// Fails with the backend's error, or `HostOutOfMemory` when the host has no room.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let squares = ctx.from(&[1u32, 2, 3]).map(|x| x * x).to_buffer()?;
+    /// assert_eq!(squares.download()?, vec![1, 4, 9]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn download(&self) -> Result<Vec<T>> {
         let mut out: Vec<T> = crate::error::host_vec(self.len, "a downloaded buffer")?;
         let bytes = self.len * std::mem::size_of::<T>();
@@ -59,6 +81,17 @@ impl<T: Scalar> Buffer<T> {
     /// launches; the data never goes through the host). Fails with `LengthMismatch` when the
     /// lengths differ, `Unsupported` when `src` lives on another context's device, or the
     /// backend's copy error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let src = ctx.upload(&[5i32, 6, 7])?;
+    /// let mut dst = ctx.upload(&[0i32; 3])?;
+    /// dst.copy_from(&src)?;
+    /// assert_eq!(dst.download()?, vec![5, 6, 7]);
+    /// assert!(dst.copy_from(&ctx.upload(&[1i32])?).is_err()); // lengths differ
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn copy_from(&mut self, src: &Buffer<T>) -> Result<()> {
         if !Arc::ptr_eq(&self.backend, &src.backend) {
             return Err(Error::Unsupported {
@@ -80,6 +113,15 @@ impl<T: Scalar> Buffer<T> {
 
     /// A new buffer on the same device with the same elements, copied on the device. Fails
     /// with `OutOfMemory` or the backend's copy error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let a = ctx.upload(&[1.5f64, 2.5])?;
+    /// let b = a.try_clone()?; // its own device memory
+    /// assert_eq!(b.download()?, a.download()?);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn try_clone(&self) -> Result<Buffer<T>> {
         let memory = self.backend.alloc(self.len * std::mem::size_of::<T>())?;
         let mut out = Buffer::new(memory, self.backend.clone(), self.len);
@@ -99,6 +141,17 @@ impl<T: Scalar> Buffer<T> {
 impl Context {
     /// Copies `xs` into a new buffer in this context's device memory. Fails with
     /// `OutOfMemory` or the backend's copy error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    /// let on_device = ctx.upload(&xs)?;
+    /// // Both queries read the buffer where it is; nothing is copied again.
+    /// assert_eq!(ctx.from_buffer(&on_device).max()?, Some(999.0));
+    /// assert_eq!(ctx.from_buffer(&on_device).count()?, 1000);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn upload<T: Scalar>(&self, xs: &[T]) -> Result<Buffer<T>> {
         let backend = self.backend().clone();
         let memory = backend.alloc(std::mem::size_of_val(xs))?;
@@ -111,6 +164,16 @@ impl Context {
     }
 
     /// Waits until every launch of this context has finished.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x = ctx.upload(&[1.0f32; 256])?;
+    /// let doubled = ctx.from_buffer(&x).map(|v| v * 2.0).to_buffer()?; // may still run
+    /// ctx.synchronize()?; // now it has finished
+    /// assert_eq!(doubled.download()?[0], 2.0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.backend().synchronize()?)
     }

@@ -129,16 +129,44 @@ impl KernelCache {
     }
 
     /// Every kernel in the cache (compiled or failed), in no particular order.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert!(ctx.cache().is_empty());
+    /// ctx.from(&[1.0f32, 2.0]).map(|x| x * 3.0).to_vec()?;
+    /// let names: Vec<String> = ctx.cache().kernels().iter().map(|k| k.name.clone()).collect();
+    /// assert_eq!(ctx.cache().len(), names.len());
+    /// assert!(names.iter().any(|n| n.starts_with("query")), "{names:?}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn kernels(&self) -> Vec<Kernel> {
         self.map().map.values().map(|(e, _)| e.0.clone()).collect()
     }
 
     /// Number of kernels in the cache.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// ctx.from(&[1u32, 2, 3]).sum()?;
+    /// assert!(ctx.cache().len() >= 1);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.map().map.len()
     }
 
     /// True when nothing has been cached.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert!(ctx.cache().is_empty());
+    /// ctx.from(&[1u32, 2, 3]).sum()?;
+    /// assert!(!ctx.cache().is_empty());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -236,6 +264,15 @@ impl Context {
     }
 
     /// Chooses how the query planner spreads work (all clones of this context share it).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs: Vec<u32> = (0..10_000).collect();
+    /// ctx.set_plan_shape(kiln::PlanShape::Grouped); // as GPUs run it, here on the CPU
+    /// assert_eq!(ctx.from(&xs).sum()?, xs.iter().sum::<u32>());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn set_plan_shape(&self, shape: PlanShape) {
         *self
             .inner
@@ -245,12 +282,30 @@ impl Context {
     }
 
     /// The plan shape queries use now: `Auto` resolved for this device.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.effective_plan_shape(), kiln::PlanShape::Chunked); // Auto, on a CPU
+    /// ctx.set_plan_shape(kiln::PlanShape::Grouped);
+    /// assert_eq!(ctx.effective_plan_shape(), kiln::PlanShape::Grouped);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn effective_plan_shape(&self) -> PlanShape {
         self.profile().shape
     }
 
     /// What the query planner knows about this context's device, with the plan shape set by
     /// [`Context::set_plan_shape`].
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let profile = ctx.profile();
+    /// assert_eq!(profile.shape, kiln::PlanShape::Chunked);
+    /// assert_eq!(profile.max_group_size, ctx.device().max_group_size);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn profile(&self) -> DeviceProfile {
         let shape = *self
             .inner
@@ -266,11 +321,33 @@ impl Context {
     }
 
     /// The device this context runs on.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let d = ctx.device();
+    /// assert_eq!((d.backend, d.index), (BackendKind::Cpu, 0));
+    /// assert!(d.features.f64 && d.features.int64);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn device(&self) -> &DeviceInfo {
         self.inner.backend.info()
     }
 
     /// Counters of compilations, launches and compile time so far.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [1.0f32, 2.0, 3.0];
+    /// ctx.from(&xs).sum()?;
+    /// let first = ctx.stats();
+    /// assert!(first.compilations >= 1 && first.launches >= 1);
+    /// ctx.from(&xs).sum()?; // the same query again: no compile, a plan-cache hit
+    /// assert_eq!(ctx.stats().compilations, first.compilations);
+    /// assert_eq!(ctx.stats().plan_hits, first.plan_hits + 1);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         Stats {
             compilations: self.inner.compilations.load(Ordering::Relaxed),
@@ -283,6 +360,15 @@ impl Context {
 
     /// Drops every kernel and plan this context keeps in memory (the disk cache stays);
     /// later queries and launches compile again, or load from the disk cache.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// ctx.from(&[1u32, 2]).sum()?;
+    /// ctx.clear_caches();
+    /// assert!(ctx.cache().is_empty());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn clear_caches(&self) {
         self.inner.cache.clear();
         self.inner.plans.clear();
@@ -293,18 +379,56 @@ impl Context {
     /// least recently used are dropped, and their compiled code freed once nothing holds it.
     /// A program that builds endless distinct kernels (a histogram with a new bin count per
     /// call) then runs in bounded memory.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// ctx.set_cache_capacity(2);
+    /// let xs = [1u32, 2, 3];
+    /// // Four queries of four shapes: four kernels compiled, at most two kept.
+    /// ctx.from(&xs).map(|x| x + 1u32).to_vec()?;
+    /// ctx.from(&xs).map(|x| x * 3u32).to_vec()?;
+    /// ctx.from(&xs).map(|x| x ^ 5u32).to_vec()?;
+    /// ctx.from(&xs).map(|x| x >> 1u32).to_vec()?;
+    /// assert!(ctx.stats().compilations >= 4);
+    /// assert!(ctx.cache().len() <= 2, "{}", ctx.cache().len());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn set_cache_capacity(&self, capacity: usize) {
         self.inner.cache.set_capacity(capacity);
         self.inner.plans.set_capacity(capacity);
     }
 
     /// The in-memory kernel cache.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// ctx.from(&[1i64, -2]).map(|x| x * x).to_vec()?;
+    /// assert!(!ctx.cache().is_empty());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn cache(&self) -> &KernelCache {
         &self.inner.cache
     }
 
     /// Validates and compiles `kernel` (or takes it from the cache). Returns IR validation or
     /// backend compile errors.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("double", |k| {
+    ///     let x = k.buffer::<f32>("x", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     x.store(i, x.load(i) * 2.0f32);
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// ctx.compile(&k)?;
+    /// ctx.compile(&k)?; // the second time from the cache
+    /// assert_eq!(ctx.stats().compilations, 1);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
         // The kernel is hashed once per call, whether it is found or compiled.
         let hash = kernel_hash(kernel);
@@ -385,6 +509,24 @@ impl Context {
     /// Compiles (cached) and runs an IR `kernel` over `grid` with `args`, one per parameter.
     /// Host arguments are up to date when it returns; launches on device buffers alone may
     /// still run (see [`Context::synchronize`]). Returns validation, compile or launch errors.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("add_one", |k| {
+    ///     let a = k.buffer::<i32>("a", Access::Read);
+    ///     let out = k.buffer::<i32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     out.store(i, a.load(i) + 1i32);
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let a: Vec<i32> = (0..64).collect();
+    /// let mut out = vec![0i32; 64];
+    /// ctx.launch_ir(&k, &Grid::linear(2, 32), &mut [LaunchArg::read(&a), LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, (1..65).collect::<Vec<i32>>());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn launch_ir(
         &self,
         kernel: &Kernel,

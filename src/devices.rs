@@ -81,6 +81,14 @@ impl Context {
     /// OpenCL), otherwise the CPU backend. Fails with `UnknownBackend` if the variable names no
     /// backend, and with the backend's error if the named device cannot be opened; a named
     /// device never falls back to another.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::new()?; // a GPU if there is one, else the CPU
+    /// let xs: Vec<u32> = (0..1000).collect();
+    /// assert_eq!(ctx.from(&xs).sum()?, 499_500);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn new() -> Result<Context> {
         match std::env::var("KILN_BACKEND") {
             Ok(text) if !text.trim().is_empty() => {
@@ -113,6 +121,16 @@ impl Context {
 
     /// Opens the given backend's default device; `Backend(Unavailable)` naming the library
     /// when it is absent.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let cpu = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(cpu.device().backend, BackendKind::Cpu);
+    /// if let Err(e) = Context::with_backend(BackendKind::Cuda) {
+    ///     println!("no CUDA here: {e}"); // the error names the library it could not load
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn with_backend(kind: BackendKind) -> Result<Context> {
         Context::with_device(kind, 0)
     }
@@ -122,6 +140,19 @@ impl Context {
     /// once by opening one context per device. Fails with `Backend(Unavailable)` naming the
     /// library when the backend is absent, and `Backend(NoSuchDevice)` when it has fewer
     /// devices.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// for d in Context::devices().iter().filter(|d| d.unusable.is_none()) {
+    ///     let ctx = Context::with_device(d.backend, d.index)?;
+    ///     assert_eq!(ctx.device().name, d.name);
+    /// }
+    /// assert!(matches!(
+    ///     Context::with_device(BackendKind::Cpu, 1),
+    ///     Err(kiln::Error::Backend(kiln::BackendError::NoSuchDevice { .. }))
+    /// ));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn with_device(kind: BackendKind, index: u32) -> Result<Context> {
         Ok(Context::from_backend(open_backend(kind, index)?))
     }
@@ -130,6 +161,15 @@ impl Context {
     /// backend's order. A device that its backend counts but that fails to open is listed too,
     /// with [`DeviceInfo::unusable`] giving the reason (a CUDA GPU without a usable NVRTC,
     /// say), and a `tracing` warning.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let devices = Context::devices();
+    /// assert_eq!(devices[0].backend, BackendKind::Cpu); // the CPU first, always present
+    /// for d in &devices {
+    ///     println!("{} {}: {} {}", d.backend, d.index, d.name, d.unusable.as_deref().unwrap_or("ok"));
+    /// }
+    /// ```
     pub fn devices() -> Vec<DeviceInfo> {
         [
             BackendKind::Cpu,

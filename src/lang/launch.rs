@@ -21,6 +21,7 @@ impl<P> Copy for KernelFn<P> {}
 
 impl<P> KernelFn<P> {
     /// A kernel definition (generated code).
+    #[doc(hidden)]
     pub fn new(name: &'static str, dims: usize, build: fn(&KernelScope)) -> KernelFn<P> {
         KernelFn {
             name,
@@ -32,12 +33,33 @@ impl<P> KernelFn<P> {
 
     /// The kernel's IR, built once per process (and per generic instantiation). Returns the
     /// build or validation error, naming the kernel.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// #[kiln::kernel]
+    /// fn scale(i: Index1D, x: ViewMut<f32>, k: f32) {
+    ///     x[i] = x[i] * k;
+    /// }
+    /// let ir = scale().ir()?;
+    /// assert_eq!(ir.name, "scale");
+    /// println!("{}", kiln::emit(&ir, kiln::Target::Wgsl)?);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn ir(&self) -> Result<Arc<Kernel>> {
         let build = self.build;
         cached_ir(build as usize, self.name, build)
     }
 
     /// Dimensions of the kernel's index (0 when it takes none).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// #[kiln::kernel]
+    /// fn fill(p: Index2D, out: View2DMut<u32>) {
+    ///     out[p] = p.x + p.y;
+    /// }
+    /// assert_eq!(fill().dims(), 2);
+    /// ```
     pub fn dims(&self) -> usize {
         self.dims
     }
@@ -79,6 +101,7 @@ impl<P, C: Copy> Copy for Lambda<P, C> {}
 impl<P, C: Captures> Lambda<P, C> {
     /// A closure kernel (generated code): `build` declares the parameters, then the captures
     /// in order with [`capture`], then the body.
+    #[doc(hidden)]
     pub fn new(
         name: &'static str,
         dims: usize,
@@ -96,6 +119,21 @@ impl<P, C: Captures> Lambda<P, C> {
 
     /// The kernel's IR, built once per process (per closure and instantiation); the captured
     /// values are parameters, so it does not depend on them. Errors as [`KernelFn::ir`].
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0.0f32; 4];
+    /// for k in [2.0f32, 5.0] {
+    ///     let ramp = kiln::lambda!(move |i: Index1D, out: ViewMut<f32>| out[i] = i as f32 * k);
+    ///     // `k` is a parameter of the IR, not a constant in it.
+    ///     assert!(ramp.ir()?.params.len() >= 2);
+    ///     ctx.launch(ramp, out.len(), (&mut out,))?;
+    ///     assert_eq!(out, vec![0.0, k, 2.0 * k, 3.0 * k]);
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn ir(&self) -> Result<Arc<Kernel>> {
         let build = self.build;
         cached_ir(build as usize, self.name, |scope| build(scope, PhantomData))
@@ -105,6 +143,7 @@ impl<P, C: Captures> Lambda<P, C> {
 /// Declares the parameter `name` for a captured value; `select` is never called, it only
 /// names which element of the capture tuple `C` (and so which type) the value is (generated
 /// code for `kiln::lambda!`).
+#[doc(hidden)]
 pub fn capture<C, T: IrType>(
     scope: &KernelScope,
     name: &str,
@@ -291,6 +330,21 @@ pub struct Slice2D<S> {
 }
 impl<S> Slice2D<S> {
     /// `data` as rows of `cols` elements (stride = `cols`); the last partial row is left out.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn transpose(p: Index2D, a: View2D<f32>, t: View2DMut<f32>) {
+    ///     t[(p.x, p.y)] = a[(p.y, p.x)];
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let a: Vec<f32> = (0..6).map(|i| i as f32).collect(); // 2 rows of 3
+    /// let mut t = vec![0.0f32; 6]; // 3 rows of 2
+    /// ctx.launch(transpose, (3, 2), (Slice2D::new(&a[..], 3), Slice2D::new(&mut t[..], 2)))?;
+    /// assert_eq!(t, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn new<T>(data: S, cols: usize) -> Slice2D<S>
     where
         S: AsRef<[T]>,
@@ -306,6 +360,28 @@ impl<S> Slice2D<S> {
     }
     /// `rows` rows of `cols` elements, row `r` starting at `r * stride`. Fails with
     /// `ViewOutOfBounds` when the data is shorter than that or a count exceeds `u32::MAX`.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn row_sums(r: Index1D, m: View2D<u32>, sums: ViewMut<u32>) {
+    ///     let mut s = 0u32;
+    ///     for c in 0u32..m.cols() {
+    ///         s += m[(r, c)];
+    ///     }
+    ///     sums[r] = s;
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// // The left 3 columns of a 4 x 5 matrix stored row-major.
+    /// let data: Vec<u32> = (0..20).collect();
+    /// let left = Slice2D::with_stride(&data[..], 4, 3, 5)?;
+    /// let mut sums = vec![0u32; 4];
+    /// ctx.launch(row_sums, 4, (left, &mut sums))?;
+    /// assert_eq!(sums, vec![0 + 1 + 2, 5 + 6 + 7, 10 + 11 + 12, 15 + 16 + 17]);
+    /// assert!(Slice2D::with_stride(&data[..], 5, 3, 5).is_err()); // a fifth row is not there
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn with_stride<T>(data: S, rows: usize, cols: usize, stride: usize) -> Result<Slice2D<S>>
     where
         S: AsRef<[T]>,
@@ -406,6 +482,22 @@ impl Context {
     /// slices are up to date when it returns. Fails with the kernel's build error, the
     /// backend's compile or launch error, or `Unsupported` for an extent beyond `u32::MAX` or
     /// below 0 along any axis (an integer literal extent such as `3001` is an `i32`).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn brighten(p: Index2D, img: View2D<u8>, out: View2DMut<u8>) {
+    ///     out[p] = img[p].min(215u8) + 40u8; // brighter, without wrapping past 255
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (w, h) = (37usize, 11usize); // any extent: the body runs for each index inside it
+    /// let img: Vec<u8> = (0..w * h).map(|i| (i % 256) as u8).collect();
+    /// let mut out = vec![0u8; w * h];
+    /// ctx.launch(brighten, (w, h), (Slice2D::new(&img[..], w), Slice2D::new(&mut out[..], w)))?;
+    /// assert_eq!(out, img.iter().map(|v| v.min(&215) + 40).collect::<Vec<u8>>());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn launch<'a, P, A: KernelArgs<'a, P>>(
         &self,
         kernel: impl IntoKernel<P>,
@@ -447,6 +539,33 @@ impl Context {
     /// Runs `kernel` over `groups` groups of `group_size` work items (each a `u32`, `(x, y)`
     /// or `(x, y, z)`); an index parameter then covers the whole grid. Errors as
     /// [`Context::launch`].
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// /// The maximum of each group's 32 elements, through shared memory.
+    /// #[kiln::kernel]
+    /// fn group_max(x: View<i32>, out: ViewMut<i32>) {
+    ///     let tile = shared::<i32, 32>();
+    ///     let (l, g) = (local_id(Dim::X), group_id(Dim::X));
+    ///     tile[l] = x[g * 32 + l];
+    ///     barrier();
+    ///     if l == 0 {
+    ///         let mut m = tile[0];
+    ///         for j in 1u32..32 {
+    ///             m = m.max(tile[j]);
+    ///         }
+    ///         out[g] = m;
+    ///     }
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<i32> = (0..32 * 4).map(|i| (i * 37) % 101 - 50).collect();
+    /// let mut out = vec![0i32; 4];
+    /// ctx.launch_grouped(group_max, 4u32, 32u32, (&x, &mut out))?;
+    /// let want: Vec<i32> = x.chunks(32).map(|c| *c.iter().max().unwrap()).collect();
+    /// assert_eq!(out, want);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn launch_grouped<'a, P, A: KernelArgs<'a, P>>(
         &self,
         kernel: impl IntoKernel<P>,
@@ -478,6 +597,29 @@ impl Context {
 
     /// Runs `kernel` over `grid`, which also gives the element counts of the kernel's
     /// `shared_dynamic` arrays. Errors as [`Context::launch`].
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// /// Reverses each group's block of the input through a shared array sized at launch.
+    /// #[kiln::kernel]
+    /// fn reverse_blocks(x: View<u32>, out: ViewMut<u32>) {
+    ///     let tile = shared_dynamic::<u32>();
+    ///     let (l, g, size) = (local_id(Dim::X), group_id(Dim::X), group_size(Dim::X));
+    ///     tile[l] = x[g * size + l];
+    ///     barrier();
+    ///     out[g * size + l] = tile[size - 1u32 - l];
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (0..48).collect();
+    /// let mut out = vec![0u32; 48];
+    /// let mut grid = kiln::Grid::linear(3, 16);
+    /// grid.dynamic_shared = vec![16]; // the shared array's elements
+    /// ctx.launch_grid(reverse_blocks, &grid, (&x, &mut out))?;
+    /// let want: Vec<u32> = x.chunks(16).flat_map(|c| c.iter().rev().copied()).collect();
+    /// assert_eq!(out, want);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn launch_grid<'a, P, A: KernelArgs<'a, P>>(
         &self,
         kernel: impl IntoKernel<P>,
