@@ -2,7 +2,7 @@
 //! puts a [`KilnExec`] in their place.
 
 use crate::aggregate::{Aggregate, Fun, Kind};
-use crate::exec::{KilnDeclinedExec, KilnExec};
+use crate::exec::{default_rows_per_query, KilnDeclinedExec, KilnExec};
 use crate::expr::{translate, validity, Expr, Scoped, Sql};
 use crate::fused::{renumber, Fused, Source};
 use datafusion::arrow::datatypes::{DataType, Schema};
@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 /// A physical optimizer rule that replaces each partial aggregate (`AggregateExec` in
 /// `Partial` mode, with or without `GROUP BY` on columns), together with the projection and
-/// the filter under it, by a [`KilnExec`] running them as one fused kiln query per batch on
-/// the rule's [`kiln::Context`]. A partial aggregate it cannot take stays DataFusion's,
+/// the filter under it, by a [`KilnExec`] running them as fused kiln queries on the rule's
+/// [`kiln::Context`] (one per batch on CPUs; see [`KilnRule::rows_per_query`]). A partial aggregate it cannot take stays DataFusion's,
 /// under a [`KilnDeclinedExec`] that says why in EXPLAIN.
 ///
 /// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
@@ -43,12 +43,30 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct KilnRule {
     ctx: kiln::Context,
+    rows_per_query: usize,
 }
 
 impl KilnRule {
-    /// The rule, running what it takes on `ctx`'s device.
+    /// The rule, running what it takes on `ctx`'s device: on a CPU one kiln query per input
+    /// batch, on a GPU one per run of batches of about 2^21 rows (each query pays copies to
+    /// and from the device and a wait for its result).
     pub fn new(ctx: kiln::Context) -> KilnRule {
-        KilnRule { ctx }
+        let rows_per_query = default_rows_per_query(ctx.device());
+        KilnRule {
+            ctx,
+            rows_per_query,
+        }
+    }
+
+    /// The rule, gathering the input batches of each [`KilnExec`] into runs of at least
+    /// `rows` rows (1: each batch alone) and running one kiln query per run; the last run
+    /// takes what is left. More rows per query spread the device's fixed cost per query
+    /// over more rows and hold more of them in host memory at once, as one copy.
+    pub fn rows_per_query(self, rows: usize) -> KilnRule {
+        KilnRule {
+            rows_per_query: rows.max(1),
+            ..self
+        }
     }
 }
 
@@ -65,10 +83,12 @@ impl PhysicalOptimizerRule for KilnRule {
             if *agg.mode() != AggregateMode::Partial {
                 return Ok(Transformed::no(node));
             }
-            Ok(Transformed::yes(match fuse(&node, agg, &self.ctx) {
-                Ok(exec) => Arc::new(exec) as Arc<dyn ExecutionPlan>,
-                Err(why) => Arc::new(KilnDeclinedExec::new(node.clone(), why)),
-            }))
+            Ok(Transformed::yes(
+                match fuse(&node, agg, &self.ctx, self.rows_per_query) {
+                    Ok(exec) => Arc::new(exec) as Arc<dyn ExecutionPlan>,
+                    Err(why) => Arc::new(KilnDeclinedExec::new(node.clone(), why)),
+                },
+            ))
         })
         .data()
     }
@@ -235,6 +255,7 @@ fn fuse(
     node: &Arc<dyn ExecutionPlan>,
     agg: &AggregateExec,
     ctx: &kiln::Context,
+    rows_per_query: usize,
 ) -> std::result::Result<KilnExec, String> {
     let group = agg.group_expr();
     if !group.is_single() {
@@ -440,5 +461,6 @@ fn fuse(
         text,
         agg.schema(),
         ctx.clone(),
+        rows_per_query,
     ))
 }

@@ -12,6 +12,7 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
+use kiln_datafusion::KilnRule;
 use std::sync::{Arc, Mutex, OnceLock};
 use tpchgen_arrow::RecordBatchIterator;
 
@@ -153,6 +154,28 @@ fn session_over(
         Some(k) => kiln_datafusion::session_state(k),
         None => SessionStateBuilder::new().with_default_features().build(),
     };
+    session_with(state, tables)
+}
+
+/// A session over `tables` whose kiln rule gathers `rows` rows per kiln query, on the
+/// current backend.
+fn gathering_session(
+    rows: usize,
+    tables: impl IntoIterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)>,
+) -> SessionContext {
+    let rule = KilnRule::new(ctx()).rows_per_query(rows);
+    let state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(rule))
+        .build();
+    session_with(state, tables)
+}
+
+/// A session of `state` over `tables` (name, schema, partitions).
+fn session_with(
+    state: datafusion::execution::SessionState,
+    tables: impl IntoIterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)>,
+) -> SessionContext {
     let sql = SessionContext::new_with_state(state);
     for (name, schema, parts) in tables {
         let table = MemTable::try_new(schema, parts).expect("a table");
@@ -162,15 +185,18 @@ fn session_over(
     sql
 }
 
-/// A session over TPC-H's tables, with the kiln rule on `kiln` when there is one.
-fn session(kiln: Option<kiln::Context>) -> SessionContext {
-    // Two partitions, as a 2-core machine's scan gives.
-    let halves = tables().iter().map(|(name, (schema, batches))| {
+/// TPC-H's tables in two partitions, as a 2-core machine's scan gives.
+fn halves() -> impl Iterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)> {
+    tables().iter().map(|(name, (schema, batches))| {
         let half = batches.len().div_ceil(2);
         let parts = vec![batches[..half].to_vec(), batches[half..].to_vec()];
         (*name, schema.clone(), parts)
-    });
-    session_over(kiln, halves)
+    })
+}
+
+/// A session over TPC-H's tables, with the kiln rule on `kiln` when there is one.
+fn session(kiln: Option<kiln::Context>) -> SessionContext {
+    session_over(kiln, halves())
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -248,6 +274,11 @@ fn q1_and_q6_run_in_kiln_and_equal_datafusion() {
             assert!(plan.contains("KilnExec"), "{plan}");
             assert!(!plan.contains("KilnDeclinedExec"), "{plan}");
             same_answer(q);
+            // Batches gathered into runs of at least 50,000 rows (as on GPUs, by default).
+            let gathering = gathering_session(50_000, halves());
+            let plan = explain(&gathering, q);
+            assert!(plan.contains("50000 rows per query"), "{plan}");
+            answer_or_64(&datafusion_answer(q), run(&gathering, q), q, true);
         }
     });
 }
@@ -355,14 +386,18 @@ fn aggregates_filters_and_arithmetic_over_null_columns_equal_datafusion() {
         .expect("a decimal column");
     let columns: Vec<ArrayRef> = vec![Arc::new(k), Arc::new(x), Arc::new(s), Arc::new(d)];
     let batch = RecordBatch::try_new(schema.clone(), columns).expect("a batch");
-    // Two partitions, so that DataFusion plans a partial aggregate; the second is sliced.
+    // Two partitions, so that DataFusion plans a partial aggregate: one batch, and slices
+    // of 377 rows (their bitmaps at offsets that are not multiples of 8).
     let parts = || {
-        vec![
-            vec![batch.slice(0, 1234)],
-            vec![batch.slice(1234, n as usize - 1234)],
-        ]
+        let slices = (1234..n as usize)
+            .step_by(377)
+            .map(|at| batch.slice(at, 377.min(n as usize - at)))
+            .collect();
+        vec![vec![batch.slice(0, 1234)], slices]
     };
     let t = |kiln| session_over(kiln, [("t", schema.clone(), parts())]);
+    // Slices gathered in threes and a last one alone; the batch of 1234 rows alone.
+    let gathering = || gathering_session(1000, [("t", schema.clone(), parts())]);
     let queries = [
         "select k, count(x), count(s), count(d), count(*) from t group by k order by k",
         "select count(x), count(*) from t where s is null or x is not null",
@@ -412,6 +447,7 @@ fn aggregates_filters_and_arithmetic_over_null_columns_equal_datafusion() {
             assert!(!plan.contains("KilnDeclinedExec"), "{q}\n{plan}");
             let want = run(&t(None), q).expect("DataFusion alone");
             answer_or_64(&want, run(&t(Some(ctx())), q), q, false);
+            answer_or_64(&want, run(&gathering(), q), q, false);
         }
     });
 }
