@@ -32,14 +32,17 @@ impl Source {
         match self {
             Source::Column(c) => Ok(batch.column(*c).clone()),
             Source::Host(e) => e.evaluate(batch)?.into_array(batch.num_rows()),
-            Source::Valid(of) => {
-                let a = of.array(batch)?;
-                let valid = match a.logical_nulls() {
-                    Some(nulls) => nulls.into_inner(),
-                    None => BooleanBuffer::new_set(a.len()),
-                };
-                Ok(Arc::new(BooleanArray::new(valid, None)))
-            }
+            Source::Valid(of) => Ok(validity_of(&of.array(batch)?)),
+        }
+    }
+
+    /// Whether `self` and `other` read the same column or compute the same host expression.
+    fn same(&self, other: &Source) -> bool {
+        match (self, other) {
+            (Source::Column(a), Source::Column(b)) => a == b,
+            (Source::Host(a), Source::Host(b)) => Arc::ptr_eq(a, b),
+            (Source::Valid(a), Source::Valid(b)) => a.same(b),
+            _ => false,
         }
     }
 
@@ -51,6 +54,44 @@ impl Source {
             Source::Valid(_) => false,
         }
     }
+}
+
+/// Where `a` is not NULL, as a column of booleans without NULLs.
+fn validity_of(a: &ArrayRef) -> ArrayRef {
+    let valid = match a.logical_nulls() {
+        Some(nulls) => nulls.into_inner(),
+        None => BooleanBuffer::new_set(a.len()),
+    };
+    Arc::new(BooleanArray::new(valid, None))
+}
+
+/// The columns of `batch` that `inputs` read, each host expression computed once: the
+/// validity of a source that another input reads is taken from that input's array.
+fn input_arrays(inputs: &[(Source, Sql)], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let plain = inputs
+        .iter()
+        .map(|(source, _)| match source {
+            Source::Valid(_) => Ok(None),
+            source => source.array(batch).map(Some),
+        })
+        .collect::<Result<Vec<Option<ArrayRef>>>>()?;
+    let computed = |of: &Source| {
+        inputs
+            .iter()
+            .zip(&plain)
+            .find_map(|((source, _), a)| a.as_ref().filter(|_| source.same(of)))
+    };
+    inputs
+        .iter()
+        .zip(&plain)
+        .map(|((source, _), a)| {
+            let reused = a.clone().or_else(|| match source {
+                Source::Valid(of) => computed(of).map(validity_of),
+                _ => None,
+            });
+            reused.map_or_else(|| source.array(batch), Ok)
+        })
+        .collect()
 }
 
 /// A filter and a partial aggregate, over the input columns `inputs`.
@@ -259,11 +300,7 @@ impl Fused {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let arrays = self
-            .inputs
-            .iter()
-            .map(|(source, _)| source.array(batch))
-            .collect::<Result<Vec<ArrayRef>>>()?;
+        let arrays = input_arrays(&self.inputs, batch)?;
         // NULLs are read through the validity the rule put beside what may hold them.
         let schema = batch.schema();
         for ((source, _), a) in self.inputs.iter().zip(&arrays) {
