@@ -19,8 +19,8 @@ fn escape(text: &str) -> String {
 }
 
 /// Each distinct value of `items`, in order of first appearance.
-fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen: Vec<&str> = Vec::new();
+fn distinct<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut seen: Vec<T> = Vec::new();
     for i in items {
         if !seen.contains(&i) {
             seen.push(i);
@@ -171,15 +171,7 @@ pub(crate) fn throughput_lines(reports: &[Report]) -> String {
         .flat_map(|r| &r.rows)
         .filter(|r| r.bytes.is_some())
         .collect();
-    let series: Vec<(&str, &str)> = {
-        let mut s: Vec<(&str, &str)> = Vec::new();
-        for r in &rows {
-            if !s.contains(&(r.case, r.backend.as_str())) {
-                s.push((r.case, r.backend.as_str()));
-            }
-        }
-        s
-    };
+    let series = distinct(rows.iter().map(|r| (r.case, r.backend.as_str())));
     let devices = distinct(
         rows.iter().map(|r| r.backend.as_str()).chain(
             reports

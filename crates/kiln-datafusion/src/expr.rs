@@ -131,6 +131,16 @@ impl Expr {
         Expr::new(Node::Literal(ScalarValue::Bool(b)), Sql::Bool)
     }
 
+    /// `then` where the boolean `cond` holds, else `otherwise` (of `then`'s type), never NULL
+    /// itself.
+    fn select(cond: Expr, then: Expr, otherwise: Expr) -> Expr {
+        let sql = then.sql;
+        Expr::new(
+            Node::Select(Box::new(cond), Box::new(then), Box::new(otherwise)),
+            sql,
+        )
+    }
+
     /// The same value, NULL where `valid` is false (never, for `None`).
     pub(crate) fn with_valid(mut self, valid: Option<Expr>) -> Expr {
         self.valid = valid.map(Box::new);
@@ -168,14 +178,7 @@ impl Expr {
     /// as if the row were not there.
     pub(crate) fn or_else(&self, valid: &Expr, otherwise: ScalarValue) -> Expr {
         let other = Expr::new(Node::Literal(otherwise), self.sql);
-        Expr::new(
-            Node::Select(
-                Box::new(valid.clone()),
-                Box::new(self.value()),
-                Box::new(other),
-            ),
-            self.sql,
-        )
+        Expr::select(valid.clone(), self.value(), other)
     }
 
     /// The input columns the expression reads.
@@ -265,10 +268,7 @@ impl Expr {
             Node::Literal(ScalarValue::U32(0)),
             Sql::Int(ScalarType::U32),
         );
-        Expr::new(
-            Node::Select(Box::new(valid), Box::new(one), Box::new(zero)),
-            Sql::Int(ScalarType::U32),
-        )
+        Expr::select(valid, one, zero)
     }
 
     /// The IR computing the value from the row's input `cols`.
@@ -553,21 +553,13 @@ pub(crate) fn translate(e: &Arc<dyn PhysicalExpr>, scope: &[Scoped]) -> Result<E
             let cond = cond.known_true();
             let valid = match (then.validity(), result.validity()) {
                 (None, None) => None,
-                (a, b) => Some(Expr::new(
-                    Node::Select(
-                        Box::new(cond.clone()),
-                        Box::new(a.unwrap_or(Expr::boolean(true))),
-                        Box::new(b.unwrap_or(Expr::boolean(true))),
-                    ),
-                    Sql::Bool,
+                (a, b) => Some(Expr::select(
+                    cond.clone(),
+                    a.unwrap_or(Expr::boolean(true)),
+                    b.unwrap_or(Expr::boolean(true)),
                 )),
             };
-            let sql = result.sql;
-            result = Expr::new(
-                Node::Select(Box::new(cond), Box::new(then), Box::new(result)),
-                sql,
-            )
-            .with_valid(valid);
+            result = Expr::select(cond, then, result).with_valid(valid);
         }
         return Ok(result);
     }
