@@ -276,6 +276,14 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
 impl Context {
     /// Starts a query over a buffer in device memory; the query runs where the data is. A
     /// buffer of another context makes the terminal fail with `Unsupported`.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let b = ctx.upload(&[1u32, 2, 3, 4])?;
+    /// assert_eq!(ctx.from_buffer(&b).map(|x| x * 10).to_vec()?, [10, 20, 30, 40]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn from_buffer<'a, T: Scalar>(&self, b: &'a Buffer<T>) -> Query<'a, T> {
         Query {
             ctx: self.clone(),
@@ -290,6 +298,14 @@ impl Context {
 
     /// Starts a query over a host slice. Inputs longer than [`MAX_LEN`] make the terminal fail
     /// with [`Error::TooLarge`].
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [1.5f32, 2.0, 3.5];
+    /// assert_eq!(ctx.from(&xs).sum()?, 7.0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn from<'a, T: Scalar>(&self, xs: &'a [T]) -> Query<'a, T> {
         Query {
             ctx: self.clone(),
@@ -627,12 +643,31 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Number of elements in the source (before any filter).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let q = ctx.from(&[1i32, -2, 3]).filter(|x| x.gt(0));
+    /// assert_eq!(q.source_len(), 3);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn source_len(&self) -> usize {
         self.len
     }
 
     /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a
     /// tuple for zipped/enumerated queries) and returns a `Val` or a tuple of them.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let ys = ctx.from(&[1.0f32, 2.0, 3.0]).map(|x| x * 2.0 + 1.0).to_vec()?;
+    /// assert_eq!(ys, [3.0, 5.0, 7.0]);
+    /// // A tuple out gives rows of two columns.
+    /// let pairs = ctx.from(&[1u32, 2]).map(|x| (x, x * x)).to_vec()?;
+    /// assert_eq!(pairs, [(1, 1), (2, 4)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn map<O: IntoRow, F: Fn(T::Vals) -> O + 'a>(self, f: F) -> Query<'a, O::Row> {
         self.map_erased(move |cols| {
             let mut out = Vec::new();
@@ -643,6 +678,14 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Keeps the elements for which `pred` is true, in their input order.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let kept = ctx.from(&[5i32, -1, 7, 0, -3]).filter(|x| x.ge(0)).to_vec()?;
+    /// assert_eq!(kept, [5, 7, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn filter<F: Fn(T::Vals) -> Val<bool> + 'a>(mut self, pred: F) -> Query<'a, T> {
         let id = self.stages.len() as u32;
         self.stages.push(Stage::Filter(Box::new(move |cols| {
@@ -653,6 +696,15 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Pairs every element with its index in the source (`u32`). Must come before any filter.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [0.5f32, 3.0, 1.5];
+    /// let big = ctx.from(&xs).enumerate().filter(|(_, x)| x.gt(1.0)).map(|(i, _)| i).to_vec()?;
+    /// assert_eq!(big, [1, 2]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn enumerate(mut self) -> Query<'a, (u32, T)> {
         if self.has_filter() && self.error.is_none() {
             self.error = Some(self.unsupported("enumerate after filter (positions in a filtered sequence need a scan); call enumerate before filter to number the source elements"));
@@ -664,6 +716,14 @@ impl<'a, T: Row> Query<'a, T> {
     /// Pairs every element with the element of `other` at the same index. Both must have the
     /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
     /// filter.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (a, b) = ([1.0f32, 2.0, 3.0], [4.0f32, 5.0, 6.0]);
+    /// assert_eq!(ctx.from(&a).zip(&b).map(|(x, y)| x * y).sum()?, 32.0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
         let column = Input::values(Source::Host(bytes_of(other)), U::TYPE);
         self.zip_column(column, other.len())
@@ -697,6 +757,15 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Like [`Query::zip`], with a column in device memory.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (a, b) = (ctx.upload(&[1u32, 2, 3])?, ctx.upload(&[10u32, 20, 30])?);
+    /// let sums = ctx.from_buffer(&a).zip_buffer(&b).map(|(x, y)| x + y).to_vec()?;
+    /// assert_eq!(sums, [11, 22, 33]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
         let len = other.len();
         let foreign = self.ctx.check_buffer(other).err();

@@ -7,6 +7,15 @@ use super::*;
 impl<'a, T: Row> Query<'a, T> {
     /// The kernels `to_vec` would run on the context's device, in `target`'s language, one
     /// after another.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let q = ctx.from(&[1.0f32, -2.0]).filter(|x| x.gt(0.0)).map(|x| x * 2.0);
+    /// let opencl = q.emit(Target::OpenClC)?;
+    /// assert!(opencl.contains("__kernel"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn emit(&self, target: crate::Target) -> Result<String> {
         let plan = self.materialize_plan(&self.ctx.profile());
         let mut out = String::new();
@@ -19,6 +28,16 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// What the query runs on the context's device ([`Query::explain_on`] its profile),
     /// followed by the source its backend compiles when that is not the IR.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let q = ctx.from(&[1.0f32, -2.0]).filter(|x| x.gt(0.0)).map(|x| x * 2.0);
+    /// let plan = q.explain();
+    /// assert!(plan.contains("fused stages: filter -> map"), "{plan}");
+    /// assert!(plan.contains("to_vec plan (chunked)"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         let mut s = device_line(&self.ctx) + &self.explain_on(&self.ctx.profile());
         let target = crate::Target::of(self.ctx.device().backend);

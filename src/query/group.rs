@@ -105,6 +105,13 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
     /// when their bits are (so -0 and +0 both stay, as do NaNs of different bits), in
     /// `f32::total_cmp` order. Nothing runs until the returned [`Distinct`]'s `to_vec` or
     /// `to_buffer`.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[3u32, 1, 3, 2, 1]).distinct().to_vec()?, [1, 2, 3]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn distinct(self) -> Distinct<'a, T> {
         Distinct { query: self }
     }
@@ -323,6 +330,14 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     /// The number of rows of each key. Without the dense plan, only the keys are sorted, and
     /// each key's count is the distance between the ends of consecutive runs. Fails as
     /// [`GroupBy::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let shop = [3u32, 1, 3, 2, 1];
+    /// assert_eq!(ctx.from(&shop).group_by(|s| s).count()?, [(1, 2), (2, 1), (3, 2)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let pairs = self.pairs::<u32>(Box::new(one_u32))?;
@@ -352,6 +367,15 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
 
     /// The sum of `value` over the rows of each key (wrapping for integers). Fails as
     /// [`GroupBy::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (shop, sold) = ([3u32, 1, 3, 2, 1], [5u32, 1, 2, 4, 6]);
+    /// let sales = ctx.from(&shop).zip(&sold).group_by(|(s, _)| s).sum(|(_, x)| x)?;
+    /// assert_eq!(sales, [(1, 7), (2, 4), (3, 7)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn sum<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -367,6 +391,15 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
 
     /// The smallest `value` of each key; NaN is skipped unless every value of the key is NaN.
     /// Fails as [`GroupBy::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (shop, sold) = ([3u32, 1, 3, 2, 1], [5.0f32, 1.0, 2.0, 4.0, 0.5]);
+    /// let least = ctx.from(&shop).zip(&sold).group_by(|(s, _)| s).min(|(_, x)| x)?;
+    /// assert_eq!(least, [(1, 0.5), (2, 4.0), (3, 2.0)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn min<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -381,6 +414,15 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
 
     /// The largest `value` of each key; NaN is skipped unless every value of the key is NaN.
     /// Fails as [`GroupBy::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (shop, sold) = ([3u32, 1, 3, 2, 1], [5.0f32, 1.0, 2.0, 4.0, 0.5]);
+    /// let most = ctx.from(&shop).zip(&sold).group_by(|(s, _)| s).max(|(_, x)| x)?;
+    /// assert_eq!(most, [(1, 1.0), (2, 4.0), (3, 5.0)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn max<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,
@@ -415,6 +457,15 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     /// The arithmetic mean of `value` over the rows of each key, summed in `f64`, or in `f32`
     /// on a device without f64 arithmetic (as [`Query::average`]). Fails as
     /// [`GroupBy::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (shop, sold) = ([3u32, 1, 3, 2, 1], [5u32, 1, 2, 4, 6]);
+    /// let mean = ctx.from(&shop).zip(&sold).group_by(|(s, _)| s).average(|(_, x)| x)?;
+    /// assert_eq!(mean, [(1, 3.5), (2, 4.0), (3, 3.5)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn average<V: Scalar + Numeric + Row, F: Fn(T::Vals) -> Val<V> + 'a>(
         self,
         value: F,

@@ -208,6 +208,14 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Collects the elements into a `Vec`, in input order.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let v = ctx.from(&[3u8, 1, 2]).map(|x| x + 1).to_vec()?;
+    /// assert_eq!(v, [4, 2, 3]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.plan_span("to_vec");
         self.check()?;
@@ -302,6 +310,14 @@ impl<'a, T: Row> Query<'a, T> {
 impl<'a, T: Scalar + Row> Query<'a, T> {
     /// Collects the elements into a new buffer on the device, in input order, without copying
     /// them to the host.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let b = ctx.from(&[1.0f32, 4.0, 9.0]).map(|x| x * 0.5).to_buffer()?;
+    /// assert_eq!(b.download()?, [0.5, 2.0, 4.5]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.plan_span("to_buffer");
         self.check()?;
@@ -315,6 +331,15 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// Writes the elements, in input order, into the start of `out` instead of a new `Vec`,
     /// so a loop that reuses `out` allocates nothing; returns how many were written (the rest
     /// of `out` is left as it was). Fails with `OutputTooShort` when `out` has fewer elements.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = [0i32; 5];
+    /// let n = ctx.from(&[4i32, -2, 9]).filter(|x| x.gt(0)).write_to(&mut out)?;
+    /// assert_eq!((n, out), (2, [4, 9, 0, 0, 0]));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn write_to(mut self, out: &mut [T]) -> Result<usize> {
         let _span = self.plan_span("write_to");
         self.check()?;
@@ -336,6 +361,16 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// without leaving the device; returns how many were written (the rest of `out` keeps its
     /// contents). Fails with `OutputTooShort` when `out` has fewer elements, or `Unsupported`
     /// when `out` belongs to another context.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = ctx.upload(&[1u32, 2, 3])?;
+    /// let mut out = ctx.upload(&[7u32; 4])?;
+    /// let n = ctx.from_buffer(&xs).map(|x| x * 3).write_to_buffer(&mut out)?;
+    /// assert_eq!((n, out.download()?), (3, vec![3, 6, 9, 7]));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn write_to_buffer(mut self, out: &mut Buffer<T>) -> Result<usize> {
         let _span = self.plan_span("write_to_buffer");
         self.check()?;

@@ -267,6 +267,16 @@ impl<'a, T: Row> Query<'a, T> {
     /// an identity of `op`). Groups of elements are folded in parallel and the partial results
     /// folded in input order, so `op` need not be commutative; the result is the same on
     /// every run.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// // The largest element, as a fold whose identity is the smallest i32.
+    /// let xs = [3i32, -8, 5, 1];
+    /// let most = ctx.from(&xs).fold(i32::MIN, |a, b| select(a.gt(b), a, b))?;
+    /// assert_eq!(most, 5);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn fold<O, F>(self, identity: T, op: F) -> Result<T>
     where
         O: IntoRow<Row = T>,
@@ -297,6 +307,14 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// The last element (of those a filter keeps), in input order; `None` when there is none.
     /// Fails as [`Query::fold`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [3i32, -4, 8, -1, 6];
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.gt(4)).last()?, Some(6));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn last(self) -> Result<Option<T>> {
         self.end_element(true)
     }
@@ -335,6 +353,14 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Number of elements (after filters).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2u32, 7, 4, 9];
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.gt(3)).count()?, 3);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn count(self) -> Result<usize> {
         let q = self.map_erased(one_u32);
         let v = q.reduce_values(vec![ScalarValue::U32(0)], &add_columns, Order::Any)?;
@@ -342,6 +368,15 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// True if `pred` holds for some element (false when empty).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2u32, 7, 4, 9];
+    /// assert!(ctx.from(&xs).any(|x| x.gt(8))?);
+    /// assert!(!ctx.from(&xs).any(|x| x.gt(9))?);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn any<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
         let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
         let v = q.reduce_values(
@@ -353,6 +388,15 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// True if `pred` holds for every element (true when empty).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2u32, 7, 4, 9];
+    /// assert!(ctx.from(&xs).all(|x| x.ge(2))?);
+    /// assert!(!ctx.from(&xs).all(|x| x.lt(9))?);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn all<F: Fn(T::Vals) -> Val<bool> + 'a>(self, pred: F) -> Result<bool> {
         let q = self.map_erased(move |c| vec![pred(T::vals(&mut c.into_iter())).erase()]);
         let v = q.reduce_values(
@@ -366,6 +410,15 @@ impl<'a, T: Row> Query<'a, T> {
 
 impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// Sum of the elements (wrapping for integers; 0 when empty).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[1.5f32, 2.5]).sum()?, 4.0);
+    /// // Integers wrap: 1 + 255 + 2 in u8.
+    /// assert_eq!(ctx.from(&[1u8, 255, 2]).sum()?, 2);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn sum(self) -> Result<T> {
         let v = self.reduce_values(
             vec![ScalarValue::zero(T::TYPE)],
@@ -376,6 +429,14 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     /// Product of the elements (wrapping for integers; 1 when empty).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[2i64, 3, 7]).product()?, 42);
+    /// assert_eq!(ctx.from::<f32>(&[]).product()?, 1.0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn product(self) -> Result<T> {
         let one = ScalarValue::from_bits(
             T::TYPE,
@@ -428,17 +489,43 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     /// Smallest element (`None` when empty). NaN is skipped unless every element is NaN.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2.5f32, f32::NAN, -1.0];
+    /// assert_eq!(ctx.from(&xs).min()?, Some(-1.0));
+    /// assert_eq!(ctx.from::<i32>(&[]).min()?, None);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn min(self) -> Result<Option<T>> {
         self.min_max(false)
     }
 
     /// Largest element (`None` when empty). NaN is skipped unless every element is NaN.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2.5f32, f32::NAN, -1.0];
+    /// assert_eq!(ctx.from(&xs).max()?, Some(2.5));
+    /// assert_eq!(ctx.from(&[7u16, 3]).max()?, Some(7));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn max(self) -> Result<Option<T>> {
         self.min_max(true)
     }
 
     /// Arithmetic mean (`None` when empty), summed in `f64`, or in `f32` on a device without
     /// f64 arithmetic (`DeviceInfo::features`), such as wgpu on GL.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[1u32, 2, 4, 5]).average()?, Some(3.0));
+    /// assert_eq!(ctx.from::<f32>(&[]).average()?, None);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn average(self) -> Result<Option<f64>> {
         let (sum_ty, zero) = if self.ctx.device().features.f64 {
             (ScalarType::F64, ScalarValue::F64(0.0))
@@ -513,11 +600,27 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     /// Index of the first smallest element (`None` when empty; NaN counts as largest).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [4.0f32, 1.0, 9.0, 1.0];
+    /// assert_eq!(ctx.from(&xs).argmin()?, Some(1));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn argmin(self) -> Result<Option<usize>> {
         self.arg_best(false)
     }
 
     /// Index of the first largest element (`None` when empty; NaN counts as smallest).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [4.0f32, 9.0, 1.0, 9.0];
+    /// assert_eq!(ctx.from(&xs).argmax()?, Some(1));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn argmax(self) -> Result<Option<usize>> {
         self.arg_best(true)
     }

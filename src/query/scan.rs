@@ -316,6 +316,14 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Like [`Query::scan`], but element `i` of the result folds only the elements before
     /// element `i`: the first is `identity`, and the last element's own value is left out.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let offsets = ctx.from(&[3u32, 1, 4]).scan_exclusive(0, |a, b| a + b).to_vec()?;
+    /// assert_eq!(offsets, [0, 3, 4]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn scan_exclusive<O, F>(self, identity: T, op: F) -> Scan<'a, T>
     where
         O: IntoRow<Row = T> + 'a,

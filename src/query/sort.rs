@@ -253,6 +253,15 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Like [`Query::sort_by_key`], largest key first; rows with equal keys still keep their
     /// input order.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (names, ages) = ([1u32, 2, 3, 4], [40u32, 30, 40, 20]);
+    /// let oldest = ctx.from(&names).zip(&ages).sort_by_key_desc(|(_, age)| age).to_vec()?;
+    /// assert_eq!(oldest, [(1, 40), (3, 40), (2, 30), (4, 20)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn sort_by_key_desc<K: Numeric, F: Fn(T::Vals) -> Val<K> + 'a>(
         self,
         key: F,
@@ -290,11 +299,25 @@ impl<'a, T: Row> Query<'a, T> {
 impl<'a, T: Numeric + Row> Query<'a, T> {
     /// Sorts the elements, smallest first, floats in IEEE 754 total order (see
     /// [`Query::sort_by_key`]).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[3i32, -1, 2]).sort().to_vec()?, [-1, 2, 3]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn sort(self) -> Sorted<'a, T> {
         self.sorted_by_self(false)
     }
 
     /// Sorts the elements, largest first.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.from(&[3i32, -1, 2]).sort_desc().to_vec()?, [3, 2, -1]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn sort_desc(self) -> Sorted<'a, T> {
         self.sorted_by_self(true)
     }
