@@ -94,6 +94,20 @@ pub use kiln_macros::{device, intrinsic, kernel, lambda, Value};
 pub type Index1D = Val<u32>;
 
 /// The index of a work item in a 2D launch: `x` is the column (fastest axis), `y` the row.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn times_table(p: Index2D, out: View2DMut<u32>) {
+///     out[p] = (p.x + 1) * (p.y + 1);
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut t = vec![0u32; 3 * 2]; // 2 rows of 3 columns
+/// ctx.launch(times_table, (3, 2), (Slice2D::new(&mut t[..], 3),))?;
+/// assert_eq!(t, [1, 2, 3, 2, 4, 6]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Index2D {
     /// column
@@ -103,6 +117,22 @@ pub struct Index2D {
 }
 
 /// The index of a work item in a 3D launch.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn flat_index(p: Index3D, out: ViewMut<u32>) {
+///     let at = (p.z * 3 + p.y) * 4 + p.x;
+///     out[at] = p.x * 100 + p.y * 10 + p.z;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut out = vec![0u32; 4 * 3 * 2];
+/// ctx.launch(flat_index, (4, 3, 2), (&mut out,))?;
+/// assert_eq!(&out[..5], [0, 100, 200, 300, 10]);
+/// assert_eq!(out[23], 321);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Index3D {
     /// fastest axis

@@ -4,8 +4,40 @@
 use super::*;
 
 /// A read-only view of `T` elements (a buffer parameter).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn gather(i: Index1D, table: View<f32>, at: View<u32>, out: ViewMut<f32>) {
+///     // A load past the end reads 0.
+///     out[i] = table[at[i]] + table.len() as f32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (table, at) = ([10.0f32, 20.0, 30.0], [2u32, 0, 7]);
+/// let mut out = vec![0.0f32; 3];
+/// ctx.launch(gather, 3, (&table[..], &at[..], &mut out))?;
+/// assert_eq!(out, [33.0, 13.0, 3.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct View<T>(Mem<T>);
 /// A read-write view of `T` elements (a buffer parameter; stores and atomics allowed).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn clamp_in_place(i: Index1D, x: ViewMut<i32>, hi: i32) {
+///     if x[i] > hi {
+///         x[i] = hi;
+///     }
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut x = vec![5, -3, 12, 9];
+/// ctx.launch(clamp_in_place, x.len(), (&mut x, 8))?;
+/// assert_eq!(x, [5, -3, 8, 8]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct ViewMut<T>(Mem<T>);
 /// Shared memory of a work group: `shared::<T, N>()` or `shared_dynamic::<T>()`.
 pub type Shared<T> = Mem<T>;
@@ -291,6 +323,26 @@ impl<T: IrType, I: CellIndex> Indexable<I> for View2DMut<T> {
 /// A static shared array of `N` elements of `T`, one per work group (declare it in the kernel
 /// body, not in a branch or loop). Its contents when the group starts are unspecified on GPU
 /// backends: write an element (and pass a `barrier()`) before reading it.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// /// Each group of 4 reverses its 4 elements through shared memory.
+/// #[kiln::kernel]
+/// fn reverse_fours(x: View<u32>, out: ViewMut<u32>) {
+///     let tile = shared::<u32, 4>();
+///     let (l, g) = (local_id(Dim::X), group_id(Dim::X));
+///     tile[l] = x[g * 4 + l];
+///     barrier();
+///     out[g * 4 + l] = tile[3 - l];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x: Vec<u32> = (0..8).collect();
+/// let mut out = vec![0u32; 8];
+/// ctx.launch_grouped(reverse_fours, 2u32, 4u32, (&x, &mut out))?;
+/// assert_eq!(out, [3, 2, 1, 0, 7, 6, 5, 4]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn shared<T: IrType, const N: u32>(scope: &KernelScope, name: &str) -> Mem<T> {
     scope.shared::<T>(name, SharedLen::Static(N))
 }
@@ -302,6 +354,28 @@ pub fn shared_dynamic<T: IrType>(scope: &KernelScope, name: &str) -> Mem<T> {
 }
 
 /// A fixed-size local array of `N` elements, every one `init`.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// // In a kernel, `[init; N]` is such an array.
+/// #[kiln::kernel]
+/// fn digit_counts(i: Index1D, x: View<u32>, counts: ViewMut<u32>) {
+///     let mut seen = [0u32; 10];
+///     let mut v = x[i];
+///     while v > 0 {
+///         seen[v % 10] = seen[v % 10] + 1;
+///         v = v / 10;
+///     }
+///     counts[i] = seen[7];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = [7u32, 1777, 12];
+/// let mut counts = vec![0u32; 3];
+/// ctx.launch(digit_counts, 3, (&x[..], &mut counts))?;
+/// assert_eq!(counts, [1, 3, 0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn local_array<T: IrType, const N: u32>(name: &str, init: impl IntoVal<T>) -> LocalArray<T> {
     let a = LocalArray::<T>::new(name, N);
     let init = init.into_val();
@@ -319,6 +393,22 @@ pub fn local_array_of<T: IrType, const N: usize>(name: &str, items: [Val<T>; N])
 }
 
 /// Subgroup (warp) lanes; 1 where the device runs one lane per subgroup.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn lanes(i: Index1D, size: ViewMut<u32>, lane: ViewMut<u32>) {
+///     size[i] = subgroup_size();
+///     lane[i] = subgroup_lane();
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (mut size, mut lane) = (vec![0u32; 8], vec![0u32; 8]);
+/// ctx.launch(lanes, 8, (&mut size, &mut lane))?;
+/// assert!(size.iter().all(|s| *s == ctx.device().subgroup_size));
+/// assert!(lane.iter().zip(&size).all(|(l, s)| l < s));
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn subgroup_size() -> Val<u32> {
     builtin(Builtin::SubgroupSize)
 }
@@ -357,6 +447,23 @@ atomics! {
 }
 
 /// Atomically sets element `i` to `v` if it equals `compare`; returns the old value.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// /// The first work item to get there claims slot 0; the others see its mark.
+/// #[kiln::kernel]
+/// fn claim(i: Index1D, slot: ViewMut<u32>, won: ViewMut<u32>) {
+///     let old = atomic_compare_exchange(&slot, 0u32, 0u32, i + 1);
+///     won[i] = (old == 0) as u32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (mut slot, mut won) = (vec![0u32], vec![0u32; 100]);
+/// ctx.launch(claim, 100, (&mut slot, &mut won))?;
+/// assert_eq!(won.iter().sum::<u32>(), 1);
+/// assert_eq!(won[slot[0] as usize - 1], 1);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn atomic_compare_exchange<T: Numeric, V: AtomicTarget<T>>(
     view: &V,
     i: impl IndexValue,
