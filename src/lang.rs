@@ -193,6 +193,22 @@ impl KernelIndex for Index3D {
 }
 
 /// A 2-component vector value from its components (`.at(0)`, `.at(1)` read them back).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn areas(i: Index1D, w: View<f32>, h: View<f32>, out: ViewMut<f32>) {
+///     let size = vec2(w[i], h[i]);
+///     out[i] = size.at(0) * size.at(1);
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (w, h) = ([2.0f32, 1.5], [3.0f32, 4.0]);
+/// let mut out = vec![0.0f32; 2];
+/// ctx.launch(areas, 2, (&w[..], &h[..], &mut out))?;
+/// assert_eq!(out, [6.0, 6.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn vec2<T: Scalar>(x: impl IntoVal<T>, y: impl IntoVal<T>) -> Val<Vector<T, 2>> {
     kiln_ir::vector([x.into_val(), y.into_val()])
 }

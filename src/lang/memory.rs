@@ -110,6 +110,25 @@ impl<T: IrType> Rows<T> {
 
 /// A read-only row-major 2D view: `rows` rows of `cols` elements, row `r` starting at
 /// `r * stride`. Indexed as `v[(row, col)]` or with an [`Index2D`].
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn row_sums(r: Index1D, a: View2D<u32>, sums: ViewMut<u32>) {
+///     let mut s = 0u32;
+///     for c in 0..a.cols() {
+///         s = s + a[(r, c)];
+///     }
+///     sums[r] = s;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let a: Vec<u32> = (1..=6).collect(); // 2 rows of 3
+/// let mut sums = vec![0u32; 2];
+/// ctx.launch(row_sums, 2, (Slice2D::new(&a[..], 3), &mut sums))?;
+/// assert_eq!(sums, [6, 15]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct View2D<T>(Rows<T>);
 /// A read-write row-major 2D view (see [`View2D`]).
 pub struct View2DMut<T>(Rows<T>);
@@ -384,6 +403,23 @@ pub fn local_array<T: IrType, const N: u32>(name: &str, init: impl IntoVal<T>) -
 }
 
 /// A local array holding `items`.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// // In a kernel, `[a, b, c]` is such an array.
+/// #[kiln::kernel]
+/// fn pick(i: Index1D, x: View<i32>, which: View<u32>, out: ViewMut<i32>) {
+///     let options = [x[i], x[i] * 2, -7];
+///     out[i] = options[which[i]];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (x, which) = ([5i32, 6, 7], [0u32, 1, 2]);
+/// let mut out = vec![0i32; 3];
+/// ctx.launch(pick, 3, (&x[..], &which[..], &mut out))?;
+/// assert_eq!(out, [5, 12, -7]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn local_array_of<T: IrType, const N: usize>(name: &str, items: [Val<T>; N]) -> LocalArray<T> {
     let a = LocalArray::<T>::new(name, N as u32);
     for (i, v) in items.into_iter().enumerate() {

@@ -56,6 +56,21 @@ lhs_compare!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
 /// `a && b` with both sides evaluated. `#[kiln::kernel]` writes `&&` with this where the right
 /// side is pure, and as an `if` where it may have an effect, so the right side runs only when
 /// Rust would run it.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn in_range(i: Index1D, x: View<i32>, out: ViewMut<u32>) {
+///     out[i] = (x[i] > 0 && x[i] < 10) as u32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = [-1i32, 3, 10, 9];
+/// let mut out = vec![0u32; 4];
+/// ctx.launch(in_range, 4, (&x[..], &mut out))?;
+/// assert_eq!(out, [0, 1, 0, 1]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn and(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
     a.into_val().and(b)
 }
@@ -66,6 +81,23 @@ pub fn or(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
 }
 
 /// `x as U` for values and constants.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// // `as` in a kernel converts as Rust does: floats to integers saturate, NaN gives 0.
+/// #[kiln::kernel]
+/// fn to_i32(i: Index1D, x: View<f32>, out: ViewMut<i32>) {
+///     out[i] = x[i] as i32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = [1.9f32, -2.5, 3e9, f32::NAN, f32::NEG_INFINITY];
+/// let mut out = vec![0i32; x.len()];
+/// ctx.launch(to_i32, x.len(), (&x[..], &mut out))?;
+/// let rust: Vec<i32> = x.iter().map(|v| *v as i32).collect();
+/// assert_eq!(out, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait CastTo {
     /// The conversion under the IR's cast rules (saturating float-to-int, NaN to 0).
     fn cast_to<U: Scalar>(self) -> Val<U>;
