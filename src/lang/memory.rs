@@ -455,9 +455,26 @@ pub fn subgroup_lane() -> Val<u32> {
 }
 
 macro_rules! atomics {
-    ($bound:ident: $($name:ident, $doc:literal;)*) => {$(
+    ($bound:ident: $($name:ident, $doc:literal $(, from $start:literal as $rust:literal)?;)*) => {$(
         #[doc = $doc]
         #[doc = " Returns the old value."]
+        $(
+        #[doc = ""]
+        #[doc = " ```"]
+        #[doc = " use kiln::lang::*;"]
+        #[doc = " # use kiln::prelude::*;"]
+        #[doc = " #[kiln::kernel]"]
+        #[doc = " fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {"]
+        #[doc = concat!("     ", stringify!($name), "(&acc, 0u32, x[i]);")]
+        #[doc = " }"]
+        #[doc = " let ctx = Context::with_backend(BackendKind::Cpu)?;"]
+        #[doc = " let x: Vec<u32> = (1..=1000u32).map(|i| i.wrapping_mul(2654435761)).collect();"]
+        #[doc = concat!(" let mut acc = vec![", $start, "];")]
+        #[doc = " ctx.launch(apply, x.len(), (&x[..], &mut acc))?;"]
+        #[doc = concat!(" assert_eq!(acc[0], x.iter().fold(", $start, ", |a, b| ", $rust, "));")]
+        #[doc = " # Ok::<(), kiln::Error>(())"]
+        #[doc = " ```"]
+        )?
         pub fn $name<T: $bound, V: AtomicTarget<T>>(
             view: &V,
             i: impl IndexValue,
@@ -469,17 +486,20 @@ macro_rules! atomics {
 }
 atomics! {
     Numeric:
-    atomic_add, "Atomically adds `v` to element `i`.";
-    atomic_sub, "Atomically subtracts `v` from element `i`.";
-    atomic_min, "Atomically keeps the smaller of element `i` and `v`.";
-    atomic_max, "Atomically keeps the larger of element `i` and `v`.";
+    atomic_add, "Atomically adds `v` to element `i` (wrapping for integers).",
+        from "0u32" as "a.wrapping_add(*b)";
+    atomic_sub, "Atomically subtracts `v` from element `i` (wrapping for integers).",
+        from "0u32" as "a.wrapping_sub(*b)";
+    atomic_min, "Atomically keeps the smaller of element `i` and `v`.",
+        from "u32::MAX" as "a.min(*b)";
+    atomic_max, "Atomically keeps the larger of element `i` and `v`.", from "0u32" as "a.max(*b)";
     atomic_exchange, "Atomically replaces element `i` with `v`.";
 }
 atomics! {
     Int:
-    atomic_and, "Atomically ands `v` into element `i`.";
-    atomic_or, "Atomically ors `v` into element `i`.";
-    atomic_xor, "Atomically xors `v` into element `i`.";
+    atomic_and, "Atomically ands `v` into element `i`.", from "u32::MAX" as "a & b";
+    atomic_or, "Atomically ors `v` into element `i`.", from "0u32" as "a | b";
+    atomic_xor, "Atomically xors `v` into element `i`.", from "0u32" as "a ^ b";
 }
 
 /// Atomically sets element `i` to `v` if it equals `compare`; returns the old value.
