@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 /// Runs a filter, the projection under a partial aggregate and the partial aggregate of
 /// DataFusion's plan as kiln queries over its input batches (one per batch on CPUs, per
-/// gathered run of batches on GPUs: [`KilnRule::rows_per_query`]), on a kiln [`kiln::Context`]'s
-/// device, and gives the partial aggregate's output (one row per group, its states), which
+/// gathered run of batches on GPUs: [`KilnRule::rows_per_query`]), on a kiln
+/// [`kiln::Context`]'s device, and gives the partial aggregate's output (one row per group, its states), which
 /// DataFusion's final aggregate reads as it would the partial aggregate's own.
 pub struct KilnExec {
     input: Arc<dyn ExecutionPlan>,
@@ -173,9 +173,9 @@ impl ExecutionPlan for KilnExec {
 }
 
 /// How many input rows one kiln query takes on `device` unless the rule says otherwise. On a
-/// CPU, one batch: its columns stay in cache
-/// from the host's narrowing and key coding to the kernel that reads them (gathering 2^20 rows
-/// first made TPC-H Q1 at SF 1 twice as slow on 2 cores). A GPU pays a fixed cost per query
+/// CPU, one batch: its columns stay in cache from the host's narrowing and key coding to the
+/// kernel that reads them (gathering 2^20 rows first made TPC-H Q1 at SF 1 twice as slow on 2
+/// cores). A GPU pays a fixed cost per query
 /// (copies to and from the device, launches, a wait for the results): 0.7 ms per batch of
 /// 8192 rows of TPC-H Q1 on an H200, ten times DataFusion's own time on 16 cores, so
 /// batches are gathered into runs of about 2^21 rows, a few milliseconds of copying each.

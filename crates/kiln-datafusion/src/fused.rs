@@ -41,7 +41,6 @@ impl Source {
         match (self, other) {
             (Source::Column(a), Source::Column(b)) => a == b,
             (Source::Host(a), Source::Host(b)) => Arc::ptr_eq(a, b),
-            (Source::Valid(a), Source::Valid(b)) => a.same(b),
             _ => false,
         }
     }

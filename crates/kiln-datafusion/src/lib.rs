@@ -1,7 +1,7 @@
 //! kiln under DataFusion: a physical optimizer rule, [`KilnRule`], that runs each partial
 //! aggregate of a plan, with the filter and projection under it, as fused kiln queries
-//! ([`KilnExec`]: one per batch on CPUs, per run of batches on GPUs) on any device kiln has (the CPU's JIT, CUDA, OpenCL, wgpu). The
-//! final aggregate, joins, sorts and everything else stay DataFusion's; a partial aggregate
+//! ([`KilnExec`]: one per batch on CPUs, per run of batches on GPUs) on any device kiln has
+//! (the CPU's JIT, CUDA, OpenCL, wgpu). The final aggregate, joins, sorts and everything else stay DataFusion's; a partial aggregate
 //! kiln cannot take stays too, under a [`KilnDeclinedExec`] whose EXPLAIN line says why.
 //!
 //! ```

@@ -22,8 +22,9 @@ use std::sync::Arc;
 /// A physical optimizer rule that replaces each partial aggregate (`AggregateExec` in
 /// `Partial` mode, with or without `GROUP BY` on columns), together with the projection and
 /// the filter under it, by a [`KilnExec`] running them as fused kiln queries on the rule's
-/// [`kiln::Context`] (one per batch on CPUs; see [`KilnRule::rows_per_query`]). A partial aggregate it cannot take stays DataFusion's,
-/// under a [`KilnDeclinedExec`] that says why in EXPLAIN.
+/// [`kiln::Context`] (one per batch on CPUs; see [`KilnRule::rows_per_query`]). A partial
+/// aggregate it cannot take stays DataFusion's, under a [`KilnDeclinedExec`] that says why
+/// in EXPLAIN.
 ///
 /// What it takes: filters and projections of arithmetic (`+ - *`, and `/` on floats),
 /// comparisons, `AND`/`OR`/`NOT`, `BETWEEN`, `IN` lists, `CASE` with `ELSE`, `CAST` between
@@ -61,7 +62,9 @@ impl KilnRule {
     /// The rule, gathering the input batches of each [`KilnExec`] into runs of at least
     /// `rows` rows (1: each batch alone) and running one kiln query per run; the last run
     /// takes what is left. More rows per query spread the device's fixed cost per query
-    /// over more rows and hold more of them in host memory at once, as one copy.
+    /// over more rows and hold more of them in host memory at once, as one copy. The setting
+    /// does not travel to a Ballista cluster's executors: each plans its stages again with
+    /// its own device's default.
     pub fn rows_per_query(self, rows: usize) -> KilnRule {
         KilnRule {
             rows_per_query: rows.max(1),
