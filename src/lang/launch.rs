@@ -4,7 +4,24 @@
 use super::*;
 
 /// A kernel written with `#[kiln::kernel]`: its name, the dimensions of its index (0 without
-/// one) and the function that builds its IR. `P` is the tuple of its parameter types.
+/// one) and the function that builds its IR. `P` is the tuple of its parameter types. The
+/// function item a `#[kiln::kernel]` defines returns it; launches take either.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn negate(i: Index1D, x: ViewMut<i32>) {
+///     x[i] = -x[i];
+/// }
+/// let k: KernelFn<(ViewMut<i32>,)> = negate();
+/// assert_eq!(k.dims(), 1);
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut x = vec![1, -2, 3];
+/// ctx.launch(k, 3, (&mut x,))?; // the same as ctx.launch(negate, ..)
+/// assert_eq!(x, [-1, 2, -3]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct KernelFn<P> {
     name: &'static str,
     dims: usize,
@@ -83,6 +100,19 @@ fn cached_ir(key: usize, name: &str, build: impl FnOnce(&KernelScope)) -> Result
 /// A kernel written as a closure with `kiln::lambda!`: the values it captured become
 /// parameters after the closure's own, passed by every launch. `P` is the tuple of the
 /// closure's parameter types (after the index), `C` the tuple of captured values.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (lo, hi) = (10i32, 20i32);
+/// // Captures `lo` and `hi`: each launch passes their values, the IR is built once.
+/// let clamp = kiln::lambda!(move |i: Index1D, x: ViewMut<i32>| x[i] = x[i].clamp(lo, hi));
+/// let mut x = vec![5, 15, 25];
+/// ctx.launch(clamp, x.len(), (&mut x,))?;
+/// assert_eq!(x, [10, 15, 20]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Lambda<P, C> {
     name: &'static str,
     dims: usize,
@@ -155,7 +185,8 @@ pub fn capture<C, T: IrType>(
 }
 
 /// Tuples of captured values (kiln values: scalars, vectors, `#[derive(kiln::Value)]`
-/// structs), passed after a closure kernel's own arguments.
+/// structs), passed after a closure kernel's own arguments (generated code).
+#[doc(hidden)]
 pub trait Captures: Copy + 'static {
     /// The launch arguments, in capture order.
     fn captured_args(&self) -> Vec<LaunchArg<'static>>;
@@ -184,7 +215,8 @@ captures! {
 }
 
 /// What a launch takes from a kernel: its IR, the dimensions of its index and the values it
-/// captured.
+/// captured (generated code).
+#[doc(hidden)]
 pub struct LaunchKernel {
     ir: Arc<Kernel>,
     dims: usize,
@@ -193,8 +225,31 @@ pub struct LaunchKernel {
 
 /// Anything that names a kernel: a `#[kiln::kernel]` function item (`saxpy`,
 /// `apply::<f32, Square>`), the [`KernelFn`] it returns, or a [`Lambda`].
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn add<T: Numeric>(i: Index1D, x: ViewMut<T>, k: T) {
+///     x[i] = x[i] + k;
+/// }
+/// fn run<P>(ctx: &Context, k: impl IntoKernel<P>, extent: usize) -> kiln::Result<()>
+/// where
+///     for<'a> (&'a mut Vec<f64>, f64): KernelArgs<'a, P>,
+/// {
+///     let mut x = vec![1.0f64; extent];
+///     ctx.launch(k, extent, (&mut x, 0.5))?;
+///     assert!(x.iter().all(|v| *v == 1.5));
+///     Ok(())
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// run(&ctx, add::<f64>, 10)?; // a function item
+/// run(&ctx, add::<f64>(), 10)?; // the KernelFn it returns
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait IntoKernel<P> {
-    /// The kernel's IR and captures; fails with its build error.
+    /// The kernel's IR and captures; fails with its build error (generated code).
+    #[doc(hidden)]
     fn into_launch(self) -> Result<LaunchKernel>;
 }
 impl<P> IntoKernel<P> for KernelFn<P> {
@@ -224,6 +279,25 @@ impl<P, C: Captures> IntoKernel<P> for Lambda<P, C> {
 /// How far a launch reaches per axis: `n`, `(width, height)` or `(x, y, z)` work items, from
 /// `usize`, `u32` or `i32` (what an integer literal is); a negative `i32` is kept as its
 /// two's-complement bits, which [`Context::launch`] refuses as negative.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// assert_eq!(Extent::from(100usize), Extent([100, 1, 1]));
+/// assert_eq!(Extent::from((640u32, 480u32)), Extent([640, 480, 1]));
+/// assert_eq!(Extent::from((4, 3, 2)), Extent([4, 3, 2]));
+///
+/// #[kiln::kernel]
+/// fn one(i: Index1D, x: ViewMut<u8>) {
+///     x[i] = 1u8;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut x = vec![0u8; 4];
+/// assert!(ctx.launch(one, -1, (&mut x,)).is_err()); // a negative extent
+/// ctx.launch(one, Extent([3, 1, 1]), (&mut x,))?;
+/// assert_eq!(x, [1, 1, 1, 0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent(pub [u64; 3]);
 impl From<i32> for Extent {
@@ -272,9 +346,32 @@ impl From<(u32, u32, u32)> for Extent {
     }
 }
 
-/// A host argument for a kernel parameter of type `P`.
+/// A host argument for a kernel parameter of type `P`: a value for a value parameter; a
+/// slice, `&Vec` or `&Buffer` for a `View<T>`; a mutable slice, `&mut Vec` or `&Buffer` for
+/// a `ViewMut<T>`; a [`Slice2D`] for `View2D<T>`/`View2DMut<T>`.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn axpy(i: Index1D, a: f32, x: View<f32>, y: ViewMut<f32>) {
+///     y[i] = a * x[i] + y[i];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = vec![1.0f32, 2.0, 3.0];
+/// let mut y = vec![10.0f32; 3];
+/// ctx.launch(axpy, 3, (2.0f32, &x, &mut y))?; // &Vec and &mut Vec
+/// ctx.launch(axpy, 3, (1.0f32, &x[..], &mut y[..]))?; // slices
+/// assert_eq!(y, [13.0, 16.0, 19.0]);
+/// let (xb, yb) = (ctx.upload(&x)?, ctx.upload(&y)?);
+/// ctx.launch(axpy, 3, (-3.0f32, &xb, &yb))?; // buffers, where they are
+/// assert_eq!(yb.download()?, [10.0, 10.0, 10.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait HostArg<'a, P> {
-    /// Appends the launch arguments for the parameter; fails for a buffer of another context.
+    /// Appends the launch arguments for the parameter; fails for a buffer of another context
+    /// (generated code).
+    #[doc(hidden)]
     fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()>;
 }
 impl<'a, T: IrType> HostArg<'a, T> for T {
@@ -322,6 +419,21 @@ buffer_arg!(View, ViewMut);
 
 /// Host data for a `View2D`/`View2DMut` parameter: `rows` rows of `cols` elements with
 /// `stride` elements from one row to the next.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn scale_rows(p: Index2D, m: View2DMut<f32>, k: View<f32>) {
+///     m[p] = m[p] * k[p.y];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut m = vec![1.0f32; 6];
+/// let k = [2.0f32, 3.0];
+/// ctx.launch(scale_rows, (3, 2), (Slice2D::new(&mut m[..], 3), &k[..]))?;
+/// assert_eq!(m, [2.0, 2.0, 2.0, 3.0, 3.0, 3.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Slice2D<S> {
     data: S,
     rows: u32,
@@ -426,9 +538,33 @@ impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a mut [T]> {
     }
 }
 
-/// The tuple of host arguments for a kernel whose parameter types are the tuple `P`.
+/// The tuple of host arguments for a kernel whose parameter types are the tuple `P` (after
+/// the index): one [`HostArg`] per parameter, up to 12. A one-argument tuple needs its comma.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn zero(i: Index1D, x: ViewMut<u32>) {
+///     x[i] = 0u32;
+/// }
+/// #[kiln::kernel]
+/// fn blend(i: Index1D, a: View<f32>, b: View<f32>, t: f32, out: ViewMut<f32>) {
+///     out[i] = a[i] + (b[i] - a[i]) * t;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut x = vec![7u32; 3];
+/// ctx.launch(zero, 3, (&mut x,))?;
+/// assert_eq!(x, [0, 0, 0]);
+/// let (a, b) = ([0.0f32, 10.0], [10.0f32, 20.0]);
+/// let mut out = vec![0.0f32; 2];
+/// ctx.launch(blend, 2, (&a[..], &b[..], 0.25f32, &mut out))?;
+/// assert_eq!(out, [2.5, 12.5]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait KernelArgs<'a, P> {
-    /// The launch arguments in parameter order.
+    /// The launch arguments in parameter order (generated code).
+    #[doc(hidden)]
     fn launch_args(self, ctx: &Context) -> Result<Vec<LaunchArg<'a>>>;
 }
 macro_rules! kernel_args {
@@ -481,7 +617,10 @@ impl Context {
     /// arguments after the index: slices or `Buffer`s for views, values for values. Host
     /// slices are up to date when it returns. Fails with the kernel's build error, the
     /// backend's compile or launch error, or `Unsupported` for an extent beyond `u32::MAX` or
-    /// below 0 along any axis (an integer literal extent such as `3001` is an `i32`).
+    /// below 0 along any axis (an integer literal extent such as `3001` is an `i32`), and for
+    /// a kernel without an index parameter: the index is what keeps the body inside the
+    /// extent, so such a kernel runs whole groups through [`Context::launch_grouped`] or
+    /// [`Context::launch_grid`].
     ///
     /// ```
     /// use kiln::lang::*;
@@ -505,6 +644,17 @@ impl Context {
         args: A,
     ) -> Result<()> {
         let k = kernel.into_launch()?;
+        if k.dims == 0 {
+            return Err(Error::Unsupported {
+                backend: self.device().backend,
+                what: format!(
+                    "`launch` keeps a kernel inside its extent through its index, and kernel `{}` \
+                     takes none: give it an Index1D (Index2D, Index3D) first parameter, or run \
+                     whole groups with launch_grouped or launch_grid",
+                    k.ir.name
+                ),
+            });
+        }
         let extent = extent.into().0;
         let size = auto_group_size(k.dims, self.device().max_group_size);
         let mut groups = [1u32; 3];

@@ -5,7 +5,7 @@ use crate::common;
 use crate::common::{ctx, every_backend, has_f64, has_i64};
 use crate::gallery::*;
 use kiln::lang::*;
-use kiln::BackendKind;
+use kiln::{BackendKind, Error};
 
 #[test]
 fn saxpy_matches_a_loop() {
@@ -1307,6 +1307,35 @@ fn short_circuits(
         code += 4;
     }
     out[i] = code;
+}
+
+/// Writes 1 at its global position; it has no index to keep it inside an extent.
+#[kiln::kernel]
+fn mark_global(marks: ViewMut<u32>) {
+    marks[global_id(Dim::X)] = 1u32;
+}
+
+#[test]
+fn launch_refuses_a_kernel_without_an_index_and_grouped_launches_run_it() {
+    every_backend(|| {
+        let mut marks = vec![0u32; 64];
+        let refused = ctx().launch(mark_global, 1, (&mut marks,));
+        match refused {
+            Err(Error::Unsupported { what, .. }) => {
+                assert!(
+                    what.contains("mark_global") && what.contains("Index1D"),
+                    "{what}"
+                );
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+        assert!(marks.iter().all(|m| *m == 0), "nothing ran: {marks:?}");
+        ctx()
+            .launch_grouped(mark_global, 2u32, 16u32, (&mut marks,))
+            .unwrap();
+        let want: Vec<u32> = (0..64).map(|i| (i < 32) as u32).collect();
+        assert_eq!(marks, want);
+    });
 }
 
 #[test]
