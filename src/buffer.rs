@@ -9,7 +9,21 @@ use kiln_ir::Scalar;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// `len` elements of `T` in the memory of one context's device.
+/// `len` elements of `T` in the memory of one context's device. Made by [`Context::upload`]
+/// or a query's `to_buffer`; queries (`ctx.from_buffer`) and launches take it where it is, so
+/// chained work copies nothing through the host until [`Buffer::download`]. The memory is
+/// freed when the buffer is dropped.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs = ctx.upload(&[3.0f32, -1.0, 4.0, -1.5])?;
+/// let positive = ctx.from_buffer(&xs).filter(|x| x.gt(0.0)).to_buffer()?;
+/// assert_eq!(positive.len(), 2);
+/// assert_eq!(ctx.from_buffer(&positive).sum()?, 7.0);
+/// assert_eq!(positive.download()?, [3.0, 4.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Buffer<T> {
     memory: Arc<dyn DeviceMemory>,
     backend: Arc<dyn Backend>,

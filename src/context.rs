@@ -16,12 +16,38 @@ type CacheEntry = Arc<(Kernel, OnceLock<CompileResult>)>;
 
 /// How many kernels, and how many plan shapes, a context keeps in memory unless
 /// [`Context::set_cache_capacity`] says otherwise.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// ctx.set_cache_capacity(1); // keep one kernel at a time for a while
+/// ctx.from(&[1u8, 2]).map(|x| x ^ 1).to_vec()?;
+/// ctx.from(&[1u8, 2]).map(|x| x ^ 2).to_vec()?;
+/// assert_eq!(ctx.cache().len(), 1);
+/// ctx.set_cache_capacity(kiln::DEFAULT_CACHE_CAPACITY); // back to the default
+/// ctx.from(&[1u8, 2]).map(|x| x ^ 3).to_vec()?;
+/// assert_eq!(ctx.cache().len(), 2);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub const DEFAULT_CACHE_CAPACITY: usize = 1024;
 
 /// The in-memory kernel cache: one entry per kernel structure, compiled once even when many
 /// threads ask for it at the same moment (the others wait for the first compile). It holds at
 /// most its capacity of kernels: past that the least recently used one is dropped (and, once
-/// no plan or caller holds it either, its compiled code is freed).
+/// no plan or caller holds it either, its compiled code is freed). [`Context::cache`] gives
+/// a context's.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// ctx.set_cache_capacity(2);
+/// for k in 0..5u8 {
+///     // A `u8` constant is part of the kernel, so each `k` is another kernel.
+///     ctx.from(&[1u8, 2]).map(move |x| x ^ k).to_vec()?;
+/// }
+/// assert!(ctx.cache().len() <= 2);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct KernelCache {
     entries: Mutex<CacheMap>,
 }
@@ -194,7 +220,21 @@ fn remembered(e: &BackendError) -> bool {
     )
 }
 
-/// Counters of a context's work, for tests and tuning.
+/// Counters of a context's work, for tests and tuning ([`Context::stats`]).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs = [1.0f32, 2.0, 3.0];
+/// ctx.from(&xs).map(|x| x * 2.0).sum()?;
+/// let first = ctx.stats();
+/// ctx.from(&xs).map(|x| x * 2.0).sum()?; // the same query again: nothing new to compile
+/// let second = ctx.stats();
+/// assert_eq!(second.compilations, first.compilations);
+/// assert!(second.launches > first.launches);
+/// assert_eq!(second.plan_hits, first.plan_hits + 1);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Kernels compiled by the backend (cache misses).
@@ -222,7 +262,24 @@ struct Inner {
     plan_shape: Mutex<PlanShape>,
 }
 
-/// A device plus its kernel cache. Cheap to clone and shareable between threads.
+/// A device plus its kernel and plan caches: where queries start (`ctx.from`) and kernels
+/// are launched (`ctx.launch`). Cheap to clone (the clones share the device and caches) and
+/// shareable between threads.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs: Vec<u32> = (1..=100).collect();
+/// let handles: Vec<_> = (0..2u32)
+///     .map(|t| {
+///         let (ctx, xs) = (ctx.clone(), xs.clone());
+///         std::thread::spawn(move || ctx.from(&xs).map(move |x| x * (t + 1)).sum())
+///     })
+///     .collect();
+/// let sums: Vec<u32> = handles.into_iter().map(|h| h.join().unwrap()).collect::<Result<_, _>>()?;
+/// assert_eq!(sums, [5050, 10100]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<Inner>,

@@ -65,7 +65,16 @@ const OP_CLOSURE: u32 = u32::MAX;
 const KEY_CLOSURE: u32 = u32::MAX - 1;
 /// The number of a user's value function (`group_by(..).sum(..)`, `fold`, ...).
 const VALUE_CLOSURE: u32 = u32::MAX - 2;
-/// Largest input a query accepts.
+/// Largest input a query accepts: `i32::MAX` elements.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// assert_eq!(ctx.range(5).count()?, 5);
+/// let past = ctx.range(kiln::MAX_LEN + 1).count();
+/// assert!(matches!(past, Err(kiln::Error::TooLarge { .. })), "{past:?}");
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub const MAX_LEN: usize = i32::MAX as usize;
 
 type MapFn<'a> = Box<dyn Fn(Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
@@ -120,7 +129,35 @@ impl Stage<'_> {
     }
 }
 
-/// A lazy query over host slices; nothing runs until a terminal (`to_vec`, `sum`, ...).
+/// A lazy query over host slices or [`Buffer`]s of one context: stages (`map`, `filter`,
+/// `enumerate`, `zip`; their closures build kernel code from [`Val`]s, so comparisons are
+/// methods such as `x.gt(0.0)` and casts are `x.cast::<f32>()`) build up a description and nothing runs until a terminal (`to_vec`,
+/// `sum`, `sort`, `group_by`, ...), which fuses the stages into the kernels of one plan,
+/// compiles them (or takes them from the caches) and runs them on the context's device.
+/// A query's first error (a closure that does not build, an input past [`MAX_LEN`]) is
+/// returned by its terminal.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let prices = [12.5f32, 80.0, 3.25, 49.5, 101.0];
+/// let qty = [3u32, 1, 10, 2, 1];
+/// // Revenue of the orders of at most 50.0 a piece, computed in one fused pass.
+/// let revenue = ctx
+///     .from(&prices)
+///     .zip(&qty)
+///     .filter(|(p, _)| p.le(50.0))
+///     .map(|(p, q)| p * q.cast::<f32>())
+///     .sum()?;
+/// let rust: f32 = prices
+///     .iter()
+///     .zip(&qty)
+///     .filter(|(p, _)| **p <= 50.0)
+///     .map(|(p, q)| p * *q as f32)
+///     .sum();
+/// assert_eq!(revenue, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Query<'a, T> {
     ctx: Context,
     len: usize,

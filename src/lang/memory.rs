@@ -39,7 +39,35 @@ pub struct View<T>(Mem<T>);
 /// # Ok::<(), kiln::Error>(())
 /// ```
 pub struct ViewMut<T>(Mem<T>);
-/// Shared memory of a work group: `shared::<T, N>()` or `shared_dynamic::<T>()`.
+/// Shared memory of a work group: what `shared::<T, N>()` and `shared_dynamic::<T>()` give;
+/// `tile[i]` reads and writes it, and the `atomic_*` functions take it.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// /// Counts each group's odd elements in shared memory, then adds the count to the total.
+/// #[kiln::kernel]
+/// fn count_odd(x: View<u32>, total: ViewMut<u32>) {
+///     let count: Shared<u32> = shared::<u32, 1>();
+///     if local_id(Dim::X) == 0 {
+///         count[0] = 0u32;
+///     }
+///     barrier();
+///     if x[global_id(Dim::X)] % 2 == 1 {
+///         atomic_add(&count, 0u32, 1u32);
+///     }
+///     barrier();
+///     if local_id(Dim::X) == 0 {
+///         atomic_add(&total, 0u32, count[0]);
+///     }
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x: Vec<u32> = (0..64).map(|i| i * 7 + 3).collect();
+/// let mut total = vec![0u32];
+/// ctx.launch_grouped(count_odd, 4u32, 16u32, (&x, &mut total))?;
+/// assert_eq!(total[0] as usize, x.iter().filter(|v| *v % 2 == 1).count());
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub type Shared<T> = Mem<T>;
 
 macro_rules! copy_view {
@@ -56,10 +84,40 @@ copy_view!(View, ViewMut);
 
 impl<T: IrType> View<T> {
     /// Number of elements.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn lengths(i: Index1D, a: View<f32>, b: View<u8>, out: ViewMut<u32>) {
+    ///     out[0] = a.len();
+    ///     out[1] = b.len();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 2];
+    /// ctx.launch(lengths, 1, (&[1.0f32, 2.0, 3.0][..], &[7u8; 1000][..], &mut out))?;
+    /// assert_eq!(out, [3, 1000]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn len(self) -> Val<u32> {
         self.0.len()
     }
-    /// Element `i` (zero out of bounds).
+    /// Element `i` (zero out of bounds); what `x[i]` reads.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn shift_left(i: Index1D, x: View<i32>, out: ViewMut<i32>) {
+    ///     out[i] = x.load(i + 1); // the last one reads past the end: 0
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x = [4, 5, 6];
+    /// let mut out = vec![9i32; 3];
+    /// ctx.launch(shift_left, 3, (&x[..], &mut out))?;
+    /// assert_eq!(out, [5, 6, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn load(self, i: impl IntoVal<u32>) -> Val<T> {
         self.0.load(i)
     }
@@ -67,18 +125,81 @@ impl<T: IrType> View<T> {
 
 impl<T: IrType> ViewMut<T> {
     /// Number of elements.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn fill_tail(i: Index1D, x: ViewMut<u32>) {
+    ///     // Each work item writes the element `i` places from the end.
+    ///     x[x.len() - 1 - i] = i;
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut x = vec![0u32; 5];
+    /// ctx.launch(fill_tail, 3, (&mut x,))?;
+    /// assert_eq!(x, [0, 0, 2, 1, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn len(self) -> Val<u32> {
         self.0.len()
     }
-    /// Element `i` (zero out of bounds).
+    /// Element `i` (zero out of bounds); what `x[i]` reads.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn running(i: Index1D, x: ViewMut<u64>) {
+    ///     // One work item (the launch's extent is 1) adds up the whole view.
+    ///     for j in 1u32..x.len() {
+    ///         x.store(j, x.load(j - 1) + x.load(j));
+    ///     }
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut x = vec![1u64, 2, 3, 4];
+    /// ctx.launch(running, 1, (&mut x,))?;
+    /// assert_eq!(x, [1, 3, 6, 10]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn load(self, i: impl IntoVal<u32>) -> Val<T> {
         self.0.load(i)
     }
-    /// Writes element `i` (skipped out of bounds).
+    /// Writes element `i` (skipped out of bounds); what `x[i] = v` writes.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn spread(i: Index1D, x: ViewMut<i16>) {
+    ///     x.store(i * 2, -1i16); // the stores past the end are skipped
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut x = vec![0i16; 5];
+    /// ctx.launch(spread, 5, (&mut x,))?;
+    /// assert_eq!(x, [-1, 0, -1, 0, -1]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn store(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) {
         self.0.store(i, v)
     }
-    /// The underlying memory, for atomics.
+    /// The underlying memory, what the `atomic_*` functions work on.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn count_odd(i: Index1D, x: View<u32>, count: ViewMut<u32>) {
+    ///     if x[i] % 2 == 1 {
+    ///         count.memory().atomic_add(0u32, 1u32);
+    ///     }
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (0..101).collect();
+    /// let mut count = vec![0u32];
+    /// ctx.launch(count_odd, x.len(), (&x, &mut count))?;
+    /// assert_eq!(count[0], 50);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn memory(self) -> Mem<T> {
         self.0
     }
@@ -130,10 +251,25 @@ impl<T: IrType> Rows<T> {
 /// # Ok::<(), kiln::Error>(())
 /// ```
 pub struct View2D<T>(Rows<T>);
-/// A read-write row-major 2D view (see [`View2D`]).
+/// A read-write row-major 2D view (see [`View2D`]); `v[(row, col)] = x` or `v[p] = x` writes
+/// (skipped outside the view).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn identity(p: Index2D, m: View2DMut<f32>) {
+///     m[p] = (p.x == p.y) as u32 as f32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut m = vec![5.0f32; 9];
+/// ctx.launch(identity, (3, 3), (Slice2D::new(&mut m[..], 3),))?;
+/// assert_eq!(m, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct View2DMut<T>(Rows<T>);
 macro_rules! view2d {
-    ($($v:ident),*) => {$(
+    ($($v:ident $host:literal),*) => {$(
         impl<T> Clone for $v<T> {
             fn clone(&self) -> Self {
                 *self
@@ -142,34 +278,117 @@ macro_rules! view2d {
         impl<T> Copy for $v<T> {}
         impl<T: IrType> $v<T> {
             /// Number of rows.
+            ///
+            /// ```
+            /// use kiln::lang::*;
+            /// # use kiln::prelude::*;
+            /// #[kiln::kernel]
+            #[doc = concat!(" fn shape(i: Index1D, m: ", stringify!($v), "<u16>, out: ViewMut<u32>) {")]
+            ///     out[0] = m.rows();
+            ///     out[1] = m.cols();
+            ///     out[2] = m.stride();
+            /// }
+            /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+            /// let mut data = vec![0u16; 20];
+            #[doc = concat!(" let m = Slice2D::with_stride(", $host, ", 4, 3, 5)?; // 4 rows of 3, 5 apart")]
+            /// let mut out = vec![0u32; 3];
+            /// ctx.launch(shape, 1, (m, &mut out))?;
+            /// assert_eq!(out, [4, 3, 5]);
+            /// # Ok::<(), kiln::Error>(())
+            /// ```
             pub fn rows(self) -> Val<u32> {
                 self.0.rows
             }
-            /// Number of columns.
+            /// Number of columns (see [`rows`](Self::rows) for an example).
+            ///
+            /// ```
+            /// use kiln::lang::*;
+            /// # use kiln::prelude::*;
+            /// #[kiln::kernel]
+            #[doc = concat!(" fn last_col(r: Index1D, m: ", stringify!($v), "<u16>, out: ViewMut<u16>) {")]
+            ///     out[r] = m[(r, m.cols() - 1)];
+            /// }
+            /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+            /// let mut data: Vec<u16> = (0..6).collect();
+            #[doc = concat!(" let m = Slice2D::new(", $host, ", 3); // 2 rows of 3")]
+            /// let mut out = vec![0u16; 2];
+            /// ctx.launch(last_col, 2, (m, &mut out))?;
+            /// assert_eq!(out, [2, 5]);
+            /// # Ok::<(), kiln::Error>(())
+            /// ```
             pub fn cols(self) -> Val<u32> {
                 self.0.cols
             }
-            /// Elements from one row to the next.
+            /// Elements from one row to the next (see [`rows`](Self::rows) for an example).
+            ///
+            /// ```
+            /// use kiln::lang::*;
+            /// # use kiln::prelude::*;
+            /// #[kiln::kernel]
+            #[doc = concat!(" fn stride_of(i: Index1D, m: ", stringify!($v), "<u16>, out: ViewMut<u32>) {")]
+            ///     out[0] = m.stride();
+            /// }
+            /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+            /// let mut data = vec![0u16; 64];
+            #[doc = concat!(" let m = Slice2D::with_stride(", $host, ", 2, 8, 32)?;")]
+            /// let mut out = vec![0u32];
+            /// ctx.launch(stride_of, 1, (m, &mut out))?;
+            /// assert_eq!(out, [32]);
+            /// # Ok::<(), kiln::Error>(())
+            /// ```
             pub fn stride(self) -> Val<u32> {
                 self.0.stride
             }
-            /// Element `(row, col)`; zero outside the view.
+            /// Element `(row, col)`; zero outside the view. What `m[(row, col)]` reads.
+            ///
+            /// ```
+            /// use kiln::lang::*;
+            /// # use kiln::prelude::*;
+            /// #[kiln::kernel]
+            #[doc = concat!(" fn diagonal(i: Index1D, m: ", stringify!($v), "<u16>, out: ViewMut<u16>) {")]
+            ///     out[i] = m.load(i, i); // (2, 2) is outside a 3 x 2 view: 0
+            /// }
+            /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+            /// let mut data: Vec<u16> = (1..=6).collect();
+            #[doc = concat!(" let m = Slice2D::new(", $host, ", 2); // 3 rows of 2")]
+            /// let mut out = vec![9u16; 3];
+            /// ctx.launch(diagonal, 3, (m, &mut out))?;
+            /// assert_eq!(out, [1, 4, 0]);
+            /// # Ok::<(), kiln::Error>(())
+            /// ```
             pub fn load(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>) -> Val<T> {
                 self.0.mem.load(self.0.cell(row, col))
             }
         }
     )*};
 }
-view2d!(View2D, View2DMut);
+view2d!(View2D "&data[..]", View2DMut "&mut data[..]");
 
 impl<T: IrType> View2DMut<T> {
-    /// Writes element `(row, col)`; skipped outside the view.
+    /// Writes element `(row, col)`; skipped outside the view. What `m[(row, col)] = v` writes.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn border(i: Index1D, m: View2DMut<u8>) {
+    ///     // Row i's first and last columns; rows past the view are skipped.
+    ///     m.store(i, 0u32, 1u8);
+    ///     m.store(i, m.cols() - 1, 1u8);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut m = vec![0u8; 8];
+    /// ctx.launch(border, 3, (Slice2D::new(&mut m[..], 4),))?; // 2 rows of 4
+    /// assert_eq!(m, [1, 0, 0, 1, 1, 0, 0, 1]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn store(self, row: impl IntoVal<u32>, col: impl IntoVal<u32>, v: impl IntoVal<T>) {
         self.0.mem.store(self.0.cell(row, col), v)
     }
 }
 
 /// Kernel parameter types: how each is declared in the IR (generated code).
+#[doc(hidden)]
 pub trait KernelParam {
     /// What the kernel body sees.
     type Handle;
@@ -216,7 +435,8 @@ impl<T: IrType> KernelParam for View2DMut<T> {
 }
 
 /// Things a kernel indexes with `x[i]` (views, shared memory, local arrays); the macro turns
-/// reads into [`Indexable::load_at`] and writes into [`Indexable::store_at`].
+/// reads into [`Indexable::load_at`] and writes into [`Indexable::store_at`] (generated code).
+#[doc(hidden)]
 pub trait Indexable<I> {
     /// The element type.
     type Elem;
@@ -226,7 +446,24 @@ pub trait Indexable<I> {
     fn store_at(self, i: I, v: impl IntoVal<Self::Elem>);
 }
 
-/// Integer index values (any integer type; negative ones are out of bounds).
+/// Integer index values: any integer type, as a kernel value or a constant. A negative index is
+/// out of bounds (loads give zero, stores are skipped).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn back(i: Index1D, x: View<u8>, out: ViewMut<u8>) {
+///     let j = i as i64 - 2; // negative for the first two
+///     out[i] = x[j];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = [10u8, 20, 30, 40];
+/// let mut out = vec![9u8; 4];
+/// ctx.launch(back, 4, (&x[..], &mut out))?;
+/// assert_eq!(out, [0, 0, 10, 20]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait IndexValue {
     /// The index as `u32`.
     fn to_index(self) -> Val<u32>;
@@ -302,7 +539,8 @@ impl<T: IrType, I: IndexValue> Indexable<I> for LocalArray<T> {
     }
 }
 /// Indices of 2D views: `(row, col)` of any integer types, or an [`Index2D`] (row `y`,
-/// column `x`).
+/// column `x`) (generated code).
+#[doc(hidden)]
 pub trait CellIndex {
     /// Row and column.
     fn row_col(self) -> (Val<u32>, Val<u32>);
@@ -368,6 +606,35 @@ pub fn shared<T: IrType, const N: u32>(scope: &KernelScope, name: &str) -> Mem<T
 
 /// A shared array of `T` whose length is given at launch (`Grid::dynamic_shared`); like
 /// [`shared`], it starts unspecified on GPU backends.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// /// Each group sums its elements through a shared array as long as the group.
+/// #[kiln::kernel]
+/// fn group_sums(x: View<u32>, sums: ViewMut<u32>) {
+///     let tile = shared_dynamic::<u32>();
+///     let (l, g, n) = (local_id(Dim::X), group_id(Dim::X), group_size(Dim::X));
+///     tile[l] = x[g * n + l];
+///     barrier();
+///     if l == 0 {
+///         let mut s = 0u32;
+///         for j in 0..n {
+///             s += tile[j];
+///         }
+///         sums[g] = s;
+///     }
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x: Vec<u32> = (0..60).collect();
+/// let mut sums = vec![0u32; 3];
+/// let mut grid = kiln::Grid::linear(3, 20);
+/// grid.dynamic_shared = vec![20];
+/// ctx.launch_grid(group_sums, &grid, (&x, &mut sums))?;
+/// let rust: Vec<u32> = x.chunks(20).map(|c| c.iter().sum()).collect();
+/// assert_eq!(sums, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn shared_dynamic<T: IrType>(scope: &KernelScope, name: &str) -> Mem<T> {
     scope.shared::<T>(name, SharedLen::Dynamic)
 }
@@ -449,7 +716,23 @@ pub fn subgroup_size() -> Val<u32> {
     builtin(Builtin::SubgroupSize)
 }
 
-/// This work item's lane in its subgroup.
+/// This work item's lane in its subgroup: from 0 to `subgroup_size() - 1`.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn first_lanes(i: Index1D, out: ViewMut<u32>) {
+///     out[i] = (subgroup_lane() == 0) as u32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut out = vec![0u32; 64];
+/// ctx.launch(first_lanes, 64, (&mut out,))?;
+/// // One lane 0 per subgroup; the launch's groups of 64 or more hold whole subgroups.
+/// let subgroups = 64 / ctx.device().subgroup_size.max(1);
+/// assert_eq!(out.iter().sum::<u32>(), subgroups);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn subgroup_lane() -> Val<u32> {
     builtin(Builtin::SubgroupLane)
 }
@@ -530,7 +813,35 @@ pub fn atomic_compare_exchange<T: Numeric, V: AtomicTarget<T>>(
         .atomic_compare_exchange(i.to_index(), compare, v)
 }
 
-/// Memory atomics work on: `ViewMut<T>` and shared arrays.
+/// Memory atomics work on: `ViewMut<T>` and shared arrays ([`Shared`]).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// /// A histogram of 4 bins, first per group in shared memory, then into the output.
+/// #[kiln::kernel]
+/// fn hist4(x: View<u32>, bins: ViewMut<u32>) {
+///     let local = shared::<u32, 4>();
+///     let l = local_id(Dim::X);
+///     if l < 4 {
+///         local[l] = 0u32;
+///     }
+///     barrier();
+///     atomic_add(&local, x[global_id(Dim::X)] % 4, 1u32); // a shared array
+///     barrier();
+///     if l < 4 {
+///         atomic_add(&bins, l, local[l]); // a ViewMut
+///     }
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x: Vec<u32> = (0..128).map(|i| i * i).collect();
+/// let mut bins = vec![0u32; 4];
+/// ctx.launch_grouped(hist4, 4u32, 32u32, (&x, &mut bins))?;
+/// let mut rust = [0u32; 4];
+/// x.iter().for_each(|v| rust[(v % 4) as usize] += 1);
+/// assert_eq!(bins, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait AtomicTarget<T> {
     /// The memory.
     fn memory(&self) -> Mem<T>;

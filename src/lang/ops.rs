@@ -4,7 +4,8 @@
 use super::*;
 
 /// Comparisons the macro writes for `<`, `<=`, `>`, `>=`, `==`, `!=` between values and
-/// constants in either order.
+/// constants in either order (generated code).
+#[doc(hidden)]
 pub trait Compare<Rhs> {
     /// `self < rhs`
     fn lt_(self, rhs: Rhs) -> Val<bool>;
@@ -76,6 +77,22 @@ pub fn and(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
 }
 
 /// `a || b` with both sides evaluated (see [`and`] for how kernels use it).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn outside(i: Index1D, x: View<f32>, out: ViewMut<u32>) {
+///     out[i] = (x[i] < -1.0 || x[i] > 1.0) as u32;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x = [-2.0f32, 0.5, 1.0, 3.0, f32::NAN];
+/// let mut out = vec![9u32; 5];
+/// ctx.launch(outside, 5, (&x[..], &mut out))?;
+/// let rust: Vec<u32> = x.iter().map(|v| (*v < -1.0 || *v > 1.0) as u32).collect();
+/// assert_eq!(out, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn or(a: impl IntoVal<bool>, b: impl IntoVal<bool>) -> Val<bool> {
     a.into_val().or(b)
 }
@@ -118,13 +135,15 @@ macro_rules! cast_lit {
 }
 cast_lit!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
 
-/// `value` as a `Val<T>` (for `let x: T = value;`).
+/// `value` as a `Val<T>` (generated code for `let x: T = value;`).
+#[doc(hidden)]
 pub fn typed<T: Scalar>(value: impl IntoVal<T>) -> Val<T> {
     value.into_val()
 }
 
 /// The result of an `if`/`else` used as a value: each branch puts its value, the code after
 /// takes it (generated code).
+#[doc(hidden)]
 pub struct Slot<T> {
     var: std::cell::Cell<Option<Var<T>>>,
     name: &'static str,

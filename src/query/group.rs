@@ -63,6 +63,16 @@ const RUN_END: u32 = 2;
 
 /// The rows of a query grouped by a key, from [`Query::group_by`]. Nothing runs until one of
 /// its folds (`count`, `sum`, `min`, `max`, `average`, `fold`).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (region, sales) = ([2u32, 0, 2, 1, 0], [10.0f32, 3.0, 5.0, 7.0, 1.0]);
+/// let rows = ctx.from(&region).zip(&sales);
+/// let per_region = rows.group_by(|(r, _)| r).sum(|(_, s)| s)?;
+/// assert_eq!(per_region, [(0, 4.0), (1, 7.0), (2, 15.0)]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct GroupBy<'a, K, T: Row> {
     query: Query<'a, T>,
     key: Box<dyn Fn(T::Vals) -> Val<K> + 'a>,
@@ -70,6 +80,17 @@ pub struct GroupBy<'a, K, T: Row> {
 
 /// The distinct elements of a query, from [`Query::distinct`]. Nothing runs until
 /// [`Distinct::to_vec`] or [`Distinct::to_buffer`].
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let tags = [7u16, 3, 7, 7, 1, 3];
+/// let mut rust = tags.to_vec();
+/// rust.sort();
+/// rust.dedup();
+/// assert_eq!(ctx.from(&tags).distinct().to_vec()?, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Distinct<'a, T> {
     query: Query<'a, T>,
 }
@@ -216,6 +237,15 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
     /// Runs it and collects the distinct elements into a `Vec`. Fails as the query's other
     /// terminals do (`TooLarge`, `LengthMismatch`, an allocation or launch error of the
     /// backend).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2.5f64, -1.0, 2.5, f64::INFINITY, -1.0];
+    /// let finite = ctx.from(&xs).filter(|x| x.lt(10.0)).distinct().to_vec()?;
+    /// assert_eq!(finite, [-1.0, 2.5]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_vec(self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("distinct to_vec");
         let (ctx, cols, n) = self.runs()?;
@@ -230,6 +260,16 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
 impl<'a, T: Scalar + Numeric + Row> Distinct<'a, T> {
     /// Runs it and collects the distinct elements into a new buffer on the device, without
     /// copying them to the host. Fails as [`Distinct::to_vec`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let ids = ctx.upload(&[40u32, 10, 40, 30, 10])?;
+    /// let unique = ctx.from_buffer(&ids).distinct().to_buffer()?;
+    /// assert_eq!(ctx.from_buffer(&unique).count()?, 3);
+    /// assert_eq!(unique.download()?, [10, 30, 40]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_buffer(self) -> Result<Buffer<T>> {
         let _span = self.query.plan_span("distinct to_buffer");
         let (ctx, cols, n) = self.runs()?;

@@ -66,6 +66,16 @@ impl<'a, T: Int + Row> Query<'a, T> {
 
     /// What [`Query::histogram`] with `bins` bins would run on the context's device
     /// ([`Query::explain_histogram_on`] its profile).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let pixels: Vec<u8> = (0..=255).collect();
+    /// let plan = ctx.from(&pixels).map(|p| p / 16u8).explain_histogram(16);
+    /// assert!(plan.starts_with("device: cpu"), "{plan}");
+    /// assert!(plan.contains("launch query_histogram"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain_histogram(&self, bins: u32) -> String {
         device_line(&self.ctx) + &self.explain_histogram_on(&self.ctx.profile(), bins)
     }

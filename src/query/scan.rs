@@ -20,6 +20,16 @@ use super::*;
 
 /// A scan of a query's elements, from [`Query::scan`] or [`Query::scan_exclusive`]. Nothing
 /// runs until [`Scan::to_vec`] or [`Scan::to_buffer`].
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let deposits = [100i64, -30, 45, -80];
+/// let balance = ctx.from(&deposits).scan(0, |a, b| a + b).to_vec()?;
+/// let rust: Vec<i64> = deposits.iter().scan(0, |s, d| { *s += d; Some(*s) }).collect();
+/// assert_eq!(balance, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Scan<'a, T> {
     query: Query<'a, T>,
     identity: Vec<ScalarValue>,
@@ -367,6 +377,19 @@ impl<'a, T: Row> Scan<'a, T> {
     /// Runs the scan and collects the running values into a `Vec`, one per element (per kept
     /// element after a filter). Fails as the query's other terminals do (`TooLarge`,
     /// `LengthMismatch`, an allocation or launch error of the backend).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs: Vec<u32> = (1..=10).collect();
+    /// // A running maximum of the odd elements.
+    /// let peaks = ctx.from(&xs).map(|x| (x * 7) % 11).filter(|x| (x % 2u32).eq(1u32));
+    /// let got = peaks.scan(0, |a, b| a.max(b)).to_vec()?;
+    /// let odd: Vec<u32> = xs.iter().map(|x| (x * 7) % 11).filter(|x| x % 2 == 1).collect();
+    /// let rust: Vec<u32> = odd.iter().scan(0, |m, x| { *m = (*m).max(*x); Some(*m) }).collect();
+    /// assert_eq!(got, rust);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("scan to_vec");
         self.query.check()?;
@@ -428,6 +451,15 @@ impl<'a, T: Row> Scan<'a, T> {
     }
 
     /// What the scan would run on the context's device ([`Scan::explain_on`] its profile).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let plan = ctx.from(&[1.0f32, 2.0, 3.0]).scan(0.0, |a, b| a + b).explain();
+    /// assert!(plan.starts_with("device: cpu"), "{plan}");
+    /// assert!(plan.contains("launch query_scan_partials on"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }
@@ -559,6 +591,16 @@ impl<'a, T: Row> Scan<'a, T> {
 impl<'a, T: Scalar + Row> Scan<'a, T> {
     /// Runs the scan and collects the running values into a new buffer on the device, without
     /// copying them to the host. Fails as [`Scan::to_vec`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let counts = ctx.upload(&[3u32, 0, 2, 5])?;
+    /// // Where each bucket starts: the exclusive running sum, left on the device.
+    /// let starts = ctx.from_buffer(&counts).scan_exclusive(0, |a, b| a + b).to_buffer()?;
+    /// assert_eq!(starts.download()?, [0, 3, 3, 5]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.query.plan_span("scan to_buffer");
         self.query.check()?;

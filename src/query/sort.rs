@@ -104,6 +104,16 @@ fn tile_shared_bytes(group: u32, items: u32) -> u64 {
 /// A sort of a query's rows, from [`Query::sort`], [`Query::sort_desc`],
 /// [`Query::sort_by_key`] or [`Query::sort_by_key_desc`]. Nothing runs until
 /// [`Sorted::to_vec`] or [`Sorted::to_buffer`].
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let scores = [71i32, -5, 98, 71, 12];
+/// let mut rust = scores.to_vec();
+/// rust.sort();
+/// assert_eq!(ctx.from(&scores).sort().to_vec()?, rust);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub struct Sorted<'a, T> {
     query: Query<'a, T>,
     key: KeyFn<'a>,
@@ -330,6 +340,16 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
 impl<'a, T: Row> Sorted<'a, T> {
     /// Runs the sort and collects the rows into a `Vec`. Fails as the query's other terminals
     /// do (`TooLarge`, `LengthMismatch`, an allocation or launch error of the backend).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (name_ids, ages) = ([10u32, 11, 12, 13], [40u8, 25, 33, 25]);
+    /// // Rows sorted by age, youngest first; equal ages keep their input order.
+    /// let rows = ctx.from(&name_ids).zip(&ages).sort_by_key(|(_, age)| age).to_vec()?;
+    /// assert_eq!(rows, [(11, 25), (13, 25), (12, 33), (10, 40)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_vec(mut self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("sort to_vec");
         self.query.check()?;
@@ -651,6 +671,15 @@ impl<'a, T: Row> Sorted<'a, T> {
 
 impl<'a, T: Row> Sorted<'a, T> {
     /// What the sort would run on the context's device ([`Sorted::explain_on`] its profile).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let plan = ctx.from(&[3u32, 1, 2]).sort_desc().explain();
+    /// assert!(plan.starts_with("device: cpu"), "{plan}");
+    /// assert!(plan.contains("launch query_sort"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }
@@ -688,6 +717,16 @@ impl<'a, T: Row> Sorted<'a, T> {
 impl<'a, T: Scalar + Row> Sorted<'a, T> {
     /// Runs the sort and collects the elements into a new buffer on the device, without
     /// copying them to the host. Fails as [`Sorted::to_vec`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = ctx.upload(&[0.5f32, -2.0, 9.0, 1.0])?;
+    /// let sorted = ctx.from_buffer(&xs).sort_desc().to_buffer()?;
+    /// // The largest two, from the sorted buffer on the device.
+    /// assert_eq!(ctx.from_buffer(&sorted).enumerate().filter(|(i, _)| i.lt(2u32)).map(|(_, x)| x).to_vec()?, [9.0, 1.0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn to_buffer(mut self) -> Result<Buffer<T>> {
         let _span = self.query.plan_span("sort to_buffer");
         self.query.check()?;

@@ -9,6 +9,15 @@ use crate::query::reduce::reduce_plan;
 impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
     /// What the grouping's `count()` would run on the context's device
     /// ([`GroupBy::explain_on`] its profile).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let plan = ctx.from(&[3u8, 1, 3]).group_by(|k| k).explain();
+    /// assert!(plan.starts_with("device: cpu"), "{plan}");
+    /// assert!(plan.contains("launch query_group_dense_partials"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }
@@ -73,6 +82,15 @@ impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
 
 impl<T: Numeric + Row> Distinct<'_, T> {
     /// What `to_vec` would run on the context's device ([`Distinct::explain_on`] its profile).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let plan = ctx.from(&[9i64, 4, 9]).distinct().explain();
+    /// assert!(plan.starts_with("device: cpu"), "{plan}");
+    /// assert!(plan.contains("launch query_group_runs"), "{plan}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         device_line(&self.query.ctx) + &self.explain_on(&self.query.ctx.profile())
     }

@@ -344,14 +344,68 @@ pub(super) fn subgroup<T>(op: SubgroupOp, arg: Raw, lane: Option<Raw>) -> Val<T>
 /// Subgroup operations on a value.
 impl<T: Scalar> Val<T> {
     /// Value of lane `lane`.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = (i * 3).shuffle(0u32);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, base * 3, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn shuffle(self, lane: impl IntoVal<u32>) -> Val<T> {
         subgroup(SubgroupOp::Shuffle, self.raw, Some(lane.into_val().raw))
     }
     /// Value of lane `self_lane - delta` (own value when out of range).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = i.shuffle_up(1u32);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, if lane == 0 { i } else { i - 1 }, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn shuffle_up(self, delta: impl IntoVal<u32>) -> Val<T> {
         subgroup(SubgroupOp::ShuffleUp, self.raw, Some(delta.into_val().raw))
     }
     /// Value of lane `self_lane + delta` (own value when out of range).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = i.shuffle_down(1u32);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, if lane + 1 == s { i } else { i + 1 }, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn shuffle_down(self, delta: impl IntoVal<u32>) -> Val<T> {
         subgroup(
             SubgroupOp::ShuffleDown,
@@ -360,30 +414,159 @@ impl<T: Scalar> Val<T> {
         )
     }
     /// Value of lane `self_lane ^ mask` (own value when out of range).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = i.shuffle_xor(1u32);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, if (lane ^ 1) < s { base + (lane ^ 1) } else { i }, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn shuffle_xor(self, mask: impl IntoVal<u32>) -> Val<T> {
         subgroup(SubgroupOp::ShuffleXor, self.raw, Some(mask.into_val().raw))
     }
     /// Value of lane `lane` for the whole subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = (i + 100).broadcast(0u32);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, base + 100, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn broadcast(self, lane: impl IntoVal<u32>) -> Val<T> {
         subgroup(SubgroupOp::Broadcast, self.raw, Some(lane.into_val().raw))
     }
     /// Sum over the subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     let c: u32 = 1;
+    ///     out[i] = c.subgroup_add();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, s, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_add(self) -> Val<T> {
         subgroup(SubgroupOp::ReduceAdd, self.raw, None)
     }
     /// Minimum over the subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = i.subgroup_min();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, base, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_min(self) -> Val<T> {
         subgroup(SubgroupOp::ReduceMin, self.raw, None)
     }
     /// Maximum over the subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = i.subgroup_max();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, base + s - 1, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_max(self) -> Val<T> {
         subgroup(SubgroupOp::ReduceMax, self.raw, None)
     }
     /// Sum over lanes `0..=self_lane`.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     let c: u32 = 2;
+    ///     out[i] = c.subgroup_inclusive_add();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, 2 * (lane + 1), "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_inclusive_add(self) -> Val<T> {
         subgroup(SubgroupOp::InclusiveAdd, self.raw, None)
     }
     /// Sum over lanes `0..self_lane`.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     let c: u32 = 2;
+    ///     out[i] = c.subgroup_exclusive_add();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, 2 * lane, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_exclusive_add(self) -> Val<T> {
         subgroup(SubgroupOp::ExclusiveAdd, self.raw, None)
     }
@@ -391,14 +574,68 @@ impl<T: Scalar> Val<T> {
 
 impl Val<bool> {
     /// Mask of the lanes (0..32) where this is true.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = (i % 2 == 0).ballot();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, (0..s.min(32)).filter(|l| (base + l) % 2 == 0).fold(0, |m, l| m | 1 << l), "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn ballot(self) -> Val<u32> {
         subgroup(SubgroupOp::Ballot, self.raw, None)
     }
     /// True if true on every lane of the subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = (i % 2 == 0).subgroup_all() as u32;
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, (0..s).all(|l| (base + l) % 2 == 0) as u32, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_all(self) -> Val<bool> {
         subgroup(SubgroupOp::All, self.raw, None)
     }
     /// True if true on some lane of the subgroup.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn each(i: Index1D, out: ViewMut<u32>) {
+    ///     out[i] = (i % 4 == 0).subgroup_any() as u32;
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let s = ctx.device().subgroup_size; // 1 on the CPU backend
+    /// let mut out = vec![0u32; 64];
+    /// ctx.launch(each, 64, (&mut out,))?;
+    /// for (i, got) in (0u32..).zip(&out) {
+    ///     let (lane, base) = (i % s, i - i % s);
+    ///     assert_eq!(*got, (0..s).any(|l| (base + l) % 4 == 0) as u32, "work item {i}");
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn subgroup_any(self) -> Val<bool> {
         subgroup(SubgroupOp::Any, self.raw, None)
     }

@@ -33,6 +33,25 @@ pub(super) fn new_local(name: &str, ty: Type) -> (LocalId, u32) {
 
 impl<T: IrType> Var<T> {
     /// A new local named `name` holding `init`.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// // What `let mut total = 1u32;` builds in a kernel: a local, then a loop that updates it.
+    /// let k = Kernel::build("powers", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let total = Var::new("total", 1u32);
+    ///     for_range(0u32, i, |_| total.set(total.get() * 3u32));
+    ///     out.store(i, total.get());
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [1, 3, 9, 27]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn new(name: &str, init: impl IntoVal<T>) -> Var<T> {
         let init = init.into_val();
         let (local, owner) = new_local(name, T::ir_type());
@@ -45,6 +64,23 @@ impl<T: IrType> Var<T> {
         v
     }
     /// The current value.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("twice", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let v = Var::new("v", i);
+    ///     out.store(i, v.get() + v.get());
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [0, 2, 4, 6]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn get(self) -> Val<T> {
         typed(
             Expr::LocalGet(self.local),
@@ -55,6 +91,24 @@ impl<T: IrType> Var<T> {
         )
     }
     /// Assigns a new value.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("last_set", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let v = Var::new("v", 0u32);
+    ///     if_then(i.gt(1u32), || v.set(i * 10u32));
+    ///     out.store(i, v.get());
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [0, 0, 20, 30]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn set(self, v: impl IntoVal<T>) {
         let v = v.into_val();
         push_stmt(
@@ -147,6 +201,24 @@ impl<T> Copy for LocalArray<T> {}
 
 impl<T: IrType> LocalArray<T> {
     /// A new zeroed array of `len` elements.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("zeroed", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let a = LocalArray::<u32>::new("a", 4);
+    ///     a.set(0u32, 7u32);
+    ///     out.store(i, a.get(i)); // a[0] = 7, the rest are zero
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [7, 0, 0, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn new(name: &str, len: u32) -> LocalArray<T> {
         let (local, owner) = new_local(name, Type::Array(Box::new(T::ir_type()), len));
         LocalArray {
@@ -156,10 +228,46 @@ impl<T: IrType> LocalArray<T> {
         }
     }
     /// Element `i`; out of bounds reads zero.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("reversed", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let a = LocalArray::<u32>::new("a", 3);
+    ///     for_range(0u32, 3u32, |j| a.set(j, j + 1u32));
+    ///     out.store(i, a.get(lit(2u32) - i)); // 2 - 3 wraps past the end: out of bounds, 0
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [3, 2, 1, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn get(self, i: impl IntoVal<u32>) -> Val<T> {
         Val::from_raw(array_get(self.local, self.owner, i.into_val()))
     }
     /// Sets element `i`; out of bounds is skipped.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// use kiln::{Grid, LaunchArg};
+    /// # use kiln::prelude::*;
+    /// let k = Kernel::build("squares", |k| {
+    ///     let out = k.buffer::<u32>("out", Access::ReadWrite);
+    ///     let i = global_id(Axis::X);
+    ///     let a = LocalArray::<u32>::new("a", 4);
+    ///     for_range(0u32, 5u32, |j| a.set(j, j * j)); // the fifth set is skipped
+    ///     out.store(i, a.get(i));
+    /// })?;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 4];
+    /// ctx.launch_ir(&k, &Grid::linear(1, 4), &mut [LaunchArg::read_write(&mut out)])?;
+    /// assert_eq!(out, [0, 1, 4, 9]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn set(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) {
         array_set(self.local, self.owner, i.into_val(), v.into_val().raw);
     }
@@ -257,10 +365,41 @@ pub(super) fn in_kernel(kernel: u32) -> Raw {
 
 impl<T: IrType> Mem<T> {
     /// Which memory this is.
+    ///
+    /// ```
+    /// use kiln::ir::*;
+    /// let k = Kernel::build("two", |k| {
+    ///     let a = k.buffer::<f32>("a", Access::Read);
+    ///     let b = k.buffer::<f32>("b", Access::ReadWrite);
+    ///     let tile = k.shared::<f32>("tile", SharedLen::Static(8));
+    ///     assert_eq!((a.memory(), b.memory(), tile.memory()), (Memory::Buffer(0), Memory::Buffer(1), Memory::Shared(0)));
+    ///     b.store(0u32, a.load(0u32));
+    /// })?;
+    /// assert_eq!(k.params.len(), 2);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn memory(self) -> Memory {
         self.memory
     }
     /// Element `i`; out of bounds reads zero.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn neighbours(x: View<u32>, out: ViewMut<u32>) {
+    ///     let tile: Shared<u32> = shared::<u32, 4>();
+    ///     let l = local_id(Dim::X);
+    ///     tile.store(l, x[l]);
+    ///     barrier();
+    ///     out[l] = tile.load(l + 1); // the last reads past the end: 0
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![9u32; 4];
+    /// ctx.launch_grouped(neighbours, 1u32, 4u32, (&[5u32, 6, 7, 8][..], &mut out))?;
+    /// assert_eq!(out, [6, 7, 8, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn load(self, i: impl IntoVal<u32>) -> Val<T> {
         let i = i.into_val();
         typed(
@@ -272,6 +411,20 @@ impl<T: IrType> Mem<T> {
         )
     }
     /// Writes element `i`; out of bounds is skipped.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn evens(i: Index1D, out: ViewMut<u32>) {
+    ///     out.memory().store(i * 2, i); // the stores past the end are skipped
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![9u32; 5];
+    /// ctx.launch(evens, 5, (&mut out,))?;
+    /// assert_eq!(out, [0, 9, 1, 9, 2]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn store(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) {
         let (i, v) = (i.into_val(), v.into_val());
         push_stmt(
@@ -284,6 +437,22 @@ impl<T: IrType> Mem<T> {
         );
     }
     /// Number of elements.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn sizes(i: Index1D, out: ViewMut<u32>) {
+    ///     let tile = shared::<u32, 16>();
+    ///     out[0] = tile.len();
+    ///     out[1] = out.memory().len();
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut out = vec![0u32; 3];
+    /// ctx.launch(sizes, 1, (&mut out,))?;
+    /// assert_eq!(out, [16, 3, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn len(self) -> Val<u32> {
         typed(Expr::Len(self.memory), &[in_kernel(self.kernel)])
     }
@@ -302,38 +471,183 @@ impl<T: IrType> Mem<T> {
         )
     }
     /// Atomic add; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_add(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![0u32];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(0u32, |a, b| a.wrapping_add(*b)));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_add(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Add, i.into_val(), v.into_val(), None)
     }
     /// Atomic subtract; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_sub(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![0u32];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(0u32, |a, b| a.wrapping_sub(*b)));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_sub(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Sub, i.into_val(), v.into_val(), None)
     }
     /// Atomic minimum; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_min(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![u32::MAX];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(u32::MAX, |a, b| a.min(*b)));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_min(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Min, i.into_val(), v.into_val(), None)
     }
     /// Atomic maximum; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_max(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![0u32];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(0u32, |a, b| a.max(*b)));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_max(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Max, i.into_val(), v.into_val(), None)
     }
     /// Atomic bitwise and; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_and(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![u32::MAX];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(u32::MAX, |a, b| a & b));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_and(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::And, i.into_val(), v.into_val(), None)
     }
     /// Atomic bitwise or; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_or(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![0u32];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(0u32, |a, b| a | b));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_or(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Or, i.into_val(), v.into_val(), None)
     }
     /// Atomic bitwise xor; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn apply(i: Index1D, x: View<u32>, acc: ViewMut<u32>) {
+    ///     acc.memory().atomic_xor(0u32, x[i]);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let x: Vec<u32> = (1..=500u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    /// let mut acc = vec![0u32];
+    /// ctx.launch(apply, x.len(), (&x, &mut acc))?;
+    /// assert_eq!(acc[0], x.iter().fold(0u32, |a, b| a ^ b));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_xor(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Xor, i.into_val(), v.into_val(), None)
     }
     /// Atomic exchange; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// /// Every work item swaps its number into slot 0 and keeps what it took out.
+    /// #[kiln::kernel]
+    /// fn pass_along(i: Index1D, slot: ViewMut<u32>, took: ViewMut<u32>) {
+    ///     took[i] = slot.memory().atomic_exchange(0u32, i + 1);
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (mut slot, mut took) = (vec![0u32], vec![0u32; 100]);
+    /// ctx.launch(pass_along, 100, (&mut slot, &mut took))?;
+    /// // The values taken out and the one left are each of 0..=100 exactly once.
+    /// let mut seen: Vec<u32> = took.iter().copied().chain(slot).collect();
+    /// seen.sort();
+    /// assert_eq!(seen, (0..=100).collect::<Vec<u32>>());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_exchange(self, i: impl IntoVal<u32>, v: impl IntoVal<T>) -> Val<T> {
         self.atomic(AtomicOp::Exchange, i.into_val(), v.into_val(), None)
     }
     /// Stores `v` if the element equals `compare`; returns the old value.
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// /// Adds 1 to slot 0 for every work item, with a compare-exchange loop.
+    /// #[kiln::kernel]
+    /// fn increment(i: Index1D, slot: ViewMut<u32>) {
+    ///     let mut old = slot[0];
+    ///     loop {
+    ///         let seen = slot.memory().atomic_compare_exchange(0u32, old, old + 1);
+    ///         if seen == old {
+    ///             break;
+    ///         }
+    ///         old = seen;
+    ///     }
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut slot = vec![5u32];
+    /// ctx.launch(increment, 300, (&mut slot,))?;
+    /// assert_eq!(slot[0], 305);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn atomic_compare_exchange(
         self,
         i: impl IntoVal<u32>,
