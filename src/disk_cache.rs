@@ -26,9 +26,34 @@ const TRIM_STAMP: &str = "trimmed";
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The size bound of a cache made by [`DiskCache::from_env`] without `KILN_CACHE_MAX_MB`.
+///
+/// ```
+/// use kiln::DiskCache;
+/// let dir = std::env::temp_dir().join(format!("kiln-doc-default-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let cache = DiskCache::new(dir.clone());
+/// assert_eq!(cache.max_bytes(), kiln::DEFAULT_CACHE_MAX_BYTES);
+/// std::fs::create_dir_all(&dir)?;
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 
 /// What a [`DiskCache`] holds.
+///
+/// ```
+/// use kiln::DiskCache;
+/// let dir = std::env::temp_dir().join(format!("kiln-doc-usage-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let cache = DiskCache::new(dir.clone());
+/// cache.store(&["kernel a", "cuda"], &[1, 2, 3])?;
+/// cache.store(&["kernel b", "cuda"], &[4, 5])?;
+/// let usage = cache.usage()?;
+/// assert_eq!(usage.entries, 2);
+/// assert!(usage.bytes >= 5); // the payloads and each entry's key and checksum
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheUsage {
     /// How many entries (compiled binaries).
@@ -37,7 +62,21 @@ pub struct CacheUsage {
     pub bytes: u64,
 }
 
-/// A directory of checksummed binaries, kept under a size bound.
+/// A directory of checksummed binaries, kept under a size bound. Contexts use the one
+/// [`DiskCache::from_env`] names; `kiln cache` shows and clears it.
+///
+/// ```
+/// use kiln::DiskCache;
+/// let dir = std::env::temp_dir().join(format!("kiln-doc-roundtrip-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let cache = DiskCache::new(dir.clone());
+/// let key = ["saxpy", "sm_90", "nvrtc 12.9"];
+/// assert_eq!(cache.load(&key), None);
+/// cache.store(&key, b"compiled binary")?;
+/// assert_eq!(cache.load(&key).as_deref(), Some(&b"compiled binary"[..]));
+/// std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: PathBuf,
@@ -82,12 +121,39 @@ fn read_regular(path: &Path) -> Option<Vec<u8>> {
 
 impl DiskCache {
     /// A cache in `dir` (created on first store) bounded by [`DEFAULT_CACHE_MAX_BYTES`].
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-new-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// assert!(!dir.exists());
+    /// cache.store(&["k"], &[0])?;
+    /// assert!(dir.is_dir());
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(dir: PathBuf) -> DiskCache {
         DiskCache::with_limit(dir, DEFAULT_CACHE_MAX_BYTES)
     }
 
     /// A cache in `dir` whose files take at most about `max_bytes` together (see the module
     /// documentation for when it trims).
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-limit-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::with_limit(dir.clone(), 64 << 10);
+    /// assert_eq!(cache.max_bytes(), 64 << 10);
+    /// for i in 0..8 {
+    ///     cache.store(&[&format!("kernel {i}")], &vec![0u8; 16 << 10])?;
+    /// }
+    /// cache.trim()?;
+    /// assert!(cache.usage()?.bytes <= 64 << 10);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_limit(dir: PathBuf, max_bytes: u64) -> DiskCache {
         DiskCache {
             dir,
@@ -97,17 +163,50 @@ impl DiskCache {
     }
 
     /// The size bound in bytes.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-max-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// assert_eq!(DiskCache::with_limit(dir.clone(), 1 << 20).max_bytes(), 1 << 20);
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
     }
 
     /// The directory it keeps its files in.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-dir-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// cache.store(&["k"], &[7])?;
+    /// assert!(cache.path(&["k"]).starts_with(cache.dir()));
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// How many entries it holds and their bytes together: none when the directory does not
     /// exist yet. Fails when the directory exists but cannot be read.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-usage2-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// assert_eq!(cache.usage()?.entries, 0); // no directory yet
+    /// cache.store(&["k"], &[1, 2, 3, 4])?;
+    /// assert_eq!(cache.usage()?.entries, 1);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn usage(&self) -> std::io::Result<CacheUsage> {
         let entries = self.entries()?;
         Ok(CacheUsage {
@@ -119,6 +218,19 @@ impl DiskCache {
     /// Deletes every entry (the directory and any other files in it stay) and returns how
     /// many it deleted. Fails when the directory exists but cannot be read, or an entry
     /// cannot be deleted (one another process deleted meanwhile is not a failure).
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-clear-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// cache.store(&["a"], &[1])?;
+    /// cache.store(&["b"], &[2])?;
+    /// assert_eq!(cache.clear()?, 2);
+    /// assert_eq!(cache.load(&["a"]), None);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clear(&self) -> std::io::Result<usize> {
         let mut deleted = 0;
         for (_, _, path) in self.entries()? {
@@ -157,6 +269,21 @@ impl DiskCache {
     /// bounded by `KILN_CACHE_MAX_MB` mebibytes (a positive whole number; otherwise, with a
     /// warning, [`DEFAULT_CACHE_MAX_BYTES`]). `None` when `KILN_CACHE_DIR` is `off` or no
     /// directory can be named.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-env-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// std::env::set_var("KILN_CACHE_DIR", &dir);
+    /// std::env::set_var("KILN_CACHE_MAX_MB", "16");
+    /// let cache = DiskCache::from_env().expect("a directory is named");
+    /// assert_eq!((cache.dir(), cache.max_bytes()), (dir.as_path(), 16 << 20));
+    /// std::env::set_var("KILN_CACHE_DIR", "off");
+    /// assert!(DiskCache::from_env().is_none());
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_env() -> Option<DiskCache> {
         let dir = match std::env::var_os("KILN_CACHE_DIR") {
             Some(d) if d == "off" => return None,
@@ -184,6 +311,19 @@ impl DiskCache {
 
     /// The file for a key made of everything the binary depends on: the first 128 bits of
     /// the key's BLAKE3 digest, in hex.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-path-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// let (a, b) = (cache.path(&["kernel", "cuda"]), cache.path(&["kernel", "opencl"]));
+    /// assert_ne!(a, b);
+    /// assert_eq!(a, cache.path(&["kernel", "cuda"]));
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn path(&self, key_parts: &[&str]) -> PathBuf {
         let digest = blake3::hash(joined(key_parts).as_bytes());
         let hex: String = digest.as_bytes()[..16]
@@ -197,6 +337,20 @@ impl DiskCache {
     /// this key and its digest matches. Any other file under that name (damaged, of another
     /// key, of an older format) is deleted; something that is not a regular file is left
     /// alone and not read.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-load-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// cache.store(&["k"], b"binary")?;
+    /// assert_eq!(cache.load(&["k"]), Some(b"binary".to_vec()));
+    /// std::fs::write(cache.path(&["k"]), b"damaged")?;
+    /// assert_eq!(cache.load(&["k"]), None); // and the damaged file is gone
+    /// assert!(!cache.path(&["k"]).exists());
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn load(&self, key_parts: &[&str]) -> Option<Vec<u8>> {
         let path = self.path(key_parts);
         let data = read_regular(&path)?;
@@ -219,6 +373,18 @@ impl DiskCache {
     }
 
     /// Removes the entry under `key_parts` (the driver rejected it).
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-remove-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// cache.store(&["k"], &[1])?;
+    /// cache.remove(&["k"]);
+    /// assert_eq!(cache.load(&["k"]), None);
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remove(&self, key_parts: &[&str]) {
         let _ = std::fs::remove_file(self.path(key_parts));
     }
@@ -226,6 +392,18 @@ impl DiskCache {
     /// Stores `payload` under `key_parts`, writing a temporary file and renaming it so readers
     /// never see a partial entry, then trims the directory when due (see the module
     /// documentation; a failed trim is logged). Fails when the entry cannot be written.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-store-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::new(dir.clone());
+    /// cache.store(&["k"], &[1])?;
+    /// cache.store(&["k"], &[2])?; // replaces it
+    /// assert_eq!(cache.load(&["k"]), Some(vec![2]));
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn store(&self, key_parts: &[&str], payload: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(key_parts);
@@ -272,6 +450,23 @@ impl DiskCache {
     /// stamps the time in the file `trimmed`. Temporary files of stores are left alone. Fails
     /// when the directory cannot be read or the stamp written; entries that another process
     /// removed meanwhile are skipped.
+    ///
+    /// ```
+    /// use kiln::DiskCache;
+    /// let dir = std::env::temp_dir().join(format!("kiln-doc-trim-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let cache = DiskCache::with_limit(dir.clone(), 40 << 10);
+    /// for i in 0..10 {
+    ///     cache.store(&[&format!("k{i}")], &vec![1u8; 8 << 10])?;
+    /// }
+    /// // 80 KiB were stored into a 40 KiB bound: the stores trimmed when due, and a trim
+    /// // brings what is left under the bound.
+    /// cache.trim()?;
+    /// let usage = cache.usage()?;
+    /// assert!(usage.bytes <= 40 << 10 && usage.entries < 10, "{usage:?}");
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn trim(&self) -> std::io::Result<()> {
         let mut entries = self.entries()?;
         std::fs::write(self.dir.join(TRIM_STAMP), b"")?;

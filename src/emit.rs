@@ -5,6 +5,20 @@ use kiln_backend::{BackendError, BackendKind};
 use kiln_ir::{print_kernel, Kernel};
 
 /// A language kiln writes.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// use kiln::lang::*;
+/// #[kiln::kernel]
+/// fn double(i: Index1D, x: ViewMut<f32>) {
+///     x[i] = x[i] * 2.0;
+/// }
+/// let ir = double().ir()?;
+/// let cuda = kiln::emit(&ir, Target::CudaC)?;
+/// assert!(cuda.contains("__global__"), "{cuda}");
+/// assert!(kiln::emit(&ir, Target::Wgsl)?.contains("@compute"));
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     /// kiln's IR listing (what the CPU backend compiles with Cranelift).
@@ -27,10 +41,32 @@ pub enum Target {
 }
 
 /// The group size naga's translations are written for (the WGSL keeps it overridable).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// use kiln::lang::*;
+/// #[kiln::kernel]
+/// fn zero(i: Index1D, x: ViewMut<u32>) {
+///     x[i] = 0u32;
+/// }
+/// let ir = zero().ir()?;
+/// let glsl = kiln::emit(&ir, Target::Glsl)?;
+/// let [x, _, _] = kiln::TRANSLATION_GROUP_SIZE;
+/// assert!(glsl.contains(&format!("local_size_x = {x}")), "{glsl}");
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub const TRANSLATION_GROUP_SIZE: [u32; 3] = [64, 1, 1];
 
 impl Target {
     /// The target a backend compiles from.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(Target::of(ctx.device().backend), Target::Ir);
+    /// assert_eq!(Target::of(BackendKind::Cuda), Target::CudaC);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn of(backend: BackendKind) -> Target {
         match backend {
             BackendKind::OpenCl => Target::OpenClC,
@@ -51,6 +87,19 @@ fn unsupported(backend: BackendKind, e: impl std::fmt::Display) -> Error {
 /// The SPIR-V module naga writes from the kernel's WGSL, for group size
 /// [`TRANSLATION_GROUP_SIZE`]. Fails like [`emit`], and with `Unsupported` when kiln was
 /// built without its `wgsl` feature.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// use kiln::lang::*;
+/// #[kiln::kernel]
+/// fn add(i: Index1D, a: View<i32>, b: ViewMut<i32>) {
+///     b[i] = a[i] + b[i];
+/// }
+/// let ir = add().ir()?;
+/// let words = kiln::emit_spirv(&ir)?;
+/// assert_eq!(words[0], 0x0723_0203); // the SPIR-V magic number
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn emit_spirv(kernel: &Kernel) -> Result<Vec<u32>> {
     kiln_ir::validate(kernel)?;
     wgsl::spirv(kernel)
@@ -59,6 +108,21 @@ pub fn emit_spirv(kernel: &Kernel) -> Result<Vec<u32>> {
 /// The source of `kernel` in `target`. Fails with the validation error for invalid IR, or
 /// `Unsupported` naming the target when the writer (or naga's translation) cannot express
 /// the kernel, or when kiln was built without its `wgsl` feature (WGSL and its translations).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// use kiln::lang::*;
+/// #[kiln::kernel]
+/// fn saxpy(i: Index1D, a: f32, x: View<f32>, y: ViewMut<f32>) {
+///     y[i] = a * x[i] + y[i];
+/// }
+/// let ir = saxpy().ir()?;
+/// for target in [Target::Ir, Target::OpenClC, Target::CudaC, Target::Wgsl, Target::Msl, Target::Hlsl] {
+///     let source = kiln::emit(&ir, target)?;
+///     assert!(source.contains("saxpy"), "{target:?}: {source}");
+/// }
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub fn emit(kernel: &Kernel, target: Target) -> Result<String> {
     kiln_ir::validate(kernel)?;
     let c = |dialect, backend| {

@@ -5,6 +5,17 @@ use kiln_ir::IrError;
 
 /// Everything that can go wrong in kiln. Nothing a user passes makes kiln panic; it returns one
 /// of these.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (a, b) = ([1.0f32, 2.0], [1.0f32, 2.0, 3.0]);
+/// match ctx.from(&a).zip(&b).map(|(x, y)| x + y).to_vec() {
+///     Err(Error::LengthMismatch { left, right }) => assert_eq!((left, right), (2, 3)),
+///     other => panic!("expected LengthMismatch, got {other:?}"),
+/// }
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// Columns zipped together, or the two buffers of a device copy, have different lengths.
@@ -85,6 +96,16 @@ pub enum Error {
 }
 
 /// `Result<T, kiln::Error>`.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// fn mean(ctx: &Context, xs: &[f64]) -> kiln::Result<f64> {
+///     Ok(ctx.from(xs).sum()? / xs.len() as f64)
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// assert_eq!(mean(&ctx, &[1.0, 2.0, 6.0])?, 3.0);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// An empty vector with room for `n` elements of `T`; `HostOutOfMemory` naming `what` when the

@@ -78,7 +78,7 @@ pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
 pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
-pub use plan::{DeviceProfile, Plan, PlanShape};
+pub use plan::{DeviceProfile, PlanShape};
 pub use query::{
     Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, Sorted, MAX_LEN,
 };

@@ -4,29 +4,53 @@
 use kiln_ir::{AnyVal, Scalar, ScalarType, ScalarValue, Val};
 use std::mem::MaybeUninit;
 
-/// Writes the output columns (one byte buffer each) and returns how many elements it wrote.
+/// Writes the output columns (one byte buffer each) and returns how many elements it wrote
+/// (the terminals hand one to `Row::collect`).
+#[doc(hidden)]
 pub type FillColumns<'f> = dyn FnMut(&mut [&mut [MaybeUninit<u8>]]) -> crate::Result<usize> + 'f;
 
-/// A query element type: a kiln scalar or a tuple of rows.
+/// A query element type: a kiln scalar or a tuple of rows (up to four columns side by side).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (ids, scores) = ([3u32, 1, 2], [0.5f32, 0.9, 0.1]);
+/// // The rows are (u32, f32) tuples: two columns on the device, tuples on the host.
+/// let rows: Vec<(u32, f32)> = ctx.from(&ids).zip(&scores).filter(|(_, s)| s.gt(0.2)).to_vec()?;
+/// assert_eq!(rows, [(3, 0.5), (1, 0.9)]);
+/// // Rows nest: a tuple of rows is a row.
+/// let q = ctx.from(&[1u8, 2]).zip(&[10i64, 20]).zip(&[0.5f64, 1.5]);
+/// let nested: Vec<(u8, (i64, f64))> = q.map(|((a, b), c)| (a, (b, c))).to_vec()?;
+/// assert_eq!(nested, [(1, (10, 0.5)), (2, (20, 1.5))]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait Row: Copy + Send + Sync + 'static {
     /// The element as IR values inside closures: `Val<T>` or a tuple of them.
     type Vals: Copy;
     /// Number of scalar columns.
+    #[doc(hidden)]
     fn width() -> usize;
     /// Appends the column types.
+    #[doc(hidden)]
     fn column_types(out: &mut Vec<ScalarType>);
     /// Builds the IR view of the element from its column values.
+    #[doc(hidden)]
     fn vals(cols: &mut dyn Iterator<Item = AnyVal>) -> Self::Vals;
     /// Appends the column values of an IR view.
+    #[doc(hidden)]
     fn handles(v: Self::Vals, out: &mut Vec<AnyVal>);
     /// Appends the element's column constants.
+    #[doc(hidden)]
     fn to_values(self, out: &mut Vec<ScalarValue>);
     /// Rebuilds an element from column constants.
+    #[doc(hidden)]
     fn from_values(vals: &mut dyn Iterator<Item = ScalarValue>) -> Self;
     /// Element `i` of column buffers holding this row's columns.
+    #[doc(hidden)]
     fn read(cols: &[&[u8]], i: usize) -> Self;
     /// Allocates room for `n` elements, lets `fill` write the columns (one byte buffer per
     /// column) and return how many elements it wrote, and returns them.
+    #[doc(hidden)]
     fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<Self>> {
         let types = {
             let mut t = Vec::new();
@@ -161,10 +185,23 @@ tuple_row!(A, B, C);
 tuple_row!(A, B, C, D);
 
 /// What a `map` closure may return: a `Val<T>` or a tuple of them.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs = [1.5f32, -2.0, 4.0];
+/// // One value per row, then two: the map's result type is the query's new row.
+/// let doubled: Vec<f32> = ctx.from(&xs).map(|x| x * 2.0).to_vec()?;
+/// assert_eq!(doubled, [3.0, -4.0, 8.0]);
+/// let split: Vec<(i32, f32)> = ctx.from(&xs).map(|x| (x.cast::<i32>(), x - x.trunc())).to_vec()?;
+/// assert_eq!(split, [(1, 0.5), (-2, 0.0), (4, 0.0)]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
 pub trait IntoRow {
     /// The row type of the result.
     type Row: Row;
     /// Appends the column values.
+    #[doc(hidden)]
     fn into_handles(self, out: &mut Vec<AnyVal>);
 }
 

@@ -8,7 +8,17 @@ pub(crate) const CHUNK: u32 = 16384;
 /// Elements per work item in the grouped plan.
 pub(crate) const ITEM_CHUNK: u32 = 16;
 
-/// How the query planner spreads work over work items.
+/// How the query planner spreads work over work items ([`Context::set_plan_shape`](crate::Context::set_plan_shape)).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// assert_eq!(ctx.effective_plan_shape(), kiln::PlanShape::Chunked); // Auto, on a CPU
+/// ctx.set_plan_shape(kiln::PlanShape::Grouped); // run the GPU plans here, e.g. to test them
+/// let xs: Vec<u32> = (0..100_000).collect();
+/// assert_eq!(ctx.from(&xs).map(|x| x % 7).sum()?, xs.iter().map(|x| x % 7).sum::<u32>());
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanShape {
     /// Chunked on CPU devices, grouped on GPUs and on devices with a loop limit
@@ -25,6 +35,17 @@ pub enum PlanShape {
 /// The device properties a query plan depends on: everything the planner reads, so a plan
 /// can be made (and printed with [`Query::explain_on`](crate::Query::explain_on)) for a
 /// device that is not present.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let gpu = kiln::DeviceProfile { shape: kiln::PlanShape::Grouped, ..ctx.profile() };
+/// let xs: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+/// // The plans a GPU would run, printed on a machine without one.
+/// let plan = ctx.from(&xs).map(|x| x * 2.0).explain_on(&gpu);
+/// assert!(plan.contains("grouped"), "{plan}");
+/// # Ok::<(), kiln::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceProfile {
     /// [`PlanShape::Chunked`] or [`PlanShape::Grouped`] (never `Auto`).
@@ -50,6 +71,17 @@ pub struct DeviceProfile {
 impl DeviceProfile {
     /// The profile of `device` with plans of `shape`: `Auto` is grouped on GPUs and on
     /// devices with a loop limit, chunked elsewhere.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let auto = kiln::DeviceProfile::of(ctx.device(), kiln::PlanShape::Auto);
+    /// assert_eq!(auto.shape, kiln::PlanShape::Chunked);
+    /// assert_eq!(auto, ctx.profile());
+    /// let grouped = kiln::DeviceProfile::of(ctx.device(), kiln::PlanShape::Grouped);
+    /// assert!(grouped.group_size.is_power_of_two() && grouped.group_size <= 256);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
     pub fn of(device: &DeviceInfo, shape: PlanShape) -> DeviceProfile {
         let shape = match shape {
             // Grouped plans give each work item a few elements, which also keeps it within a
