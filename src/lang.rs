@@ -478,7 +478,127 @@ pub use kiln_ir::Float;
 /// ```
 #[doc(inline)]
 pub use kiln_ir::Int;
-pub use kiln_macros::{device, intrinsic, kernel, lambda, Value};
+/// `#[kiln::kernel]`: a Rust function as a kernel (see [the module](self) for the Rust subset).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn saxpy(i: Index1D, a: f32, x: View<f32>, y: ViewMut<f32>) {
+///     y[i] = a * x[i] + y[i];
+/// }
+/// #[kiln::kernel]
+/// fn fill<T: Numeric>(i: Index1D, out: ViewMut<T>, v: T) {
+///     out[i] = v;
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
+/// let mut y = vec![1.0f32; 100];
+/// ctx.launch(saxpy, 100, (3.0f32, &x, &mut y))?;
+/// assert_eq!(y, x.iter().map(|x| 3.0 * x + 1.0).collect::<Vec<f32>>());
+/// let mut z = vec![0i64; 3];
+/// ctx.launch(fill::<i64>, 3, (&mut z, -7i64))?;
+/// assert_eq!(z, [-7, -7, -7]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[doc(inline)]
+pub use kiln_macros::kernel;
+
+/// `kiln::lambda!`: a closure as a kernel, its captured values passed as parameters.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut out = vec![0.0f32; 4];
+/// for k in [0.5f32, 2.0] {
+///     // `k` is captured: a parameter of one compiled kernel, not a constant in two.
+///     let ramp = kiln::lambda!(move |i: Index1D, out: ViewMut<f32>| out[i] = i as f32 * k);
+///     ctx.launch(ramp, 4, (&mut out,))?;
+///     assert_eq!(out, [0.0, k, 2.0 * k, 3.0 * k]);
+/// }
+/// assert_eq!(ctx.stats().compilations, 1);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[doc(inline)]
+pub use kiln_macros::lambda;
+
+/// `#[kiln::device]`: a function of values callable from kernels and usable as a query stage.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::device]
+/// fn smoothstep(x: f32) -> f32 {
+///     let t = x.clamp(0.0, 1.0);
+///     t * t * (3.0 - 2.0 * t)
+/// }
+/// #[kiln::kernel]
+/// fn smooth(i: Index1D, x: ViewMut<f32>) {
+///     x[i] = smoothstep(x[i]);
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs = [-1.0f32, 0.25, 0.5, 2.0];
+/// let mut k = xs.to_vec();
+/// ctx.launch(smooth, 4, (&mut k,))?;
+/// let q = ctx.from(&xs).map(smoothstep).to_vec()?; // a device function is also a query stage
+/// let rust: Vec<f32> = xs.iter().map(|x| { let t = x.clamp(0.0, 1.0); t * t * (3.0 - 2.0 * t) }).collect();
+/// assert_eq!((k, q), (rust.clone(), rust));
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[doc(inline)]
+pub use kiln_macros::device;
+
+/// `#[kiln::intrinsic(..)]`: a device function that calls a backend's own function.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::intrinsic(cuda = "hypotf", opencl = "hypot")]
+/// fn length2(x: f32, y: f32) -> f32 {
+///     (x * x + y * y).sqrt() // what the CPU and wgpu run
+/// }
+/// #[kiln::kernel]
+/// fn lengths(i: Index1D, x: View<f32>, y: View<f32>, out: ViewMut<f32>) {
+///     out[i] = length2(x[i], y[i]);
+/// }
+/// let ir = lengths().ir()?;
+/// assert!(kiln::emit(&ir, kiln::Target::CudaC)?.contains("hypotf("));
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut out = vec![0.0f32; 2];
+/// ctx.launch(lengths, 2, (&[3.0f32, 5.0][..], &[4.0f32, 12.0][..], &mut out))?;
+/// assert_eq!(out, [5.0, 13.0]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[doc(inline)]
+pub use kiln_macros::intrinsic;
+
+/// `#[derive(kiln::Value)]`: a `#[repr(C)]` struct as a kernel value and buffer element.
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+/// #[repr(C)]
+/// struct Rgb {
+///     r: f32,
+///     g: f32,
+///     b: f32,
+/// }
+/// #[kiln::kernel]
+/// fn to_gray(i: Index1D, px: ViewMut<Rgb>) {
+///     let p = px[i];
+///     let y = 0.25 * p.r + 0.5 * p.g + 0.25 * p.b;
+///     px[i] = Rgb { r: y, g: y, b: y };
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let mut px = vec![Rgb { r: 1.0, g: 0.5, b: 0.0 }, Rgb { r: 0.0, g: 0.0, b: 1.0 }];
+/// ctx.launch(to_gray, 2, (&mut px,))?;
+/// assert_eq!(px, [Rgb { r: 0.5, g: 0.5, b: 0.5 }, Rgb { r: 0.25, g: 0.25, b: 0.25 }]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[doc(inline)]
+pub use kiln_macros::Value;
 
 /// The index of a work item in a 1D launch: its global position.
 ///

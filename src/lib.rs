@@ -76,8 +76,8 @@ pub use kiln_backend::{
 };
 pub use kiln_ir as ir;
 pub use kiln_ir::{select, Val};
-pub use kiln_macros::{device, intrinsic, kernel, lambda};
 pub use lang::Value;
+pub use lang::{device, intrinsic, kernel, lambda};
 pub use plan::{DeviceProfile, PlanShape};
 pub use query::{
     Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, Sorted, MAX_LEN,
