@@ -8,6 +8,7 @@ use kiln::prelude::*;
 mod gallery;
 mod queries;
 mod resident;
+mod tuned;
 
 /// kiln's side of a case: its best time in milliseconds on a device.
 pub type KilnSide = fn(&Bench, &Context) -> Result<f64, Error>;
@@ -51,8 +52,11 @@ pub struct Case {
     pub needs: Needs,
     /// kiln's side.
     pub kiln: KilnSide,
-    /// What it is compared with.
+    /// What it is compared with: the best code a performance engineer would write for it.
     pub baseline: &'static Baseline,
+    /// The plain iterator chain most Rust code has, where the baseline is hand-tuned beyond
+    /// it: a second column.
+    pub naive: Option<&'static Baseline>,
     /// Bytes kiln's side moves per element, for the bandwidth line; `None` when it is not a
     /// bandwidth case.
     pub bytes_per_element: Option<usize>,

@@ -65,6 +65,8 @@ pub struct Row {
     pub baseline: &'static str,
     /// The baseline's best time.
     pub baseline_ms: f64,
+    /// The plain iterator chain beside a hand-tuned baseline, and its best time.
+    pub naive: Option<(&'static str, f64)>,
     /// Bytes kiln's side moves, for cases that measure bandwidth.
     pub bytes: Option<usize>,
 }
@@ -74,6 +76,12 @@ impl Row {
     /// valid, which has no infinity).
     pub fn ratio(&self) -> f64 {
         finite(self.baseline_ms / self.kiln_ms)
+    }
+
+    /// The naive baseline's time over kiln's, where the row has one (0 as in
+    /// [`Row::ratio`]).
+    pub fn naive_ratio(&self) -> Option<f64> {
+        self.naive.map(|(_, ms)| finite(ms / self.kiln_ms))
     }
 }
 
@@ -217,11 +225,13 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
     let bench = Bench::new(options.log2, reps, options.quick);
     let n = bench.n;
     let mut host_baselines: Vec<&'static Baseline> = Vec::new();
-    for case in &cases {
-        if matches!(case.baseline.measure, Measure::Host(_))
-            && !host_baselines.iter().any(|b| key(b) == key(case.baseline))
+    for b in cases
+        .iter()
+        .flat_map(|c| std::iter::once(c.baseline).chain(c.naive))
+    {
+        if matches!(b.measure, Measure::Host(_)) && !host_baselines.iter().any(|h| key(h) == key(b))
         {
-            host_baselines.push(case.baseline);
+            host_baselines.push(b);
         }
     }
     let per_device = cases.len() + selected.is_empty() as usize;
@@ -303,6 +313,13 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
                     }
                 },
             };
+            let naive = match case.naive {
+                None => None,
+                Some(b) => Some(match b.measure {
+                    Measure::Host(_) => (b.label, host[&key(b)]),
+                    Measure::Device(measure) => (b.label, measure(&bench, &ctx)?),
+                }),
+            };
             let kiln_ms = (case.kiln)(&bench, &ctx)?;
             let moved = case.bytes_per_element.map(|per| per * n);
             if let Some(moved) = moved {
@@ -315,6 +332,7 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
                 kiln_ms,
                 baseline: case.baseline.label,
                 baseline_ms,
+                naive,
                 bytes: moved,
             });
             on(Event::Step { what: step });
@@ -353,11 +371,15 @@ impl Report {
     /// The rows as a Markdown table.
     pub fn table(&self) -> String {
         let mut out = String::from(
-            "| case | backend | n | kiln ms | baseline | baseline ms | ratio (baseline/kiln) |\n|---|---|---|---|---|---|---|\n",
+            "| case | backend | n | kiln ms | baseline | baseline ms | ratio (baseline/kiln) | naive ms | ratio (naive/kiln) |\n|---|---|---|---|---|---|---|---|---|\n",
         );
         for r in &self.rows {
+            let naive = match (r.naive, r.naive_ratio()) {
+                (Some((_, ms)), Some(ratio)) => format!("{ms:.3} | {ratio:.2}"),
+                _ => " | ".into(),
+            };
             out += &format!(
-                "| {} | {} | {} | {:.3} | {} | {:.3} | {:.2} |\n",
+                "| {} | {} | {} | {:.3} | {} | {:.3} | {:.2} | {naive} |\n",
                 r.case,
                 r.backend,
                 r.n,
@@ -372,12 +394,19 @@ impl Report {
 
     /// The rows, then each device's overheads as two rows against their targets (10 ms for
     /// a cold compile, 50 us for a cached call), as JSON objects of `case`, `backend`, `n`,
-    /// `kiln_ms`, `baseline`, `baseline_ms` and `ratio`.
+    /// `kiln_ms`, `baseline`, `baseline_ms` and `ratio`, and where a row has a naive baseline
+    /// beside the tuned one, `naive`, `naive_ms` and `naive_ratio`.
     pub fn json_items(&self) -> Vec<String> {
         let mut items: Vec<String> = self
             .rows
             .iter()
-            .map(|r| format!("  {{\"case\": \"{}\", \"backend\": \"{}\", \"n\": {}, \"kiln_ms\": {:.6}, \"baseline\": \"{}\", \"baseline_ms\": {:.6}, \"ratio\": {:.4}}}", r.case, r.backend, r.n, r.kiln_ms, r.baseline, r.baseline_ms, r.ratio()))
+            .map(|r| {
+                let naive = match (r.naive, r.naive_ratio()) {
+                    (Some((label, ms)), Some(ratio)) => format!(", \"naive\": \"{label}\", \"naive_ms\": {ms:.6}, \"naive_ratio\": {ratio:.4}"),
+                    _ => String::new(),
+                };
+                format!("  {{\"case\": \"{}\", \"backend\": \"{}\", \"n\": {}, \"kiln_ms\": {:.6}, \"baseline\": \"{}\", \"baseline_ms\": {:.6}, \"ratio\": {:.4}{naive}}}", r.case, r.backend, r.n, r.kiln_ms, r.baseline, r.baseline_ms, r.ratio())
+            })
             .collect();
         for o in &self.overheads {
             let (backend, compile_ms, per_call_us) = (&o.backend, o.compile_ms, o.per_call_us);

@@ -173,6 +173,7 @@ const fn case(
         needs,
         kiln,
         baseline,
+        naive: None,
         bytes_per_element: None,
     }
 }

@@ -1,14 +1,24 @@
-//! Queries over host slices against the rayon code a Rust programmer would write for them.
+//! Queries over host slices against the rayon code a performance engineer writes for them
+//! ([`super::tuned`]) and, beside it, the plain iterator chain most Rust code has.
 
-use super::{Baseline, Case, Measure, Needs};
+use super::{tuned, Baseline, Case, Measure, Needs};
 use crate::data::{per_chunk_sums, wide_histogram, Bench};
 use kiln::prelude::*;
 use rayon::prelude::*;
 
-/// A baseline labelled "rayon".
+/// A baseline labelled "rayon": a plain iterator chain.
 const fn rayon(measure: fn(&Bench) -> f64) -> Baseline {
     Baseline {
         label: "rayon",
+        measure: Measure::Host(measure),
+        bytes_per_element: None,
+    }
+}
+
+/// A baseline labelled "rayon, tuned": chunks, 16 lanes, the host's widest vectors.
+const fn tuned(measure: fn(&Bench) -> f64) -> Baseline {
+    Baseline {
+        label: "rayon, tuned",
         measure: Measure::Host(measure),
         bytes_per_element: None,
     }
@@ -21,7 +31,21 @@ const fn case(name: &'static str, kiln: super::KilnSide, baseline: &'static Base
         needs: Needs::Any,
         kiln,
         baseline,
+        naive: None,
         bytes_per_element: None,
+    }
+}
+
+/// A case against the tuned `baseline`, with the `naive` iterator chain beside it.
+const fn tuned_case(
+    name: &'static str,
+    kiln: super::KilnSide,
+    baseline: &'static Baseline,
+    naive: &'static Baseline,
+) -> Case {
+    Case {
+        naive: Some(naive),
+        ..case(name, kiln, baseline)
     }
 }
 
@@ -140,6 +164,15 @@ static MEMCPY: Baseline = Baseline {
     }),
     bytes_per_element: None,
 };
+static TUNED_FUSED: Baseline = tuned(|b| b.best(|| tuned::fused_f32(&b.xs)));
+static TUNED_SUM: Baseline = tuned(|b| b.best(|| tuned::sum_f32(&b.xs)));
+static TUNED_MAX: Baseline = tuned(|b| b.best(|| tuned::max_f32(&b.xs)));
+static TUNED_SQUARES_F64: Baseline = tuned(|b| b.best(|| tuned::squares_f64(&b.xd)));
+static TUNED_MAX_F64: Baseline = tuned(|b| b.best(|| tuned::max_f64(&b.xd)));
+static TUNED_SUM_I64: Baseline = tuned(|b| b.best(|| tuned::sum_i64(&b.xl)));
+static TUNED_MAX_I64: Baseline = tuned(|b| b.best(|| tuned::max_i64(&b.xl)));
+static TUNED_FILTER: Baseline = tuned(|b| b.best(|| tuned::filter_below_500(&b.xs)));
+static TUNED_FILTER_NOISY: Baseline = tuned(|b| b.best(|| tuned::filter_below_500(&b.noisy)));
 static READ: Baseline = Baseline {
     label: "read",
     measure: Measure::Host(|b| {
@@ -202,7 +235,7 @@ fn filter(b: &Bench, ctx: &Context, xs: &[f32]) -> f64 {
 
 pub(super) static CASES: &[Case] = &[
     case("map to_vec", map, &MAP),
-    case(
+    tuned_case(
         "map-filter-map-sum",
         |b, ctx| {
             Ok(b.best(|| {
@@ -214,12 +247,14 @@ pub(super) static CASES: &[Case] = &[
                     .unwrap()
             }))
         },
+        &TUNED_FUSED,
         &FUSED,
     ),
-    case("sum", sum, &SUM),
-    case(
+    tuned_case("sum", sum, &TUNED_SUM, &SUM),
+    tuned_case(
         "max",
         |b, ctx| Ok(b.best(|| ctx.from(&b.xs).max().unwrap())),
+        &TUNED_MAX,
         &MAX,
     ),
     needing(
@@ -232,17 +267,19 @@ pub(super) static CASES: &[Case] = &[
     ),
     needing(
         Needs::F64,
-        case(
+        tuned_case(
             "sum of squares (f64)",
             |b, ctx| Ok(b.best(|| ctx.from(&b.xd).map(|x| x * x).sum().unwrap())),
+            &TUNED_SQUARES_F64,
             &SQUARES_F64,
         ),
     ),
     needing(
         Needs::F64,
-        case(
+        tuned_case(
             "max (f64)",
             |b, ctx| Ok(b.best(|| ctx.from(&b.xd).max().unwrap())),
+            &TUNED_MAX_F64,
             &MAX_F64,
         ),
     ),
@@ -256,28 +293,32 @@ pub(super) static CASES: &[Case] = &[
     ),
     needing(
         Needs::I64,
-        case(
+        tuned_case(
             "sum (i64)",
             |b, ctx| Ok(b.best(|| ctx.from(&b.xl).sum().unwrap())),
+            &TUNED_SUM_I64,
             &SUM_I64,
         ),
     ),
     needing(
         Needs::I64,
-        case(
+        tuned_case(
             "max (i64)",
             |b, ctx| Ok(b.best(|| ctx.from(&b.xl).max().unwrap())),
+            &TUNED_MAX_I64,
             &MAX_I64,
         ),
     ),
-    case(
+    tuned_case(
         "filter to_vec (50%)",
         |b, ctx| Ok(filter(b, ctx, &b.xs)),
+        &TUNED_FILTER,
         &FILTER,
     ),
-    case(
+    tuned_case(
         "filter to_vec (50%, kept at random)",
         |b, ctx| Ok(filter(b, ctx, &b.noisy)),
+        &TUNED_FILTER_NOISY,
         &FILTER_NOISY,
     ),
     case(

@@ -43,6 +43,7 @@ const fn case(
         needs: Needs::Any,
         kiln,
         baseline,
+        naive: None,
         bytes_per_element: bytes,
     }
 }
