@@ -164,11 +164,7 @@ fn gathering_session(
     tables: impl IntoIterator<Item = (&'static str, SchemaRef, Vec<Vec<RecordBatch>>)>,
 ) -> SessionContext {
     let rule = KilnRule::new(ctx()).rows_per_query(rows);
-    let state = SessionStateBuilder::new()
-        .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(rule))
-        .build();
-    session_with(state, tables)
+    session_with(kiln_datafusion::session_state_with(rule), tables)
 }
 
 /// A session of `state` over `tables` (name, schema, partitions).
