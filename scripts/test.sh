@@ -107,7 +107,10 @@ wait_for_port() {
     done
     echo "nothing listens on port $1"; return 1
 }
-target/release/kiln-ballista scheduler --bind 127.0.0.1:50050 > /tmp/kiln-ballista-scheduler.log 2>&1 &
+# The scheduler's rows per query travel to the executors with each stage (the codec test
+# checks the decoded plan); the answers must not change.
+target/release/kiln-ballista scheduler --bind 127.0.0.1:50050 --rows-per-query 100000 \
+    > /tmp/kiln-ballista-scheduler.log 2>&1 &
 cluster="$!"
 wait_for_port 50050
 for port in 50051 50053; do
@@ -122,7 +125,7 @@ timeout 600 target/release/examples/tpch_cluster df://127.0.0.1:50050 > /tmp/kil
 kill $cluster
 test "$cluster_status" = 0 || { cat /tmp/kiln-tpch-cluster.out; exit 1; }
 test "$(grep -c "the cluster's answer equals DataFusion's own$" /tmp/kiln-tpch-cluster.out)" = 2
-grep -q '^Q1 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
+grep -q '^Q1 stage operator: KilnExec: device=.*, 100000 rows per query, ' /tmp/kiln-tpch-cluster.out
 grep -q '^Q6 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
 # The quick benchmark through the command line, with its JSON and chart.
 target/release/kiln bench --quick --json /tmp/kiln-bench.json --svg /tmp/kiln-bench.svg

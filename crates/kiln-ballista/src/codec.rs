@@ -15,8 +15,9 @@ use std::sync::Arc;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
 enum Tag {
-    /// A [`KilnExec`]: then the DataFusion plan it stands for, over a placeholder input, as
-    /// DataFusion's protobuf bytes.
+    /// A [`KilnExec`]: then its rows per query as set on the scheduler's rule (8 bytes,
+    /// little-endian; 0 for the executor's device default), then the DataFusion plan it
+    /// stands for, over a placeholder input, as DataFusion's protobuf bytes.
     Kiln = 0,
     /// A [`KilnDeclinedExec`]: then its reason, in UTF-8.
     Declined = 1,
@@ -27,8 +28,10 @@ enum Tag {
 /// A `KilnExec` travels as the DataFusion operators it replaced (a partial aggregate, the
 /// projection and filter under it; [`KilnExec::datafusion_over`]), and the receiving side
 /// plans them again with [`KilnRule`] on its own [`kiln::Context`], so an executor compiles
-/// its kernels for its own device. If the receiver's kiln does not take what the sender's
-/// took, decoding fails with the reason; it never runs the operators another way.
+/// its kernels for its own device. The rows per kiln query travel too when the sender's rule
+/// set them ([`KilnExec::rows_per_query_set`]); otherwise the receiver takes its own device's
+/// default. If the receiver's kiln does not take what the sender's took, decoding fails
+/// with the reason; it never runs the operators another way.
 ///
 /// Other operators it refuses to encode and decode; [`physical_codec`](crate::physical_codec)
 /// composes it with Ballista's codec.
@@ -47,10 +50,16 @@ impl KilnCodec {
     /// DataFusion operators one stands for.
     fn kiln_exec(
         &self,
-        plan: &[u8],
+        message: &[u8],
         input: &Arc<dyn ExecutionPlan>,
         task: &TaskContext,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let (rows, plan) = message.split_first_chunk::<8>().ok_or_else(|| {
+            DataFusionError::Execution("a kiln operator's message is cut short".into())
+        })?;
+        let rows = usize::try_from(u64::from_le_bytes(*rows)).map_err(|_| {
+            DataFusionError::Execution("a kiln operator's rows per query exceed usize".into())
+        })?;
         let operators = physical_plan_from_bytes(plan, task)?
             .transform_up(|node| {
                 Ok(match node.children().is_empty() {
@@ -59,7 +68,10 @@ impl KilnCodec {
                 })
             })
             .data()?;
-        let rule = KilnRule::new(self.ctx.clone());
+        let rule = match rows {
+            0 => KilnRule::new(self.ctx.clone()),
+            n => KilnRule::new(self.ctx.clone()).rows_per_query(n),
+        };
         let planned = rule.optimize(operators, task.session_config().options())?;
         if planned.downcast_ref::<KilnExec>().is_some() {
             return Ok(planned);
@@ -87,6 +99,8 @@ impl PhysicalExtensionCodec for KilnCodec {
             let placeholder = EmptyExec::new(input.schema()).with_partitions(partitions);
             let plan = exec.datafusion_over(Arc::new(placeholder))?;
             buf.push(Tag::Kiln as u8);
+            let rows = exec.rows_per_query_set().unwrap_or(0) as u64;
+            buf.extend_from_slice(&rows.to_le_bytes());
             buf.extend_from_slice(&physical_plan_to_bytes(plan)?);
             return Ok(());
         }

@@ -49,11 +49,17 @@ pub fn physical_codec(ctx: kiln::Context) -> Arc<dyn PhysicalExtensionCodec> {
 /// planner (its adaptive planner, the default, runs a fixed list of rules of its own and
 /// not the session's).
 pub fn session_builder(ctx: kiln::Context) -> SessionBuilder {
+    session_builder_with(KilnRule::new(ctx))
+}
+
+/// [`session_builder`] with `rule` (for instance one with
+/// [`KilnRule::rows_per_query`] set, which the executors then use too).
+pub fn session_builder_with(rule: KilnRule) -> SessionBuilder {
     Arc::new(move |config: SessionConfig| {
         let config = config.with_ballista_adaptive_query_planner(false);
         let state = ballista_core::utils::default_session_builder(config)?;
         Ok(SessionStateBuilder::new_from_existing(state)
-            .with_physical_optimizer_rule(Arc::new(KilnRule::new(ctx.clone())))
+            .with_physical_optimizer_rule(Arc::new(rule.clone()))
             .build())
     })
 }
@@ -62,11 +68,29 @@ pub fn session_builder(ctx: kiln::Context) -> SessionBuilder {
 /// [`KilnExec`](kiln_datafusion::KilnExec) to executors through [`physical_codec`].
 /// Start it with `ballista_scheduler::scheduler_process::start_server`.
 pub fn scheduler_config(ctx: kiln::Context, bind: SocketAddr) -> SchedulerConfig {
+    scheduler_config_with(KilnRule::new(ctx.clone()), ctx, bind)
+}
+
+/// [`scheduler_config`] planning with `rule` (whose rows per query, when set, the executors
+/// use too), decoding on `ctx`.
+///
+/// ```
+/// let kiln = kiln::Context::with_backend(kiln::BackendKind::Cpu)?;
+/// let rule = kiln_datafusion::KilnRule::new(kiln.clone()).rows_per_query(1 << 20);
+/// let scheduler = kiln_ballista::scheduler_config_with(rule, kiln, "127.0.0.1:50050".parse()?);
+/// assert_eq!(scheduler.bind_port, 50050);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn scheduler_config_with(
+    rule: KilnRule,
+    ctx: kiln::Context,
+    bind: SocketAddr,
+) -> SchedulerConfig {
     SchedulerConfig {
         bind_host: bind.ip().to_string(),
         external_host: bind.ip().to_string(),
         bind_port: bind.port(),
-        override_session_builder: Some(session_builder(ctx.clone())),
+        override_session_builder: Some(session_builder_with(rule)),
         override_physical_codec: Some(physical_codec(ctx)),
         ..SchedulerConfig::default()
     }

@@ -1,7 +1,10 @@
 //! `kiln-ballista`: starts a Ballista scheduler or executor that runs kiln.
 //!
 //! ```text
-//! kiln-ballista scheduler [--bind ADDR]              (default 0.0.0.0:50050)
+//! kiln-ballista scheduler [--bind ADDR] [--rows-per-query N]
+//!                                                     (default 0.0.0.0:50050; N: every executor
+//!                                                     runs one kiln query per N rows, else its
+//!                                                     device's default)
 //! kiln-ballista executor --scheduler HOST:PORT [--bind ADDR] [--external-host HOST] [--vcores N]
 //!                                                     (default bind 0.0.0.0:50051, gRPC on the next port)
 //! ```
@@ -17,8 +20,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-const USAGE: &str = "usage: kiln-ballista scheduler [--bind ADDR] | kiln-ballista executor \
-                     --scheduler HOST:PORT [--bind ADDR] [--external-host HOST] [--vcores N]";
+const USAGE: &str = "usage: kiln-ballista scheduler [--bind ADDR] [--rows-per-query N] | \
+                     kiln-ballista executor --scheduler HOST:PORT [--bind ADDR] \
+                     [--external-host HOST] [--vcores N]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -37,11 +41,15 @@ async fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
     let flags = Flags::parse(flags)?;
     match role.as_str() {
         "scheduler" => {
-            flags.only(&["--bind"])?;
+            flags.only(&["--bind", "--rows-per-query"])?;
             let bind: SocketAddr =
                 parsed("--bind", flags.get("--bind").unwrap_or("0.0.0.0:50050"))?;
             let kiln = kiln::Context::new()?;
-            let config = kiln_ballista::scheduler_config(kiln.clone(), bind);
+            let mut rule = kiln_datafusion::KilnRule::new(kiln.clone());
+            if let Some(rows) = flags.get("--rows-per-query") {
+                rule = rule.rows_per_query(parsed("--rows-per-query", rows)?);
+            }
+            let config = kiln_ballista::scheduler_config_with(rule, kiln.clone(), bind);
             let cluster = BallistaCluster::new_from_config(&config).await?;
             println!(
                 "kiln-ballista scheduler on {bind}, kiln on {}",

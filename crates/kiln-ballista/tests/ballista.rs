@@ -29,7 +29,7 @@ use datafusion_proto::physical_plan::{
     DefaultPhysicalProtoConverter, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
 };
 use kiln_ballista::KilnCodec;
-use kiln_datafusion::KilnExec;
+use kiln_datafusion::{KilnExec, KilnRule};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -154,39 +154,56 @@ fn kiln_operators_travel_through_the_codec_and_run_to_datafusion_answers() {
     let alone = SessionContext::new();
     for kiln in common::contexts() {
         let device = format!("{} ({})", kiln.device().backend, kiln.device().name);
-        runtime.block_on(async {
-            let planner =
-                SessionContext::new_with_state(kiln_datafusion::session_state(kiln.clone()));
-            for sql in [&planner, &alone] {
-                if !sql.table_exist("lineitem").expect("a catalog") {
-                    parquet_files::register_parquet(sql, "lineitem", &dir)
-                        .await
-                        .expect("register the Parquet files");
+        // The device's default rows per query, and a setting that must travel with the plan.
+        let rules = [
+            (KilnRule::new(kiln.clone()), None),
+            (
+                KilnRule::new(kiln.clone()).rows_per_query(50_000),
+                Some(50_000),
+            ),
+        ];
+        for (rule, rows) in rules {
+            runtime.block_on(async {
+                let planner =
+                    SessionContext::new_with_state(kiln_datafusion::session_state_with(rule));
+                for sql in [&planner, &alone] {
+                    if !sql.table_exist("lineitem").expect("a catalog") {
+                        parquet_files::register_parquet(sql, "lineitem", &dir)
+                            .await
+                            .expect("register the Parquet files");
+                    }
                 }
-            }
-            let codec = kiln_ballista::physical_codec(kiln.clone());
-            for query in [Q1, Q6] {
-                let plan = planner
-                    .sql(query)
-                    .await
-                    .expect("plan the query")
-                    .create_physical_plan()
-                    .await
-                    .expect("a physical plan");
-                let bytes = physical_plan_to_bytes_with_extension_codec(plan, codec.as_ref())
-                    .unwrap_or_else(|e| panic!("{device}: encode: {e}"));
-                let task = alone.task_ctx();
-                let decoded =
-                    physical_plan_from_bytes_with_extension_codec(&bytes, &task, codec.as_ref())
-                        .unwrap_or_else(|e| panic!("{device}: decode: {e}"));
-                let shown = displayable(decoded.as_ref()).indent(true).to_string();
-                assert!(shown.contains("KilnExec: device="), "{device}: {shown}");
-                let got = collect(decoded, task).await.map_err(|e| e.to_string());
-                let got = got.map(|b| pretty_format_batches(&b).expect("print").to_string());
-                let want = answer(&alone, &dir, query).await.expect("DataFusion alone");
-                check(&kiln, &want, got);
-            }
-        });
+                let codec = kiln_ballista::physical_codec(kiln.clone());
+                for query in [Q1, Q6] {
+                    let plan = planner
+                        .sql(query)
+                        .await
+                        .expect("plan the query")
+                        .create_physical_plan()
+                        .await
+                        .expect("a physical plan");
+                    let bytes = physical_plan_to_bytes_with_extension_codec(plan, codec.as_ref())
+                        .unwrap_or_else(|e| panic!("{device}: encode: {e}"));
+                    let task = alone.task_ctx();
+                    let decoded = physical_plan_from_bytes_with_extension_codec(
+                        &bytes,
+                        &task,
+                        codec.as_ref(),
+                    )
+                    .unwrap_or_else(|e| panic!("{device}: decode: {e}"));
+                    let shown = displayable(decoded.as_ref()).indent(true).to_string();
+                    assert!(shown.contains("KilnExec: device="), "{device}: {shown}");
+                    if let Some(rows) = rows {
+                        let line = format!("{rows} rows per query");
+                        assert!(shown.contains(&line), "{device}: {line} not in {shown}");
+                    }
+                    let got = collect(decoded, task).await.map_err(|e| e.to_string());
+                    let got = got.map(|b| pretty_format_batches(&b).expect("print").to_string());
+                    let want = answer(&alone, &dir, query).await.expect("DataFusion alone");
+                    check(&kiln, &want, got);
+                }
+            });
+        }
     }
     std::fs::remove_dir_all(&dir).expect("remove the Parquet files");
 }
@@ -200,7 +217,11 @@ fn bytes_that_are_not_a_kiln_operator_fail_to_decode() {
     for (bytes, says) in [
         (&[][..], "not a message of kiln's codec"),
         (&[7, 1, 2][..], "not a message of kiln's codec"),
-        (&[0, 0xff, 0xff, 0xff][..], "protobuf"),
+        (&[0, 0xff, 0xff, 0xff][..], "cut short"),
+        (
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff][..],
+            "protobuf",
+        ),
         (&[1, 0xff][..], "reason"),
     ] {
         let e = codec

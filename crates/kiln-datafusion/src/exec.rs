@@ -40,6 +40,8 @@ pub struct KilnExec {
     ctx: kiln::Context,
     /// How many input rows one kiln query takes, at least 1 ([`KilnRule::rows_per_query`]).
     rows_per_query: usize,
+    /// That number as the rule was given it, or `None` for the device's default.
+    rows_per_query_set: Option<usize>,
 }
 
 impl fmt::Debug for KilnExec {
@@ -56,8 +58,10 @@ impl KilnExec {
         text: String,
         schema: SchemaRef,
         ctx: kiln::Context,
-        rows_per_query: usize,
+        rows_per_query_set: Option<usize>,
     ) -> KilnExec {
+        let rows_per_query =
+            rows_per_query_set.unwrap_or_else(|| default_rows_per_query(ctx.device()));
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema),
             input.output_partitioning().clone(),
@@ -72,7 +76,51 @@ impl KilnExec {
             properties: Arc::new(properties),
             ctx,
             rows_per_query,
+            rows_per_query_set,
         }
+    }
+
+    /// The rows per kiln query its rule was given ([`KilnRule::rows_per_query`]), or `None`
+    /// when it takes its device's default: what a codec carries to another machine, whose
+    /// device may want another default.
+    ///
+    /// ```
+    /// use datafusion::arrow::array::{Int64Array, RecordBatch};
+    /// use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    /// use datafusion::datasource::MemTable;
+    /// use datafusion::physical_plan::{displayable, ExecutionPlan};
+    /// use datafusion::prelude::SessionContext;
+    /// use kiln_datafusion::{session_state_with, KilnExec, KilnRule};
+    /// use std::sync::Arc;
+    /// fn kiln_execs(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Option<usize>>) {
+    ///     if let Some(k) = plan.downcast_ref::<KilnExec>() {
+    ///         out.push(k.rows_per_query_set());
+    ///     }
+    ///     plan.children().into_iter().for_each(|c| kiln_execs(c, out));
+    /// }
+    /// let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    /// let part = |v: Vec<i64>| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(v))]);
+    /// // Two partitions, so DataFusion plans a partial aggregate per partition for kiln.
+    /// let parts = vec![vec![part(vec![1, 2])?], vec![part(vec![39])?]];
+    /// let kiln = kiln::Context::with_backend(kiln::BackendKind::Cpu)?;
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// for (rule, want) in [
+    ///     (KilnRule::new(kiln.clone()), None),
+    ///     (KilnRule::new(kiln.clone()).rows_per_query(50_000), Some(50_000)),
+    /// ] {
+    ///     let sql = SessionContext::new_with_state(session_state_with(rule));
+    ///     sql.register_table("t", Arc::new(MemTable::try_new(schema.clone(), parts.clone())?))?;
+    ///     let plan = rt.block_on(async {
+    ///         sql.sql("SELECT sum(x) FROM t").await?.create_physical_plan().await
+    ///     })?;
+    ///     let mut found = Vec::new();
+    ///     kiln_execs(&plan, &mut found);
+    ///     assert_eq!(found, [want], "{}", displayable(plan.as_ref()).indent(true));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rows_per_query_set(&self) -> Option<usize> {
+        self.rows_per_query_set
     }
 
     /// The DataFusion plan this operator runs: the partial aggregate it replaced, with the
@@ -132,6 +180,7 @@ impl ExecutionPlan for KilnExec {
             properties: self.properties.clone(),
             ctx: self.ctx.clone(),
             rows_per_query: self.rows_per_query,
+            rows_per_query_set: self.rows_per_query_set,
         }))
     }
 

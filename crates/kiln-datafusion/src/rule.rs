@@ -2,7 +2,7 @@
 //! puts a [`KilnExec`] in their place.
 
 use crate::aggregate::{Aggregate, Fun, Kind};
-use crate::exec::{default_rows_per_query, KilnDeclinedExec, KilnExec};
+use crate::exec::{KilnDeclinedExec, KilnExec};
 use crate::expr::{translate, validity, Expr, Scoped, Sql};
 use crate::fused::{renumber, Fused, Source};
 use datafusion::arrow::datatypes::{DataType, Schema};
@@ -41,10 +41,11 @@ use std::sync::Arc;
 /// any number of groups (the host codes the keys; a batch of more than 1024 groups is folded
 /// as one kiln query per 1024 of them). Integer and decimal results are exact: an expression
 /// whose bounds could overflow `i64` fails the query.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct KilnRule {
     ctx: kiln::Context,
-    rows_per_query: usize,
+    /// Rows per kiln query as set, or `None` for the device's default.
+    rows_per_query: Option<usize>,
 }
 
 impl KilnRule {
@@ -52,10 +53,9 @@ impl KilnRule {
     /// batch, on a GPU one per run of batches of about 2^21 rows (each query pays copies to
     /// and from the device and a wait for its result).
     pub fn new(ctx: kiln::Context) -> KilnRule {
-        let rows_per_query = default_rows_per_query(ctx.device());
         KilnRule {
             ctx,
-            rows_per_query,
+            rows_per_query: None,
         }
     }
 
@@ -63,11 +63,12 @@ impl KilnRule {
     /// `rows` rows (1: each batch alone) and running one kiln query per run; the last run
     /// takes what is left. More rows per query spread the device's fixed cost per query
     /// over more rows and hold more of them in host memory at once, as one copy. The setting
-    /// does not travel to a Ballista cluster's executors: each plans its stages again with
-    /// its own device's default.
+    /// travels with each [`KilnExec`] ([`KilnExec::rows_per_query_set`]), so kiln-ballista's
+    /// executors use it too; a rule without it uses the default of the device that runs the
+    /// query.
     pub fn rows_per_query(self, rows: usize) -> KilnRule {
         KilnRule {
-            rows_per_query: rows.max(1),
+            rows_per_query: Some(rows.max(1)),
             ..self
         }
     }
@@ -258,7 +259,7 @@ fn fuse(
     node: &Arc<dyn ExecutionPlan>,
     agg: &AggregateExec,
     ctx: &kiln::Context,
-    rows_per_query: usize,
+    rows_per_query: Option<usize>,
 ) -> std::result::Result<KilnExec, String> {
     let group = agg.group_expr();
     if !group.is_single() {
