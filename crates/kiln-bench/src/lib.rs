@@ -147,6 +147,31 @@ fn key(b: &'static Baseline) -> *const Baseline {
     b
 }
 
+/// `b`'s best time: measured once on the host (`host`), or once per device, kept in
+/// `on_device` (its bytes per element, where it has them, go to `rates`).
+fn baseline_ms(
+    b: &'static Baseline,
+    bench: &Bench,
+    ctx: &Context,
+    host: &HashMap<*const Baseline, f64>,
+    on_device: &mut HashMap<*const Baseline, f64>,
+    rates: &mut Vec<(&'static str, usize, f64)>,
+) -> Result<f64, Error> {
+    match b.measure {
+        Measure::Host(_) => Ok(host[&key(b)]),
+        Measure::Device(measure) => match on_device.get(&key(b)) {
+            Some(ms) => Ok(*ms),
+            None => {
+                let ms = measure(bench, ctx)?;
+                if let Some(per) = b.bytes_per_element {
+                    rates.push((b.label, per * bench.n, ms));
+                }
+                Ok(*on_device.entry(key(b)).or_insert(ms))
+            }
+        },
+    }
+}
+
 /// Why a case that `needs` it cannot run on `ctx` (of `kind`, with inputs of `bytes` bytes in
 /// f32), or `None` when it can.
 fn missing(needs: Needs, kind: BackendKind, ctx: &Context, bytes: u64) -> Option<&'static str> {
@@ -300,25 +325,11 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
                 on(Event::Step { what: step });
                 continue;
             }
-            let baseline_ms = match case.baseline.measure {
-                Measure::Host(_) => host[&key(case.baseline)],
-                Measure::Device(measure) => match on_device.get(&key(case.baseline)) {
-                    Some(ms) => *ms,
-                    None => {
-                        let ms = measure(&bench, &ctx)?;
-                        if let Some(per) = case.baseline.bytes_per_element {
-                            rates.push((case.baseline.label, per * n, ms));
-                        }
-                        *on_device.entry(key(case.baseline)).or_insert(ms)
-                    }
-                },
-            };
+            let mut time = |b| baseline_ms(b, &bench, &ctx, &host, &mut on_device, &mut rates);
+            let baseline_ms = time(case.baseline)?;
             let naive = match case.naive {
                 None => None,
-                Some(b) => Some(match b.measure {
-                    Measure::Host(_) => (b.label, host[&key(b)]),
-                    Measure::Device(measure) => (b.label, measure(&bench, &ctx)?),
-                }),
+                Some(b) => Some((b.label, time(b)?)),
             };
             let kiln_ms = (case.kiln)(&bench, &ctx)?;
             let moved = case.bytes_per_element.map(|per| per * n);
