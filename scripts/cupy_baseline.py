@@ -89,6 +89,8 @@ def main():
         ("sort u32 (cupy.sort)", lambda: cp.sort(keys)),
         ("histogram of u8 (bincount, 256 bins)", lambda: cp.bincount(levels, minlength=256)),
         ("map to host", lambda: cp.asnumpy(x * 2 + 1)),
+        ("upload n f32 (cupy.asarray, pageable)", lambda: cp.asarray(host)),
+        ("download n f32 (cupy.asnumpy, pageable)", lambda: cp.asnumpy(x)),
     ]
     rows = []
     for name, f in cases:

@@ -297,3 +297,37 @@ fn queries_write_into_outputs_the_caller_owns() {
         ));
     });
 }
+
+/// Copies of tens of megabytes (which CUDA moves through page-locked buffers, a piece at a
+/// time) arrive whole: uploads, downloads, a query's host input and output, and several
+/// threads copying at once, at sizes that end part-way through a piece.
+#[test]
+fn large_copies_arrive_whole_and_in_order() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<u32> = (0..10_000_019u32)
+            .map(|i| i.wrapping_mul(2_654_435_761).rotate_left(7))
+            .collect();
+        let b = c.upload(&xs).unwrap();
+        assert!(b.download().unwrap() == xs, "upload then download");
+        let mapped = c.from(&xs).map(|x| x ^ 0x9e37_79b9u32).to_vec().unwrap();
+        assert_eq!(mapped.len(), xs.len());
+        let wrong = mapped
+            .iter()
+            .zip(&xs)
+            .position(|(m, x)| *m != x ^ 0x9e37_79b9);
+        assert_eq!(wrong, None, "first wrong element of the mapped copy");
+        std::thread::scope(|s| {
+            for t in 0..3u32 {
+                let c = &c;
+                s.spawn(move || {
+                    let ys: Vec<u32> = (0..(1 << 20) + 77 * t).map(|i| i * 3 + t).collect();
+                    for round in 0..2 {
+                        let b = c.upload(&ys).unwrap();
+                        assert!(b.download().unwrap() == ys, "thread {t} round {round}");
+                    }
+                });
+            }
+        });
+    });
+}

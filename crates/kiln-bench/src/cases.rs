@@ -5,6 +5,7 @@
 use crate::data::Bench;
 use kiln::prelude::*;
 
+mod copies;
 mod gallery;
 mod queries;
 mod resident;
@@ -73,6 +74,7 @@ pub fn all() -> Vec<&'static Case> {
     queries::CASES
         .iter()
         .chain(resident::CASES)
+        .chain(copies::CASES)
         .chain(gallery::CASES)
         .collect()
 }

@@ -3,6 +3,7 @@
 //! the device's compute capability (PTX for the driver to finish when that NVRTC does not know
 //! the device), loads the module and launches on one stream.
 
+use crate::staging::HostCopies;
 use crate::{write_validated_cuda, Nvrtc, Output, NVRTC_OPTIONS};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
@@ -42,6 +43,8 @@ fn cuinit_failure(code: cudarc::driver::sys::CUresult) -> String {
 /// One NVIDIA GPU with its context and the stream every command goes to, in order.
 pub struct CudaBackend {
     stream: Arc<CudaStream>,
+    /// Copies between host slices and device memory on `stream`.
+    copies: Arc<HostCopies>,
     info: DeviceInfo,
     /// The most work items of a group along x, y and z (the device's block dimensions).
     block_dims: [u32; 3],
@@ -164,6 +167,7 @@ impl CudaBackend {
             unusable: None,
         };
         Ok(CudaBackend {
+            copies: Arc::new(HostCopies::new(stream.clone())),
             stream,
             info,
             block_dims,
@@ -243,6 +247,7 @@ impl CudaBackend {
             slots: source.slots.clone(),
             function,
             stream: self.stream.clone(),
+            copies: self.copies.clone(),
             info: self.info.clone(),
             block_dims: self.block_dims,
             max_threads,
@@ -328,9 +333,7 @@ impl Backend for CudaBackend {
         bind(&self.stream)
             // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized
             // before `data` can go away.
-            .and_then(|_| unsafe {
-                cudarc::driver::result::memcpy_htod_async(dst, data, self.stream.cu_stream())
-            })
+            .and_then(|_| unsafe { self.copies.upload(dst, data) })
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| self.copy_err("upload", e))
     }
@@ -354,9 +357,7 @@ impl Backend for CudaBackend {
         bind(&self.stream)
             // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
             // `out` is used again.
-            .and_then(|_| unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream())
-            })
+            .and_then(|_| unsafe { self.copies.download(out, src) })
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| self.copy_err("download", e))
     }
@@ -470,6 +471,7 @@ struct CudaKernel {
     slots: Vec<Slot>,
     function: CudaFunction,
     stream: Arc<CudaStream>,
+    copies: Arc<HostCopies>,
     info: DeviceInfo,
     /// The device's most work items along x, y and z.
     block_dims: [u32; 3],
@@ -547,9 +549,7 @@ impl CompiledKernel for CudaKernel {
                     match host.filter(|h| !h.is_empty()) {
                         // SAFETY: `ptr` holds `h.len()` bytes; the stream is synchronized
                         // before this function returns, while `h` is still borrowed.
-                        Some(h) => unsafe {
-                            cudarc::driver::result::memcpy_htod_async(ptr, h, stream.cu_stream())
-                        },
+                        Some(h) => unsafe { self.copies.upload(ptr, h) },
                         // SAFETY: `ptr` holds `bytes.max(1)` bytes.
                         None => unsafe {
                             cudarc::driver::result::memset_d8_async(
@@ -626,8 +626,7 @@ impl CompiledKernel for CudaKernel {
             }
             let src = device_ptr(temp, stream);
             // SAFETY: `src` holds `host.len()` bytes; synchronized below while `host` lives.
-            unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, stream.cu_stream()) }
-                .map_err(|e| self.err("downloading", e))?;
+            unsafe { self.copies.download(host, src) }.map_err(|e| self.err("downloading", e))?;
         }
         // Host buffers are borrowed only for this call, so a launch with any waits for them;
         // a launch on device memory alone returns at once.

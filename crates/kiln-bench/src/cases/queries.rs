@@ -152,7 +152,7 @@ static DISTINCT: Baseline = Baseline {
     }),
     bytes_per_element: None,
 };
-static MEMCPY: Baseline = Baseline {
+pub(super) static MEMCPY: Baseline = Baseline {
     label: "memcpy",
     measure: Measure::Host(|b| {
         let mut dst = vec![0f32; b.n];
