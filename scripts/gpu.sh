@@ -13,9 +13,11 @@
 #                         (default target/gpu/out); one summary line per test binary and example
 #                         is printed last; a test binary taking over GPU_TEST_TIMEOUT seconds
 #                         (default 300) is stopped and fails. GPU_REQUIRE, GPU_ONLY, GPU_BACKEND, GPU_PARTS (a subset
-#                         of tests,examples,bench,cupy) and BENCH_ARGS override the requirement,
-#                         the backends tested, the examples' backend, what runs and the
-#                         benchmark's arguments (GPU_REQUIRE=cpu GPU_BACKEND=cpu tries it here).
+#                         of tests,examples,bench,cupy), GPU_TESTS (the test parts to run, by the
+#                         names the summary gives them, comma-separated; all when unset) and
+#                         BENCH_ARGS override the requirement, the backends tested, the examples'
+#                         backend, what runs and the benchmark's arguments (GPU_REQUIRE=cpu
+#                         GPU_BACKEND=cpu tries it here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PACK=target/gpu/kiln-gpu.tar.xz
@@ -97,6 +99,9 @@ for root in nvidia.__path__:
                             filter+=(--skip "$other::")
                         fi
                     done
+                fi
+                if [ -n "${GPU_TESTS:-}" ] && [[ ",$GPU_TESTS," != *",$name,"* ]]; then
+                    continue
                 fi
                 rm -rf "$cache"
                 local start=$SECONDS

@@ -18,7 +18,11 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 # The suite's disk cache is its own, empty at the start: never the user's ~/.cache/kiln.
 KILN_CACHE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-cache.XXXXXX")"
 export KILN_CACHE_DIR
-trap 'rm -rf "$KILN_CACHE_DIR"' EXIT
+# The kernels the suite has compiled for CUDA and validated as SPIR-V and GLSL: a kernel many
+# tests build is checked once per run (tests/it/common).
+KILN_TEST_CHECKED="$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-checked.XXXXXX")"
+export KILN_TEST_CHECKED
+trap 'rm -rf "$KILN_CACHE_DIR" "$KILN_TEST_CHECKED"' EXIT
 
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! [ -e /etc/OpenCL/vendors/pocl.icd ] || ! ldconfig -p | grep -q libOpenCL.so.1 \
@@ -135,10 +139,13 @@ grep -q 'class="bar"' /tmp/kiln-bench.svg
 cargo test --release --no-default-features --features cpu --lib
 cargo run --release --no-default-features --features cpu --example quickstart > /tmp/kiln-cpu-only.out
 grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' /tmp/kiln-cpu-only.out
-# scripts/gpu.sh, dry: pack every binary, then run the pack's tests, examples and a quick
-# benchmark on the CPU alone, as the GPU machine runs them on CUDA, so the script cannot rot.
+# scripts/gpu.sh, dry: pack every binary, then run some of the pack's tests (a module of the
+# integration tests and a binary of their own; nextest ran them all above), its examples and a
+# quick benchmark on the CPU alone, as the GPU machine runs them on CUDA, so the script cannot
+# rot.
 scripts/gpu.sh pack > /tmp/kiln-gpu-pack.log
 GPU_REQUIRE=cpu GPU_ONLY=cpu GPU_BACKEND=cpu GPU_PARTS=tests,examples,bench BENCH_ARGS=--quick \
-    OUT=/tmp/kiln-gpu-dry scripts/gpu.sh run > /tmp/kiln-gpu-dry.log 2>&1 \
+    GPU_TESTS=test-it-buffers,test-arrow OUT=/tmp/kiln-gpu-dry scripts/gpu.sh run > /tmp/kiln-gpu-dry.log 2>&1 \
     || { tail -40 /tmp/kiln-gpu-dry.log; exit 1; }
+test "$(grep -c '^test-\(it-buffers\|arrow\) (.*test result: ok' /tmp/kiln-gpu-dry.log)" = 2
 echo "kiln test suite passed"

@@ -5,7 +5,8 @@
 //! written as CUDA C, compiled by NVRTC and assembled by `ptxas -arch=sm_90` when NVRTC is
 //! present (required when `KILN_REQUIRE` contains `nvrtc`), and translated from its WGSL to
 //! SPIR-V and GLSL, checked by `spirv-val` and `glslangValidator` when they are installed
-//! (required when `KILN_REQUIRE` contains `validators`). `KILN_TEST_ONLY` (comma-separated
+//! (required when `KILN_REQUIRE` contains `validators`); with `KILN_TEST_CHECKED`, a kernel
+//! another test of the run checked is not checked again. `KILN_TEST_ONLY` (comma-separated
 //! backend names) restricts the backends tried to those it names, so a run on a machine with
 //! extra drivers (an NVIDIA OpenCL ICD, say) tests only what it means to.
 
@@ -125,12 +126,34 @@ pub fn every_backend(body: impl Fn()) {
 }
 
 /// Compiles every kernel in `ctx`'s cache to PTX with NVRTC and assembles it for sm_90, and
-/// validates its SPIR-V and GLSL translations.
+/// validates its SPIR-V and GLSL translations, except kernels another test of the same run
+/// has checked already (see [`checked_mark`]).
 fn cuda_compile_check(ctx: &Context) {
     for k in ctx.cache().kernels() {
+        let mark = checked_mark(&k);
+        if mark.as_ref().is_some_and(|m| m.exists()) {
+            continue;
+        }
         cuda_check_kernel(&k);
         translation_check(&k);
+        if let Some(mark) = mark {
+            std::fs::write(&mark, b"").expect("writing a checked kernel's mark");
+        }
     }
+}
+
+/// Where the suite marks `k` as checked, when `KILN_TEST_CHECKED` names a folder (scripts/test.sh
+/// makes a fresh one per run, shared by every test process): a file named by a hash of the
+/// kernel's IR text, written once its checks pass. Without the variable, `None`: every test
+/// checks every kernel it compiled.
+fn checked_mark(k: &kiln::ir::Kernel) -> Option<std::path::PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let dir = std::env::var_os("KILN_TEST_CHECKED").filter(|d| !d.is_empty())?;
+    let ir = kiln::emit(k, kiln::Target::Ir).unwrap_or_else(|e| panic!("IR of `{}`: {e}", k.name));
+    // The same hasher in every test binary of one build: fixed keys.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ir.hash(&mut h);
+    Some(std::path::Path::new(&dir).join(format!("{}-{:016x}", k.name, h.finish())))
 }
 
 /// Whether `tool` runs here (required when `KILN_REQUIRE` names `validators`).
