@@ -143,17 +143,13 @@ fn cuda_compile_check(ctx: &Context) {
 }
 
 /// Where the suite marks `k` as checked, when `KILN_TEST_CHECKED` names a folder (scripts/test.sh
-/// makes a fresh one per run, shared by every test process): a file named by a hash of the
-/// kernel's IR text, written once its checks pass. Without the variable, `None`: every test
-/// checks every kernel it compiled.
+/// makes a fresh one per run, shared by every test process): a file named by the kernel's
+/// structural hash (the kernel caches' key, the same in every process), written once its checks
+/// pass. Without the variable, `None`: every test checks every kernel it compiled.
 fn checked_mark(k: &kiln::ir::Kernel) -> Option<std::path::PathBuf> {
-    use std::hash::{Hash, Hasher};
     let dir = std::env::var_os("KILN_TEST_CHECKED").filter(|d| !d.is_empty())?;
-    let ir = kiln::emit(k, kiln::Target::Ir).unwrap_or_else(|e| panic!("IR of `{}`: {e}", k.name));
-    // The same hasher in every test binary of one build: fixed keys.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    ir.hash(&mut h);
-    Some(std::path::Path::new(&dir).join(format!("{}-{:016x}", k.name, h.finish())))
+    let hash = kiln::ir::kernel_hash(k);
+    Some(std::path::Path::new(&dir).join(format!("{}-{hash}", k.name)))
 }
 
 /// Whether `tool` runs here (required when `KILN_REQUIRE` names `validators`).
