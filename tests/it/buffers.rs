@@ -329,5 +329,21 @@ fn large_copies_arrive_whole_and_in_order() {
                 });
             }
         });
+        // Copies from rayon's workers, more at once than CUDA's page-locked buffers take:
+        // each waits its turn and none waits on a copy queued behind it.
+        use rayon::prelude::*;
+        let wrong: Vec<u32> = (0..12u32)
+            .into_par_iter()
+            .filter(|t| {
+                let ys: Vec<u32> = (0..(1 << 19) + 1000 * t).map(|i| i ^ (t << 24)).collect();
+                let b = c.upload(&ys).unwrap();
+                let sums = c.from(&ys).map(|y| y >> 1).to_vec().unwrap();
+                b.download().unwrap() != ys || sums.iter().zip(&ys).any(|(s, y)| *s != y >> 1)
+            })
+            .collect();
+        assert_eq!(
+            wrong, [0u32; 0],
+            "copies made from rayon's workers that came back wrong"
+        );
     });
 }

@@ -2,13 +2,13 @@
 //! slice) through its own small staging buffer, one piece at a time: about 7 GB/s to the
 //! device and 13 back on an H100, where page-locked memory moves at 54. So a large copy goes
 //! through two page-locked buffers of [`CHUNK`] bytes instead: while the device reads one, the
-//! host threads (rayon's pool) fill the other, and the other way round for downloads.
+//! host threads of a [`Crew`] fill the other, and the other way round for downloads.
 
 use cudarc::driver::result::{event, free_host, malloc_host, memcpy_dtoh_async, memcpy_htod_async};
 use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
-use rayon::prelude::*;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 /// Bytes of each page-locked buffer, and of each piece a large copy is cut into.
 pub(crate) const CHUNK: usize = 16 << 20;
@@ -24,14 +24,18 @@ const HOST_PIECE: usize = 1 << 20;
 pub(crate) struct HostCopies {
     stream: Arc<CudaStream>,
     staging: Mutex<Slot>,
+    /// Signalled when a copy gives the buffers back.
+    returned: Condvar,
 }
 
 /// Where the page-locked buffers are.
 enum Slot {
     /// Not made yet: the first large copy makes them.
     Unmade,
-    /// A copy holds them. Another thread's copy then goes straight from its slice, rather
-    /// than hold a lock across rayon work that could steal a job waiting on the same lock.
+    /// A copy holds them. Another thread's large copy waits for them: the copies share the
+    /// stream and the link anyway, and one straight from pageable memory would take the
+    /// stream at a seventh of the speed. The holder waits on nothing but its [`Crew`] and the
+    /// device, so the wait ends.
     InUse,
     Idle(Staging),
 }
@@ -41,6 +45,7 @@ impl HostCopies {
         HostCopies {
             stream,
             staging: Mutex::new(Slot::Unmade),
+            returned: Condvar::new(),
         }
     }
 
@@ -83,42 +88,56 @@ impl HostCopies {
         }
     }
 
-    /// The page-locked buffers, for a copy of `bytes` large enough to use them and when no
-    /// other copy holds them; made on first use.
+    /// The page-locked buffers, for a copy of `bytes` large enough to use them, once no
+    /// other copy holds them; made on first use. Returns the driver's error from making them.
     fn staging_for(&self, bytes: usize) -> Result<Option<Staging>, DriverError> {
         if bytes < STAGED_FROM {
             return Ok(None);
         }
-        let Ok(mut slot) = self.staging.try_lock() else {
-            return Ok(None);
-        };
-        match std::mem::replace(&mut *slot, Slot::InUse) {
-            Slot::Idle(staging) => Ok(Some(staging)),
-            Slot::InUse => Ok(None),
-            Slot::Unmade => match Staging::new(self.stream.context().clone()) {
-                Ok(staging) => Ok(Some(staging)),
-                Err(e) => {
-                    *slot = Slot::Unmade;
-                    Err(e)
+        let mut slot = lock(&self.staging);
+        loop {
+            match std::mem::replace(&mut *slot, Slot::InUse) {
+                Slot::Idle(staging) => return Ok(Some(staging)),
+                Slot::InUse => {
+                    slot = self
+                        .returned
+                        .wait(slot)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
                 }
-            },
+                Slot::Unmade => {
+                    return match Staging::new(self.stream.context().clone()) {
+                        Ok(staging) => Ok(Some(staging)),
+                        Err(e) => {
+                            *slot = Slot::Unmade;
+                            self.returned.notify_one();
+                            Err(e)
+                        }
+                    }
+                }
+            }
         }
     }
 
     /// Puts the buffers back for the next copy.
     fn give_back(&self, staging: Staging) {
-        let mut slot = self
-            .staging
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *slot = Slot::Idle(staging);
+        *lock(&self.staging) = Slot::Idle(staging);
+        self.returned.notify_one();
     }
 }
 
+/// `mutex`'s guard, also after a panic elsewhere (what it guards stays whole: every change
+/// under these locks is one assignment).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Two page-locked buffers of [`CHUNK`] bytes, each with the event recorded after the last
-/// device copy that used it.
+/// device copy that used it, and the threads that fill and empty them.
 struct Staging {
     buffers: [Pinned; 2],
+    crew: Crew,
 }
 
 /// One page-locked buffer of [`CHUNK`] bytes and its event.
@@ -137,7 +156,10 @@ impl Staging {
     /// Allocates the buffers and their events, with the context current on this thread.
     fn new(context: Arc<CudaContext>) -> Result<Staging, DriverError> {
         let buffers = [Pinned::new(context.clone())?, Pinned::new(context)?];
-        Ok(Staging { buffers })
+        Ok(Staging {
+            buffers,
+            crew: Crew::new(),
+        })
     }
 
     /// The buffer piece `i` of a copy uses, once the device is done with its last use.
@@ -163,7 +185,7 @@ impl Staging {
             let pinned = self.wait_for(i)?;
             // SAFETY: the buffer holds CHUNK bytes, and the device is done reading it.
             let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host, piece.len()) };
-            copy_in_parallel(staged, piece);
+            self.crew.copy(staged, piece);
             // SAFETY: `dst` holds every piece; the buffer stays unchanged until the event
             // recorded after this copy completes.
             unsafe {
@@ -205,7 +227,7 @@ impl Staging {
             let pinned = self.wait_for(i)?;
             // SAFETY: the device has written the piece into the buffer.
             let staged = unsafe { std::slice::from_raw_parts(pinned.host, piece.len()) };
-            copy_in_parallel(piece, staged);
+            self.crew.copy(piece, staged);
             if i + 2 < pieces {
                 queue(self, i + 2)?;
             }
@@ -251,10 +273,183 @@ impl Drop for Pinned {
     }
 }
 
-/// `dst.copy_from_slice(src)` by rayon's threads, a [`HOST_PIECE`] each: one core copies
-/// into page-locked memory slower than the device reads it.
-fn copy_in_parallel(dst: &mut [u8], src: &[u8]) {
-    dst.par_chunks_mut(HOST_PIECE)
-        .zip(src.par_chunks(HOST_PIECE))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+/// Threads that copy between host slices and the page-locked buffers, a [`HOST_PIECE`] each:
+/// one core copies into page-locked memory slower than the device reads it. Its own threads,
+/// not rayon's pool: a rayon worker waiting for its pieces could run another job of that
+/// pool meanwhile, and a job that waits for the page-locked buffers this copy holds would
+/// never end.
+struct Crew {
+    shared: Arc<CrewShared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+struct CrewShared {
+    job: Mutex<Job>,
+    /// Signalled when a job comes or the crew is dropped.
+    posted: Condvar,
+    /// Signalled when the last piece of a job is copied.
+    finished: Condvar,
+}
+
+/// One copy of `len` bytes from `src` to `dst`, in pieces: the addresses as integers, valid
+/// while [`Crew::copy`] waits for every piece.
+#[derive(Default)]
+struct Job {
+    src: usize,
+    dst: usize,
+    len: usize,
+    pieces: usize,
+    /// The next piece nobody copies yet.
+    next: usize,
+    /// Pieces copied.
+    done: usize,
+    quit: bool,
+}
+
+impl Job {
+    /// The next piece to copy, counted as taken.
+    fn take(&mut self) -> Option<(usize, usize, usize)> {
+        (self.next < self.pieces).then(|| {
+            let at = self.next * HOST_PIECE;
+            self.next += 1;
+            (self.src + at, self.dst + at, HOST_PIECE.min(self.len - at))
+        })
+    }
+}
+
+impl Crew {
+    /// Up to 7 threads besides the caller's, fewer on a host with fewer cores (8 threads
+    /// filled page-locked memory faster than an H100 read it).
+    fn new() -> Crew {
+        let helpers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8)) - 1;
+        let shared = Arc::new(CrewShared {
+            job: Mutex::new(Job::default()),
+            posted: Condvar::new(),
+            finished: Condvar::new(),
+        });
+        let threads = (0..helpers)
+            .map_while(|_| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name("kiln-cuda-copy".into())
+                    .spawn(move || shared.work())
+                    .ok()
+            })
+            .collect();
+        Crew { shared, threads }
+    }
+
+    /// `dst.copy_from_slice(src)`, the caller's thread taking pieces too.
+    fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        debug_assert_eq!(dst.len(), src.len(), "a staged copy's two sides");
+        let shared = &self.shared;
+        let mut job = lock(&shared.job);
+        *job = Job {
+            src: src.as_ptr() as usize,
+            dst: dst.as_mut_ptr() as usize,
+            len: src.len(),
+            pieces: src.len().div_ceil(HOST_PIECE),
+            ..Job::default()
+        };
+        shared.posted.notify_all();
+        job = shared.copy_pieces(job);
+        while job.done < job.pieces {
+            job = shared
+                .finished
+                .wait(job)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        *job = Job::default();
+    }
+}
+
+impl CrewShared {
+    /// Copies pieces of the posted job until none is left, with `job` locked between them.
+    fn copy_pieces<'a>(&'a self, mut job: MutexGuard<'a, Job>) -> MutexGuard<'a, Job> {
+        while let Some((src, dst, len)) = job.take() {
+            drop(job);
+            // SAFETY: the piece lies within the posted slices, which `Crew::copy` keeps
+            // borrowed until every piece is done, and no two pieces overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+            job = lock(&self.job);
+            job.done += 1;
+            if job.done == job.pieces {
+                self.finished.notify_all();
+            }
+        }
+        job
+    }
+
+    /// A helper thread's life: copy pieces of each job posted, until the crew is dropped.
+    fn work(&self) {
+        let mut job = lock(&self.job);
+        while !job.quit {
+            job = self.copy_pieces(job);
+            job = self
+                .posted
+                .wait(job)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        lock(&self.shared.job).quit = true;
+        self.shared.posted.notify_all();
+        for t in self.threads.drain(..) {
+            // A helper only copies bytes and waits on these locks: it has no panic to report.
+            t.join().ok();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Crew, HOST_PIECE};
+
+    /// Bytes that differ from their neighbours and from their offset's low byte.
+    fn bytes(len: usize, seed: u32) -> Vec<u8> {
+        (0..len as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).rotate_left(11) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn a_crew_copies_every_byte_of_odd_sizes_job_after_job() {
+        let crew = Crew::new();
+        let sizes = [
+            0,
+            1,
+            HOST_PIECE - 1,
+            HOST_PIECE,
+            HOST_PIECE + 1,
+            3 * HOST_PIECE + 12_345,
+        ];
+        for (round, len) in sizes.into_iter().chain(sizes.into_iter().rev()).enumerate() {
+            let src = bytes(len, round as u32);
+            let mut dst = vec![0x5a; len + 3];
+            crew.copy(&mut dst[1..len + 1], &src);
+            assert_eq!(dst[0], 0x5a, "before the copy, round {round}");
+            assert!(dst[1..len + 1] == src[..], "{len} bytes, round {round}");
+            assert_eq!(dst[len + 1..], [0x5a; 2], "after the copy, round {round}");
+        }
+    }
+
+    #[test]
+    fn crews_copy_side_by_side_and_stop_when_dropped() {
+        std::thread::scope(|s| {
+            for t in 0..3u32 {
+                s.spawn(move || {
+                    let crew = Crew::new();
+                    for len in [5 * HOST_PIECE / 2, 7] {
+                        let src = bytes(len, t);
+                        let mut dst = vec![0; len];
+                        crew.copy(&mut dst, &src);
+                        assert!(dst == src, "thread {t}, {len} bytes");
+                    }
+                });
+            }
+        });
+    }
 }
