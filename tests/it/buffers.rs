@@ -337,8 +337,8 @@ fn large_copies_arrive_whole_and_in_order() {
             .filter(|t| {
                 let ys: Vec<u32> = (0..(1 << 19) + 1000 * t).map(|i| i ^ (t << 24)).collect();
                 let b = c.upload(&ys).unwrap();
-                let sums = c.from(&ys).map(|y| y >> 1).to_vec().unwrap();
-                b.download().unwrap() != ys || sums.iter().zip(&ys).any(|(s, y)| *s != y >> 1)
+                let halves = c.from(&ys).map(|y| y >> 1).to_vec().unwrap();
+                b.download().unwrap() != ys || halves.iter().zip(&ys).any(|(h, y)| *h != y >> 1)
             })
             .collect();
         assert_eq!(

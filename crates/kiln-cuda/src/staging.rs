@@ -98,12 +98,7 @@ impl HostCopies {
         loop {
             match std::mem::replace(&mut *slot, Slot::InUse) {
                 Slot::Idle(staging) => return Ok(Some(staging)),
-                Slot::InUse => {
-                    slot = self
-                        .returned
-                        .wait(slot)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                }
+                Slot::InUse => slot = wait(&self.returned, slot),
                 Slot::Unmade => {
                     return match Staging::new(self.stream.context().clone()) {
                         Ok(staging) => Ok(Some(staging)),
@@ -130,6 +125,13 @@ impl HostCopies {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `guard` again once `signal` wakes this thread, as [`lock`] takes it.
+fn wait<'a, T>(signal: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    signal
+        .wait(guard)
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -298,7 +300,6 @@ struct Job {
     src: usize,
     dst: usize,
     len: usize,
-    pieces: usize,
     /// The next piece nobody copies yet.
     next: usize,
     /// Pieces copied.
@@ -307,9 +308,14 @@ struct Job {
 }
 
 impl Job {
+    /// How many pieces of [`HOST_PIECE`] bytes the copy is cut into.
+    fn pieces(&self) -> usize {
+        self.len.div_ceil(HOST_PIECE)
+    }
+
     /// The next piece to copy, counted as taken.
     fn take(&mut self) -> Option<(usize, usize, usize)> {
-        (self.next < self.pieces).then(|| {
+        (self.next < self.pieces()).then(|| {
             let at = self.next * HOST_PIECE;
             self.next += 1;
             (self.src + at, self.dst + at, HOST_PIECE.min(self.len - at))
@@ -348,16 +354,12 @@ impl Crew {
             src: src.as_ptr() as usize,
             dst: dst.as_mut_ptr() as usize,
             len: src.len(),
-            pieces: src.len().div_ceil(HOST_PIECE),
             ..Job::default()
         };
         shared.posted.notify_all();
         job = shared.copy_pieces(job);
-        while job.done < job.pieces {
-            job = shared
-                .finished
-                .wait(job)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while job.done < job.pieces() {
+            job = wait(&shared.finished, job);
         }
         *job = Job::default();
     }
@@ -373,7 +375,7 @@ impl CrewShared {
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
             job = lock(&self.job);
             job.done += 1;
-            if job.done == job.pieces {
+            if job.done == job.pieces() {
                 self.finished.notify_all();
             }
         }
@@ -385,10 +387,7 @@ impl CrewShared {
         let mut job = lock(&self.job);
         while !job.quit {
             job = self.copy_pieces(job);
-            job = self
-                .posted
-                .wait(job)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            job = wait(&self.posted, job);
         }
     }
 }
