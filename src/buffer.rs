@@ -4,6 +4,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::query::bytes_of;
 use kiln_backend::{Backend, DeviceMemory};
 use kiln_ir::Scalar;
 use std::marker::PhantomData;
@@ -91,6 +92,60 @@ impl<T: Scalar> Buffer<T> {
         Ok(out)
     }
 
+    /// Copies the elements into `out`, which must have the buffer's length, after every
+    /// launch that writes them has finished: [`Buffer::download`] without a new vector, so a
+    /// loop that downloads again and again reuses one. Fails with `LengthMismatch` (the
+    /// buffer's length, then `out`'s) when the lengths differ, or the backend's error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let b = ctx.from(&[1u32, 2, 3]).map(|x| x * 10).to_buffer()?;
+    /// let mut out = [0u32; 3];
+    /// b.download_into(&mut out)?;
+    /// assert_eq!(out, [10, 20, 30]);
+    /// assert!(b.download_into(&mut [0u32; 2]).is_err()); // lengths differ
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn download_into(&self, out: &mut [T]) -> Result<()> {
+        if out.len() != self.len {
+            return Err(Error::LengthMismatch {
+                left: self.len,
+                right: out.len(),
+            });
+        }
+        // SAFETY: kiln scalars are plain numbers without padding, and every bit pattern the
+        // download writes is a value of T (written by kiln kernels or uploaded from T).
+        let view = unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, std::mem::size_of_val(out))
+        };
+        Ok(self.backend.download(&*self.memory, view)?)
+    }
+
+    /// Overwrites the buffer with `xs`, which must have its length, copied from the host
+    /// after earlier launches: [`Context::upload`] into memory the buffer already has. Fails
+    /// with `LengthMismatch` (the buffer's length, then `xs`'s) when the lengths differ, or
+    /// the backend's copy error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let mut b = ctx.zeroed::<f32>(3)?;
+    /// b.write_from(&[1.5, 2.5, 3.5])?;
+    /// assert_eq!(ctx.from_buffer(&b).sum()?, 7.5);
+    /// assert!(b.write_from(&[1.0]).is_err()); // lengths differ
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn write_from(&mut self, xs: &[T]) -> Result<()> {
+        if xs.len() != self.len {
+            return Err(Error::LengthMismatch {
+                left: self.len,
+                right: xs.len(),
+            });
+        }
+        Ok(self.backend.upload(&*self.memory, bytes_of(xs))?)
+    }
+
     /// Overwrites this buffer with the elements of `src`, copied on the device (after earlier
     /// launches; the data never goes through the host). Fails with `LengthMismatch` when the
     /// lengths differ, `Unsupported` when `src` lives on another context's device, or the
@@ -169,12 +224,31 @@ impl Context {
     pub fn upload<T: Scalar>(&self, xs: &[T]) -> Result<Buffer<T>> {
         let backend = self.backend().clone();
         let memory = backend.alloc(std::mem::size_of_val(xs))?;
-        // SAFETY: kiln scalars are plain numbers without padding.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs))
-        };
-        backend.upload(&*memory, bytes)?;
+        backend.upload(&*memory, bytes_of(xs))?;
         Ok(Buffer::new(memory, backend, xs.len()))
+    }
+
+    /// A new buffer of `n` zeros in this context's device memory, for kernels and queries to
+    /// write into. The zeros are uploaded from the host, so this costs what uploading `n`
+    /// elements does. Fails with `HostOutOfMemory` or `OutOfMemory` when the host or the
+    /// device has no room, or the backend's copy error.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let counts = ctx.zeroed::<u32>(4)?;
+    /// assert_eq!(counts.len(), 4);
+    /// assert_eq!(counts.download()?, [0, 0, 0, 0]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn zeroed<T: Scalar>(&self, n: usize) -> Result<Buffer<T>> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>());
+        let zeros: Vec<u64> =
+            crate::error::zeroed_host_vec(bytes.div_ceil(8), "the zeros of a new buffer")?;
+        let backend = self.backend().clone();
+        let memory = backend.alloc(bytes)?;
+        backend.upload(&*memory, &bytes_of(&zeros)[..bytes])?;
+        Ok(Buffer::new(memory, backend, n))
     }
 
     /// Waits until every launch of this context has finished.

@@ -198,7 +198,8 @@ impl<'a> Input<'a> {
     }
 }
 
-fn bytes_of<T: Scalar>(xs: &[T]) -> &[u8] {
+/// The bytes of `xs`.
+pub(crate) fn bytes_of<T: Scalar>(xs: &[T]) -> &[u8] {
     // SAFETY: kiln scalars are plain numbers (bool is one byte 0/1) without padding.
     unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
 }

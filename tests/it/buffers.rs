@@ -347,3 +347,95 @@ fn large_copies_arrive_whole_and_in_order() {
         );
     });
 }
+
+/// `ctx.zeroed` then `write_from`, `download_into` and a query over the buffer, for one
+/// element type: every value compared with the host's copy of the same data.
+fn zeroed_write_and_download_into<T>(c: &Context, n: usize, value: impl Fn(usize) -> T)
+where
+    T: kiln::ir::Scalar + kiln::Row + Default + PartialEq + std::fmt::Debug,
+{
+    let xs: Vec<T> = (0..n).map(&value).collect();
+    // Memory freed just now, full of other bytes, is what a new buffer is likely given.
+    drop(c.upload(&xs).unwrap());
+    let mut b = c.zeroed::<T>(n).unwrap();
+    assert_eq!(b.len(), n);
+    assert_eq!(b.download().unwrap(), vec![T::default(); n], "n {n}: zeros");
+    b.write_from(&xs).unwrap();
+    assert_eq!(
+        c.from_buffer(&b).to_vec().unwrap(),
+        xs,
+        "n {n}: a query reads the writes"
+    );
+    let mut out: Vec<T> = (0..n).map(|i| value(i + 1)).collect();
+    b.download_into(&mut out).unwrap();
+    assert_eq!(out, xs, "n {n}: download_into");
+    match b.write_from(&xs[..n.saturating_sub(1)]) {
+        Err(Error::LengthMismatch { left, right }) if n > 0 => {
+            assert_eq!((left, right), (n, n - 1))
+        }
+        Ok(()) if n == 0 => {}
+        other => panic!("n {n}: write_from of a shorter slice gave {other:?}"),
+    }
+    match b.download_into(&mut vec![T::default(); n + 1]) {
+        Err(Error::LengthMismatch { left, right }) => assert_eq!((left, right), (n, n + 1)),
+        other => panic!("n {n}: download_into a longer slice gave {other:?}"),
+    }
+    assert_eq!(
+        b.download().unwrap(),
+        xs,
+        "n {n}: failed calls changed nothing"
+    );
+}
+
+#[test]
+fn zeroed_buffers_take_writes_and_download_into_slices() {
+    every_backend(|| {
+        let c = ctx();
+        for n in [0usize, 1, 3, 1000, 100_003] {
+            zeroed_write_and_download_into(&c, n, |i| (i as u32).wrapping_mul(2_654_435_761) | 1);
+            zeroed_write_and_download_into(&c, n, |i| i as f32 * -0.75 - 1.0);
+            zeroed_write_and_download_into(&c, n, |i| (i % 251) as u8 + 1);
+        }
+    });
+}
+
+#[test]
+fn writes_and_downloads_into_slices_keep_their_order_with_launches() {
+    every_backend(|| {
+        let c = ctx();
+        let n = 50_003;
+        let first: Vec<u32> = (0..n).map(|i| i * 3 + 1).collect();
+        let second: Vec<u32> = (0..n).map(|i| i ^ 0x5a5a).collect();
+        let mut b = c.zeroed::<u32>(n as usize).unwrap();
+        b.write_from(&first).unwrap();
+        let halves = c.from_buffer(&b).map(|x| x >> 1).to_buffer().unwrap();
+        // The launch above reads `first`; this write must wait for it.
+        b.write_from(&second).unwrap();
+        let mut out = vec![0u32; n as usize];
+        halves.download_into(&mut out).unwrap();
+        let want: Vec<u32> = first.iter().map(|x| x >> 1).collect();
+        assert_eq!(out, want, "the launch read the first write");
+        b.download_into(&mut out).unwrap();
+        assert_eq!(out, second, "the second write");
+
+        // A kernel counting into a zeroed buffer: the gallery's global-atomics histogram.
+        let data: Vec<u8> = (0..n)
+            .map(|i| (i * 31 % 251) as u8 ^ (i >> 9) as u8)
+            .collect();
+        let mut want = vec![0u32; 256];
+        for &x in &data {
+            want[x as usize] += 1;
+        }
+        let bins = c.zeroed::<u32>(256).unwrap();
+        let on_device = c.upload(&data).unwrap();
+        c.launch(
+            crate::gallery::histogram_global,
+            data.len(),
+            (&on_device, &bins),
+        )
+        .unwrap();
+        let mut got = vec![7u32; 256];
+        bins.download_into(&mut got).unwrap();
+        assert_eq!(got, want, "histogram into zeroed bins");
+    });
+}
