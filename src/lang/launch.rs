@@ -348,7 +348,7 @@ impl From<(u32, u32, u32)> for Extent {
 
 /// A host argument for a kernel parameter of type `P`: a value for a value parameter; a
 /// slice, `&Vec` or `&Buffer` for a `View<T>`; a mutable slice, `&mut Vec` or `&Buffer` for
-/// a `ViewMut<T>`; a [`Slice2D`] for `View2D<T>`/`View2DMut<T>`.
+/// a `ViewMut<T>`; a [`Slice2D`] of a slice or a `&Buffer` for `View2D<T>`/`View2DMut<T>`.
 ///
 /// ```
 /// use kiln::lang::*;
@@ -459,9 +459,9 @@ impl<S> Slice2D<S> {
     /// ```
     pub fn new<T>(data: S, cols: usize) -> Slice2D<S>
     where
-        S: AsRef<[T]>,
+        S: Elements<T>,
     {
-        let len = data.as_ref().len();
+        let len = data.elements();
         let rows = len.checked_div(cols).unwrap_or(0);
         Slice2D {
             data,
@@ -496,7 +496,7 @@ impl<S> Slice2D<S> {
     /// ```
     pub fn with_stride<T>(data: S, rows: usize, cols: usize, stride: usize) -> Result<Slice2D<S>>
     where
-        S: AsRef<[T]>,
+        S: Elements<T>,
     {
         let need = if rows == 0 {
             0
@@ -504,7 +504,7 @@ impl<S> Slice2D<S> {
             (rows - 1).saturating_mul(stride).saturating_add(cols)
         };
         let max = u32::MAX as usize;
-        let len = data.as_ref().len();
+        let len = data.elements();
         if len < need || [rows, cols, stride].iter().any(|&n| n > max) {
             return Err(Error::ViewOutOfBounds {
                 rows,
@@ -535,6 +535,53 @@ impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a mut [T]> {
         out.push(LaunchArg::read_write(self.data));
         out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
         Ok(())
+    }
+}
+
+impl<'a, T: Scalar> HostArg<'a, View2D<T>> for Slice2D<&'a Buffer<T>> {
+    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        ctx.check_buffer(self.data)?;
+        out.push(LaunchArg::Device(self.data.memory()));
+        out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
+        Ok(())
+    }
+}
+impl<'a, T: Scalar> HostArg<'a, View2DMut<T>> for Slice2D<&'a Buffer<T>> {
+    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+        HostArg::<'a, View2D<T>>::push_args(self, ctx, out)
+    }
+}
+
+/// What a [`Slice2D`] can view: slices and vectors of `T` (anything `AsRef<[T]>`, mutable or
+/// not) and `&Buffer<T>`, whose rows then stay in device memory (a buffer serves both
+/// `View2D` and `View2DMut`).
+///
+/// ```
+/// use kiln::lang::*;
+/// # use kiln::prelude::*;
+/// #[kiln::kernel]
+/// fn transpose(p: Index2D, a: View2D<u32>, t: View2DMut<u32>) {
+///     t[(p.x, p.y)] = a[(p.y, p.x)];
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let a = ctx.upload(&[1u32, 2, 3, 4, 5, 6])?; // 2 rows of 3
+/// let t = ctx.zeroed::<u32>(6)?; // 3 rows of 2
+/// ctx.launch(transpose, (3, 2), (Slice2D::new(&a, 3), Slice2D::new(&t, 2)))?;
+/// assert_eq!(t.download()?, [1, 4, 2, 5, 3, 6]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+pub trait Elements<T> {
+    /// How many elements of `T` it holds.
+    fn elements(&self) -> usize;
+}
+impl<T, S: AsRef<[T]>> Elements<T> for S {
+    fn elements(&self) -> usize {
+        self.as_ref().len()
+    }
+}
+impl<T: Scalar> Elements<T> for &Buffer<T> {
+    fn elements(&self) -> usize {
+        self.len()
     }
 }
 

@@ -88,6 +88,92 @@ fn transposes_naive_and_tiled_match_a_loop() {
 }
 
 #[test]
+fn two_d_views_of_buffers_stay_on_the_device() {
+    every_backend(|| {
+        let c = ctx();
+        for (rows, cols) in [(50usize, 37usize), (1, 1), (3, 129)] {
+            let a: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5 - 3.0).collect();
+            let mut want = vec![0.0f32; rows * cols];
+            for r in 0..rows {
+                for col in 0..cols {
+                    want[col * rows + r] = a[r * cols + col];
+                }
+            }
+            let on_device = c.upload(&a).unwrap();
+            let t = c.zeroed::<f32>(rows * cols).unwrap();
+            c.launch(
+                transpose_naive,
+                (cols, rows),
+                (Slice2D::new(&on_device, cols), Slice2D::new(&t, rows)),
+            )
+            .unwrap();
+            assert_eq!(t.download().unwrap(), want, "{rows} x {cols}");
+        }
+        // The left 3 columns of a 4 x 5 matrix, rows 5 apart, transposed into 3 x 4.
+        let m: Vec<f32> = (0..20).map(|i| i as f32).collect();
+        let on_device = c.upload(&m).unwrap();
+        let left = Slice2D::with_stride(&on_device, 4, 3, 5).unwrap();
+        let t = c.zeroed::<f32>(12).unwrap();
+        c.launch(transpose_naive, (3, 4), (left, Slice2D::new(&t, 4)))
+            .unwrap();
+        let want: Vec<f32> = (0..3)
+            .flat_map(|col| (0..4).map(move |r| (r * 5 + col) as f32))
+            .collect();
+        assert_eq!(t.download().unwrap(), want, "strided view of a buffer");
+        match Slice2D::with_stride(&on_device, 5, 3, 5) {
+            Err(Error::ViewOutOfBounds {
+                need: 23, len: 20, ..
+            }) => {}
+            other => panic!("a fifth row of a 20-element buffer: {:?}", other.err()),
+        }
+    });
+}
+
+/// Each work item of a 3D launch writes its coordinates at its place in an x-fastest volume.
+#[kiln::kernel]
+fn volume_coordinates(p: Index3D, width: u32, height: u32, out: ViewMut<u32>) {
+    let at = (p.z * height + p.y) * width + p.x;
+    out[at] = p.x + p.y * 1000u32 + p.z * 1_000_000u32;
+}
+
+#[test]
+fn three_d_launches_cover_each_point_of_the_extent_once() {
+    every_backend(|| {
+        let c = ctx();
+        for (w, h, d) in [
+            (1u32, 1u32, 1u32),
+            (5, 3, 2),
+            (17, 9, 3),
+            (300, 1, 2),
+            (1, 70, 4),
+            (64, 2, 33),
+        ] {
+            let len = (w * h * d) as usize;
+            let mut want = vec![0u32; len];
+            for z in 0..d {
+                for y in 0..h {
+                    for x in 0..w {
+                        want[((z * h + y) * w + x) as usize] = x + y * 1000 + z * 1_000_000;
+                    }
+                }
+            }
+            let mut out = vec![u32::MAX; len];
+            c.launch(volume_coordinates, (w, h, d), (w, h, &mut out))
+                .unwrap();
+            assert_eq!(out, want, "{w} x {h} x {d}, host slice");
+            let on_device = c.zeroed::<u32>(len).unwrap();
+            c.launch(volume_coordinates, (w, h, d), (w, h, &on_device))
+                .unwrap();
+            assert_eq!(
+                on_device.download().unwrap(),
+                want,
+                "{w} x {h} x {d}, buffer"
+            );
+        }
+    });
+}
+
+#[test]
 fn byte_histograms_global_and_privatized_match_a_loop() {
     every_backend(|| {
         let data: Vec<u8> = (0..50_003u32)
