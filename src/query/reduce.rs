@@ -409,6 +409,26 @@ impl<'a, T: Row> Query<'a, T> {
 }
 
 impl<'a, T: Scalar + Numeric> Query<'a, T> {
+    /// True if some element equals `value` (`==`, as `slice::contains`: NaN equals nothing,
+    /// -0.0 equals 0.0; false when empty).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [2.5f32, -0.0, 9.0, f32::NAN];
+    /// assert!(ctx.from(&xs).contains(9.0)?);
+    /// assert!(ctx.from(&xs).contains(0.0)?);
+    /// assert!(!ctx.from(&xs).contains(f32::NAN)?);
+    /// assert!(!ctx.from(&xs).filter(|x| x.lt(5.0)).contains(9.0)?);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn contains(self, value: T) -> Result<bool>
+    where
+        T: Row<Vals = Val<T>>,
+    {
+        self.any(move |x| x.eq(value))
+    }
+
     /// Sum of the elements (wrapping for integers; 0 when empty).
     ///
     /// ```

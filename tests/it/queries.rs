@@ -2189,3 +2189,63 @@ fn zipped_bitmaps_read_each_elements_bit() {
         }
     });
 }
+
+#[test]
+fn contains_finds_what_slice_contains_finds() {
+    every_backend(|| {
+        let c = ctx();
+        let fs = [
+            1.5f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NAN,
+            -3.25,
+            f32::MIN_POSITIVE,
+            7.0,
+        ];
+        for v in [
+            1.5f32,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            2.0,
+            -3.25,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+        ] {
+            assert_eq!(c.from(&fs).contains(v).unwrap(), fs.contains(&v), "f32 {v}");
+        }
+        // One match, at each chunk's edge in turn, in a long input of even numbers.
+        let n = 100_003i32;
+        let xs: Vec<i32> = (0..n).map(|i| i * 2 - 70_000).collect();
+        for at in [0, 1, 16_383, 16_384, 65_536, n - 1] {
+            let v = xs[at as usize];
+            assert!(c.from(&xs).contains(v).unwrap(), "{v} at {at}");
+            assert!(!c.from(&xs).contains(v + 1).unwrap(), "{} (odd)", v + 1);
+        }
+        for v in [i32::MIN, i32::MAX, -70_000, 130_004] {
+            assert_eq!(c.from(&xs).contains(v).unwrap(), xs.contains(&v), "i32 {v}");
+        }
+        // After a filter, the values it drops are not found.
+        for v in [-70_000, -69_998, 0, 6, 8, 129_998, 130_002] {
+            let want = xs.iter().any(|x| x % 3 == 0 && *x == v);
+            let got = c.from(&xs).filter(|x| (x % 3).eq(0)).contains(v);
+            assert_eq!(got.unwrap(), want, "filtered, {v}");
+        }
+        // After a map, over a buffer.
+        let b = c.upload(&xs).unwrap();
+        assert!(c.from_buffer(&b).map(|x| x + 1).contains(-69_999).unwrap());
+        assert!(!c.from_buffer(&b).map(|x| x + 1).contains(-70_000).unwrap());
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 200) as u8 + 50).collect();
+        for v in [0u8, 49, 50, 249, 250, 255] {
+            assert_eq!(
+                c.from(&bytes).contains(v).unwrap(),
+                bytes.contains(&v),
+                "u8 {v}"
+            );
+        }
+        assert!(!c.from::<u8>(&[]).contains(0).unwrap());
+    });
+}
