@@ -116,6 +116,12 @@ enum Stage<'a> {
     Filter(FilterFn<'a>),
     Enumerate,
     Zip(usize),
+    /// `take`/`skip`: keeps the rows whose source index is in `start..end` (a filter on the
+    /// index; only filters change positions, and none comes before it).
+    Window {
+        start: u32,
+        end: u32,
+    },
 }
 
 impl Stage<'_> {
@@ -125,12 +131,13 @@ impl Stage<'_> {
             Stage::Filter(_) => "filter",
             Stage::Enumerate => "enumerate",
             Stage::Zip(_) => "zip",
+            Stage::Window { .. } => "take/skip",
         }
     }
 }
 
 /// A lazy query over host slices or [`Buffer`]s of one context: stages (`map`, `filter`,
-/// `enumerate`, `zip`; their closures build kernel code from [`Val`]s, so comparisons are
+/// `enumerate`, `zip`, `take`, `skip`; their closures build kernel code from [`Val`]s, so comparisons are
 /// methods such as `x.gt(0.0)` and casts are `x.cast::<f32>()`) build up a description and nothing runs until a terminal (`to_vec`,
 /// `sum`, `sort`, `group_by`, ...), which fuses the stages into the kernels of one plan,
 /// compiles them (or takes them from the caches) and runs them on the context's device.
@@ -442,8 +449,17 @@ impl<'a, T> Query<'a, T> {
         tracing::debug_span!("plan", terminal, n = self.len, stages = self.stages.len()).entered()
     }
 
+    /// True when a stage drops rows: a filter, `take` or `skip`.
     fn has_filter(&self) -> bool {
-        self.stages.iter().any(|s| matches!(s, Stage::Filter(_)))
+        self.stages
+            .iter()
+            .any(|s| matches!(s, Stage::Filter(_) | Stage::Window { .. }))
+    }
+
+    /// Whether source row `i` is inside the window of stage `s` (`start..end`). The bounds are
+    /// user code's constants, so a query run again with other bounds reuses its kernels.
+    fn in_window(s: usize, start: u32, end: u32, i: Val<u32>) -> Val<bool> {
+        constants::user_code(s as u32, || i.ge(start).and(i.lt(end)))
     }
 
     fn unsupported(&self, what: &str) -> Error {
@@ -550,7 +566,7 @@ impl<'a, T> Query<'a, T> {
             .map(|c| self.column(cols, c, i))
             .collect();
         let mut keep: Option<Val<bool>> = None;
-        for stage in &self.stages {
+        for (s, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Map(f) => vals = f(vals),
                 Stage::Filter(p) => {
@@ -559,6 +575,10 @@ impl<'a, T> Query<'a, T> {
                 }
                 Stage::Enumerate => vals.insert(0, i.erase()),
                 Stage::Zip(c) => vals.push(self.column(cols, *c, i)),
+                Stage::Window { start, end } => {
+                    let kept = Self::in_window(s, *start, *end, i);
+                    keep = Some(keep.map_or(kept, |k| k.and(kept)));
+                }
             }
         }
         (keep.unwrap_or_else(|| lit(true)), vals)
@@ -630,6 +650,10 @@ impl<'a, T> Query<'a, T> {
             Some(Stage::Zip(c)) => {
                 vals.push(column(*c));
                 self.apply(s + 1, vals, column, i, sink)
+            }
+            Some(Stage::Window { start, end }) => {
+                let keep = Self::in_window(s, *start, *end, i);
+                if_then(keep, || self.apply(s + 1, vals, column, i, sink));
             }
         }
     }
@@ -733,6 +757,68 @@ impl<'a, T: Row> Query<'a, T> {
         self
     }
 
+    /// Skips the first `n` rows (every row when there are fewer), as `Iterator::skip`. Must
+    /// come before any filter (a filtered row's position needs a scan; the terminal fails
+    /// with `Unsupported` otherwise); `take` and `skip` combine in any order. The query still
+    /// reads every source row: the skipped ones are dropped as a filter drops rows.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [1u32, 2, 3, 4, 5, 6];
+    /// assert_eq!(ctx.from(&xs).skip(4).to_vec()?, [5, 6]);
+    /// assert_eq!(ctx.from(&xs).skip(1).take(3).map(|x| x * 10).to_vec()?, [20, 30, 40]);
+    /// assert_eq!(ctx.from(&xs).skip(9).sum()?, 0);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn skip(self, n: usize) -> Query<'a, T> {
+        self.window(n, usize::MAX)
+    }
+
+    /// Keeps the first `n` rows (every row when there are fewer), as `Iterator::take`; see
+    /// [`Query::skip`] for where it may come.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [5.0f32, 1.0, 4.0, 2.0];
+    /// assert_eq!(ctx.from(&xs).take(3).sort().to_vec()?, [1.0, 4.0, 5.0]);
+    /// assert_eq!(ctx.from(&xs).take(2).filter(|x| x.gt(2.0)).count()?, 1);
+    /// assert!(ctx.from(&xs).filter(|x| x.gt(2.0)).take(1).to_vec().is_err()); // after filter
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn take(self, n: usize) -> Query<'a, T> {
+        self.window(0, n)
+    }
+
+    /// Skips `skip` rows, then keeps at most `take`: narrows the query's window stage, or
+    /// adds one.
+    fn window(mut self, skip: usize, take: usize) -> Query<'a, T> {
+        let filtered = self.stages.iter().any(|s| matches!(s, Stage::Filter(_)));
+        if filtered && self.error.is_none() {
+            self.error = Some(self.unsupported("take or skip after filter (positions in a filtered sequence need a scan); take or skip before filtering, or filter into a Buffer with to_buffer() and query that"));
+        }
+        let at = self
+            .stages
+            .iter()
+            .position(|s| matches!(s, Stage::Window { .. }));
+        let (start, end) = match at.map(|k| &self.stages[k]) {
+            Some(Stage::Window { start, end }) => (*start as u64, *end as u64),
+            _ => (0, u32::MAX as u64),
+        };
+        let start_now = start.saturating_add(skip as u64).min(end);
+        let end_now = start_now.saturating_add(take as u64).min(end);
+        let window = Stage::Window {
+            start: start_now as u32,
+            end: end_now as u32,
+        };
+        match at {
+            Some(k) => self.stages[k] = window,
+            None => self.stages.push(window),
+        }
+        self
+    }
+
     /// Pairs every element with its index in the source (`u32`). Must come before any filter.
     ///
     /// ```
@@ -745,7 +831,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// ```
     pub fn enumerate(mut self) -> Query<'a, (u32, T)> {
         if self.has_filter() && self.error.is_none() {
-            self.error = Some(self.unsupported("enumerate after filter (positions in a filtered sequence need a scan); call enumerate before filter to number the source elements"));
+            self.error = Some(self.unsupported("enumerate after filter, take or skip (positions in a filtered sequence need a scan); call enumerate first to number the source elements"));
         }
         self.stages.push(Stage::Enumerate);
         self.retype()
@@ -851,7 +937,7 @@ impl<'a, T: Row> Query<'a, T> {
                 });
             } else if self.has_filter() {
                 self.error =
-                    Some(self.unsupported("zip after filter; zip the columns first, then filter"));
+                    Some(self.unsupported("zip after filter, take or skip; zip the columns first"));
             }
         }
         self.columns.push(column);

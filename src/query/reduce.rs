@@ -583,7 +583,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
 
     pub(super) fn arg_best(self, max: bool) -> Result<Option<usize>> {
         if self.has_filter() {
-            return Err(self.unsupported("argmin/argmax after filter (positions in a filtered sequence need a scan); use enumerate() before filter and fold"));
+            return Err(self.unsupported("argmin/argmax after filter, take or skip (positions in a filtered sequence need a scan); use enumerate() first and fold"));
         }
         let mut q = self.map_erased(|c| c);
         q.stages.push(Stage::Enumerate);

@@ -2249,3 +2249,149 @@ fn contains_finds_what_slice_contains_finds() {
         assert!(!c.from::<u8>(&[]).contains(0).unwrap());
     });
 }
+
+/// `take` and `skip` against `Iterator::take` and `skip` over the same chains, at the
+/// planner's edge sizes.
+#[test]
+fn take_and_skip_match_iterator_take_and_skip() {
+    every_backend(|| {
+        let c = ctx();
+        for n in SIZES {
+            let xs: Vec<i32> = (0..n as i32).map(|i| (i * 7919) % 1013 - 500).collect();
+            let cuts = [0, 1, 3, n / 2, n.saturating_sub(1), n, n + 5, usize::MAX];
+            for &a in &cuts {
+                let want: Vec<i32> = xs.iter().copied().skip(a).collect();
+                assert_eq!(
+                    c.from(&xs).skip(a).to_vec().unwrap(),
+                    want,
+                    "n {n}: skip {a}"
+                );
+                let want: Vec<i32> = xs.iter().copied().take(a).collect();
+                assert_eq!(
+                    c.from(&xs).take(a).to_vec().unwrap(),
+                    want,
+                    "n {n}: take {a}"
+                );
+            }
+            let (a, b) = (n / 3, n / 2 + 1);
+            let want: i32 = xs
+                .iter()
+                .skip(a)
+                .take(b)
+                .fold(0, |s, x| s.wrapping_add(x * 3));
+            let got = c.from(&xs).skip(a).take(b).map(|x| x * 3).sum();
+            assert_eq!(got.unwrap(), want, "n {n}: skip {a} take {b} map sum");
+            let want: Vec<i32> = xs
+                .iter()
+                .copied()
+                .take(b)
+                .skip(a)
+                .filter(|x| *x > 0)
+                .collect();
+            let got = c.from(&xs).take(b).skip(a).filter(|x| x.gt(0)).to_vec();
+            assert_eq!(got.unwrap(), want, "n {n}: take {b} skip {a} filter");
+            let want = xs.iter().skip(2).take(n / 4).count();
+            assert_eq!(
+                c.from(&xs).skip(2).take(n / 4).count().unwrap(),
+                want,
+                "n {n}: count"
+            );
+            let want: Vec<(u32, i32)> = xs
+                .iter()
+                .copied()
+                .enumerate()
+                .skip(a)
+                .map(|(i, x)| (i as u32, x))
+                .collect();
+            let got = c.from(&xs).enumerate().skip(a).to_vec();
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "n {n}: enumerate then skip keeps source positions"
+            );
+            let mut want: Vec<i32> = xs.iter().copied().skip(a).take(b).collect();
+            want.sort();
+            assert_eq!(
+                c.from(&xs).skip(a).take(b).sort().to_vec().unwrap(),
+                want,
+                "n {n}: sort"
+            );
+            let want = xs.iter().copied().skip(a).take(b).next();
+            assert_eq!(
+                c.from(&xs).skip(a).take(b).first().unwrap(),
+                want,
+                "n {n}: first"
+            );
+            let want = xs.iter().copied().skip(a).take(b).next_back();
+            assert_eq!(
+                c.from(&xs).skip(a).take(b).last().unwrap(),
+                want,
+                "n {n}: last"
+            );
+        }
+        // Over a buffer, zipped, grouped.
+        let keys: Vec<u32> = (0..50_003u32).map(|i| i % 13).collect();
+        let vals: Vec<f32> = (0..50_003u32).map(|i| (i % 101) as f32).collect();
+        let kb = c.upload(&keys).unwrap();
+        let got = c
+            .from_buffer(&kb)
+            .zip(&vals)
+            .skip(20_000)
+            .take(17_000)
+            .group_by(|(k, _)| k)
+            .sum(|(_, v)| v)
+            .unwrap();
+        let mut want = std::collections::BTreeMap::<u32, f32>::new();
+        for (k, v) in keys.iter().zip(&vals).skip(20_000).take(17_000) {
+            *want.entry(*k).or_default() += v;
+        }
+        assert_eq!(
+            got,
+            want.into_iter().collect::<Vec<_>>(),
+            "group_by after skip/take"
+        );
+    });
+}
+
+#[test]
+fn take_and_skip_after_a_filter_are_refused_and_new_bounds_reuse_the_kernels() {
+    every_backend(|| {
+        let c = ctx();
+        let xs: Vec<u32> = (0..10_000).collect();
+        let refused = |r: Result<Vec<u32>, Error>, what: &str| match r {
+            Err(Error::Unsupported { what: w, .. }) => assert!(w.contains("take or skip"), "{w}"),
+            other => panic!("{what}: {other:?}"),
+        };
+        refused(
+            c.from(&xs).filter(|x| x.gt(5)).take(3).to_vec(),
+            "take after filter",
+        );
+        refused(
+            c.from(&xs).filter(|x| x.gt(5)).skip(3).to_vec(),
+            "skip after filter",
+        );
+        match c.from(&xs).skip(3).enumerate().to_vec() {
+            Err(Error::Unsupported { .. }) => {}
+            other => panic!("enumerate after skip: {other:?}"),
+        }
+        match c.from(&xs).take(30).argmax() {
+            Err(Error::Unsupported { .. }) => {}
+            other => panic!("argmax after take: {other:?}"),
+        }
+        // The bounds are constants that become parameters: after two runs, other bounds
+        // compile nothing.
+        let run = |a: usize, b: usize| c.from(&xs).skip(a).take(b).map(|x| x * 2).sum().unwrap();
+        let want = |a: usize, b: usize| xs.iter().skip(a).take(b).map(|x| x * 2).sum::<u32>();
+        assert_eq!(run(1, 2), want(1, 2));
+        assert_eq!(run(3, 40), want(3, 40));
+        let compiled = c.stats().compilations;
+        for (a, b) in [(0, 0), (17, 1000), (9_999, 5), (5_000, 5_000), (10_000, 1)] {
+            assert_eq!(run(a, b), want(a, b), "skip {a} take {b}");
+        }
+        assert_eq!(
+            c.stats().compilations,
+            compiled,
+            "new bounds compiled kernels"
+        );
+    });
+}
