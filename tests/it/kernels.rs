@@ -193,6 +193,15 @@ fn byte_histograms_global_and_privatized_match_a_loop() {
             .launch_grouped(histogram_shared, 24u32, 128u32, (&data, &mut bins))
             .unwrap();
         assert_eq!(bins, want, "privatized");
+        // Into a zeroed buffer, reading the data where it was uploaded.
+        let c = ctx();
+        let bins = c.zeroed::<u32>(256).unwrap();
+        let on_device = c.upload(&data).unwrap();
+        c.launch(histogram_global, data.len(), (&on_device, &bins))
+            .unwrap();
+        let mut got = vec![7u32; 256];
+        bins.download_into(&mut got).unwrap();
+        assert_eq!(got, want, "global atomics into zeroed buffer bins");
     });
 }
 
