@@ -831,7 +831,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// ```
     pub fn enumerate(mut self) -> Query<'a, (u32, T)> {
         if self.has_filter() && self.error.is_none() {
-            self.error = Some(self.unsupported("enumerate after filter, take or skip (positions in a filtered sequence need a scan); call enumerate first to number the source elements"));
+            self.error = Some(self.unsupported("enumerate after filter, take or skip (positions in a filtered sequence need a scan); call enumerate before filter, take or skip to number the source elements"));
         }
         self.stages.push(Stage::Enumerate);
         self.retype()
