@@ -80,7 +80,7 @@ pub use lang::Value;
 pub use lang::{device, intrinsic, kernel, lambda};
 pub use plan::{DeviceProfile, PlanShape};
 pub use query::{
-    Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, Sorted, MAX_LEN,
+    Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, SortKey, Sorted, MAX_LEN,
 };
 pub use row::{IntoRow, Row};
 

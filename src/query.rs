@@ -45,7 +45,7 @@ pub use group::{Distinct, GroupBy};
 use materialize::{collect_rows, new_buffer};
 use reduce::{add_columns, fold_into, identity_vars, min_max_identity, one_u32};
 pub use scan::Scan;
-pub use sort::Sorted;
+pub use sort::{SortKey, Sorted};
 
 /// Elements per work item of a map in the grouped plan (see [`Query::map_kernel`]).
 const MAP_ITEMS: u32 = 4;

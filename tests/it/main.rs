@@ -1,6 +1,7 @@
 //! kiln's integration tests, one binary with a module per area (so the suite links once):
 //! the conformance harness in `common`, then backends, buffers, caches, IR rules, kernels (the
-//! gallery, the macro, generated-code snapshots), random programs and properties, and queries.
+//! gallery, the macro, generated-code snapshots), random programs and properties, queries and
+//! sorts by composite keys.
 
 mod common;
 #[allow(dead_code)]
@@ -17,3 +18,4 @@ mod kernels;
 mod programs;
 mod properties;
 mod queries;
+mod sorts;

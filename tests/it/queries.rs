@@ -2,7 +2,7 @@
 //! (kernel counts), order, determinism, edge sizes, NaN/inf, integer extremes and errors.
 
 use crate::common;
-use crate::common::{ctx, every_backend, has_f64, has_i64};
+use crate::common::{ctx, every_backend, every_backend_plan_and_size, has_f64, has_i64};
 
 use kiln::prelude::*;
 use kiln::Error;
@@ -20,20 +20,6 @@ fn ints(n: usize) -> Vec<i32> {
     (0..n)
         .map(|i| ((i as i64 * 2_654_435_761) % 2_000_003 - 1_000_000) as i32)
         .collect()
-}
-
-/// Runs `body(c, n, at)` on every backend, in both plan shapes, for each size `n` of `sizes`;
-/// `at` names the size and shape for failure messages.
-fn every_backend_plan_and_size(sizes: &[usize], body: impl Fn(&Context, usize, &str)) {
-    every_backend(|| {
-        let c = ctx();
-        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
-            c.set_plan_shape(shape);
-            for &n in sizes {
-                body(&c, n, &format!("n={n}, {shape:?}"));
-            }
-        }
-    });
 }
 
 fn close(got: f64, want: f64, scale: f64) -> bool {

@@ -97,6 +97,20 @@ pub fn has_i64() -> bool {
     ctx().device().features.int64
 }
 
+/// Runs `body(c, n, at)` on every backend, in both plan shapes, for each size `n` of `sizes`;
+/// `at` names the size and shape for failure messages.
+pub fn every_backend_plan_and_size(sizes: &[usize], body: impl Fn(&Context, usize, &str)) {
+    every_backend(|| {
+        let c = ctx();
+        for shape in [kiln::PlanShape::Chunked, kiln::PlanShape::Grouped] {
+            c.set_plan_shape(shape);
+            for &n in sizes {
+                body(&c, n, &format!("n={n}, {shape:?}"));
+            }
+        }
+    });
+}
+
 /// The context of the backend the current test body runs on.
 pub fn ctx() -> Context {
     CURRENT
