@@ -39,6 +39,7 @@ mod materialize;
 mod reduce;
 mod scan;
 mod sort;
+mod window;
 pub use dynamic::{Column, Combine, DynGroupBy, DynQuery};
 use explain::device_line;
 pub use group::{Distinct, GroupBy};
@@ -754,68 +755,6 @@ impl<'a, T: Row> Query<'a, T> {
             let v = T::vals(&mut cols.into_iter());
             constants::user_code(id, || pred(v))
         })));
-        self
-    }
-
-    /// Skips the first `n` rows (every row when there are fewer), as `Iterator::skip`. Must
-    /// come before any filter (a filtered row's position needs a scan; the terminal fails
-    /// with `Unsupported` otherwise); `take` and `skip` combine in any order. The query still
-    /// reads every source row: the skipped ones are dropped as a filter drops rows.
-    ///
-    /// ```
-    /// # use kiln::prelude::*;
-    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
-    /// let xs = [1u32, 2, 3, 4, 5, 6];
-    /// assert_eq!(ctx.from(&xs).skip(4).to_vec()?, [5, 6]);
-    /// assert_eq!(ctx.from(&xs).skip(1).take(3).map(|x| x * 10).to_vec()?, [20, 30, 40]);
-    /// assert_eq!(ctx.from(&xs).skip(9).sum()?, 0);
-    /// # Ok::<(), kiln::Error>(())
-    /// ```
-    pub fn skip(self, n: usize) -> Query<'a, T> {
-        self.window(n, usize::MAX)
-    }
-
-    /// Keeps the first `n` rows (every row when there are fewer), as `Iterator::take`; see
-    /// [`Query::skip`] for where it may come.
-    ///
-    /// ```
-    /// # use kiln::prelude::*;
-    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
-    /// let xs = [5.0f32, 1.0, 4.0, 2.0];
-    /// assert_eq!(ctx.from(&xs).take(3).sort().to_vec()?, [1.0, 4.0, 5.0]);
-    /// assert_eq!(ctx.from(&xs).take(2).filter(|x| x.gt(2.0)).count()?, 1);
-    /// assert!(ctx.from(&xs).filter(|x| x.gt(2.0)).take(1).to_vec().is_err()); // after filter
-    /// # Ok::<(), kiln::Error>(())
-    /// ```
-    pub fn take(self, n: usize) -> Query<'a, T> {
-        self.window(0, n)
-    }
-
-    /// Skips `skip` rows, then keeps at most `take`: narrows the query's window stage, or
-    /// adds one.
-    fn window(mut self, skip: usize, take: usize) -> Query<'a, T> {
-        let filtered = self.stages.iter().any(|s| matches!(s, Stage::Filter(_)));
-        if filtered && self.error.is_none() {
-            self.error = Some(self.unsupported("take or skip after filter (positions in a filtered sequence need a scan); take or skip before filtering, or filter into a Buffer with to_buffer() and query that"));
-        }
-        let at = self
-            .stages
-            .iter()
-            .position(|s| matches!(s, Stage::Window { .. }));
-        let (start, end) = match at.map(|k| &self.stages[k]) {
-            Some(Stage::Window { start, end }) => (*start as u64, *end as u64),
-            _ => (0, u32::MAX as u64),
-        };
-        let start_now = start.saturating_add(skip as u64).min(end);
-        let end_now = start_now.saturating_add(take as u64).min(end);
-        let window = Stage::Window {
-            start: start_now as u32,
-            end: end_now as u32,
-        };
-        match at {
-            Some(k) => self.stages[k] = window,
-            None => self.stages.push(window),
-        }
         self
     }
 

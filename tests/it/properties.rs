@@ -671,6 +671,10 @@ enum Stage {
     Skip(usize),
     /// `take(c)`; kiln refuses it after a filter.
     Take(usize),
+    /// `take_while(x != c)`, also after a filter.
+    TakeWhileNot(i32),
+    /// `skip_while(x != c)`, also after a filter.
+    SkipWhileNot(i32),
 }
 
 /// True when a `take` or `skip` follows a filter, which kiln refuses (`Unsupported`).
@@ -749,6 +753,8 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> Answer {
             Stage::Residue(c) => kept.into_iter().filter(|x| x % 7 == c % 7).collect(),
             Stage::Skip(c) => kept.into_iter().skip(c).collect(),
             Stage::Take(c) => kept.into_iter().take(c).collect(),
+            Stage::TakeWhileNot(c) => kept.into_iter().take_while(|x| *x != c).collect(),
+            Stage::SkipWhileNot(c) => kept.into_iter().skip_while(|x| *x != c).collect(),
         };
     }
     match end {
@@ -847,6 +853,8 @@ fn answer_on(
             Stage::Residue(k) => q.filter(move |x| (x % 7i32).eq(k % 7)),
             Stage::Skip(k) => q.skip(k),
             Stage::Take(k) => q.take(k),
+            Stage::TakeWhileNot(k) => q.take_while(move |x| x.ne(k)),
+            Stage::SkipWhileNot(k) => q.skip_while(move |x| x.ne(k)),
         };
     }
     Ok(match end {
@@ -889,7 +897,7 @@ fn answer_on(
 }
 
 /// Random queries (one to four stages: maps, maps with loops, filters, `skip` and `take`,
-/// which after a filter must be refused, typed; then a terminal: a reduction, a scan, a sort, the first or last element, the distinct elements,
+/// which after a filter must be refused, typed, `take_while` and `skip_while`; then a terminal: a reduction, a scan, a sort, the first or last element, the distinct elements,
 /// sums by key or a histogram of the low bytes) over inputs whose sizes straddle the planner's
 /// chunks give the plain loop's answer on every backend, with both the chunked and the grouped
 /// plan, over host slices and device `Buffer`s. On an adapter with a loop limit, a chunked
@@ -910,6 +918,8 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         k().prop_map(Stage::Residue),
         prop_oneof![0..40usize, 0..70_000usize].prop_map(Stage::Skip),
         prop_oneof![0..40usize, 0..70_000usize].prop_map(Stage::Take),
+        k().prop_map(Stage::TakeWhileNot),
+        k().prop_map(Stage::SkipWhileNot),
     ];
     let end = prop_oneof![
         3 => Just(Terminal::ToVec),

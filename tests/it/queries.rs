@@ -2339,6 +2339,102 @@ fn take_and_skip_match_iterator_take_and_skip() {
     });
 }
 
+/// `take_while` and `skip_while` against `Iterator::take_while` and `skip_while`: the first
+/// failing row at the start, inside, at the end of the rows or nowhere; after filters (a
+/// failing row the filter drops does not stop them), maps, `skip`/`take` on either side, a
+/// float NaN (which fails every comparison); several terminals.
+#[test]
+fn take_while_and_skip_while_match_the_iterator_methods() {
+    every_backend(|| {
+        let c = ctx();
+        for n in [0usize, 1, 2, 7, 16383, 16385, 100_003] {
+            for fail_at in [0, 1, n / 2, n.saturating_sub(1), n] {
+                // Values below 1000 hold; a 1_000_001 (kept by the filter below) fails at
+                // `fail_at`, and a 999_999_999 (dropped by it) fails at `fail_at / 2`.
+                let mut xs: Vec<u32> = (0..n as u32).map(|i| (i * 7919) % 1000).collect();
+                if fail_at < n {
+                    xs[fail_at] = 1_000_001;
+                    if fail_at / 2 < fail_at {
+                        xs[fail_at / 2] = 999_999_999;
+                    }
+                }
+                let at = format!("n {n}, fails at {fail_at}");
+                let holds = |x: &u32| *x < 1000;
+                let want: Vec<u32> = xs.iter().copied().take_while(holds).collect();
+                let got = c.from(&xs).take_while(|x| x.lt(1000u32)).to_vec();
+                assert_eq!(got.unwrap(), want, "take_while, {at}");
+                let want: Vec<u32> = xs.iter().copied().skip_while(holds).collect();
+                let got = c.from(&xs).skip_while(|x| x.lt(1000u32)).to_vec();
+                assert_eq!(got.unwrap(), want, "skip_while, {at}");
+
+                let kept = |x: &u32| !x.is_multiple_of(3);
+                let want: Vec<u32> = xs.iter().copied().filter(kept).take_while(holds).collect();
+                let got = c
+                    .from(&xs)
+                    .filter(|x| (x % 3u32).ne(0u32))
+                    .take_while(|x| x.lt(1000u32))
+                    .to_vec();
+                assert_eq!(got.unwrap(), want, "filter take_while, {at}");
+                let want = xs
+                    .iter()
+                    .copied()
+                    .filter(kept)
+                    .skip_while(holds)
+                    .fold(0u32, u32::wrapping_add);
+                let got = c
+                    .from(&xs)
+                    .filter(|x| (x % 3u32).ne(0u32))
+                    .skip_while(|x| x.lt(1000u32))
+                    .sum();
+                assert_eq!(got.unwrap(), want, "filter skip_while sum, {at}");
+
+                let want = xs
+                    .iter()
+                    .map(|x| x * 2)
+                    .skip(1)
+                    .take_while(|x| *x < 2000)
+                    .filter(|x| x % 4 == 0)
+                    .count();
+                let got = c
+                    .from(&xs)
+                    .map(|x| x * 2u32)
+                    .skip(1)
+                    .take_while(|x| x.lt(2000u32))
+                    .filter(|x| (x % 4u32).eq(0u32))
+                    .count();
+                assert_eq!(got.unwrap(), want, "map skip take_while filter count, {at}");
+                let want: Vec<u32> = xs
+                    .iter()
+                    .copied()
+                    .skip_while(holds)
+                    .skip(1)
+                    .take(3)
+                    .collect();
+                let got = c
+                    .from(&xs)
+                    .skip_while(|x| x.lt(1000u32))
+                    .skip(1)
+                    .take(3)
+                    .to_vec();
+                assert_eq!(got.unwrap(), want, "skip_while skip take, {at}");
+                let want = xs.iter().copied().take(n / 2 + 1).take_while(holds).last();
+                let got = c
+                    .from(&xs)
+                    .take(n / 2 + 1)
+                    .take_while(|x| x.lt(1000u32))
+                    .last();
+                assert_eq!(got.unwrap(), want, "take take_while last, {at}");
+            }
+            let fs: Vec<f32> = (0..n)
+                .map(|i| if i == n / 3 { f32::NAN } else { i as f32 })
+                .collect();
+            let want: Vec<f32> = fs.iter().copied().take_while(|x| *x >= 0.0).collect();
+            let got = c.from(&fs).take_while(|x| x.ge(0.0)).to_vec().unwrap();
+            assert_eq!(got, want, "take_while stops at NaN, n {n}");
+        }
+    });
+}
+
 #[test]
 fn take_and_skip_after_a_filter_are_refused_and_new_bounds_reuse_the_kernels() {
     every_backend(|| {
