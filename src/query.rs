@@ -39,6 +39,7 @@ mod materialize;
 mod reduce;
 mod scan;
 mod sort;
+mod top;
 mod window;
 pub use dynamic::{Column, Combine, DynGroupBy, DynQuery};
 use explain::device_line;

@@ -1,5 +1,6 @@
 //! Sorts by keys of several parts (tuple keys, `then_by`, `then_by_desc`) against Rust's
-//! stable sorts comparing the same tuples; single-key sorts are in `queries`.
+//! stable sorts comparing the same tuples, and `top_k` / `bottom_k` against the first `k` of
+//! Rust's sorts; single-key sorts are in `queries`.
 
 use crate::common::{every_backend_plan_and_size, has_i64};
 use std::cmp::Ordering;
@@ -203,5 +204,86 @@ fn explain_shows_a_sort_per_packed_key() {
         );
         let sorts = if has_i64() { 2 } else { 3 };
         assert_eq!(plan.matches("sort plan (").count(), sorts, "{at}\n{plan}");
+    });
+}
+
+/// The first `k` of `xs` sorted by `cmp`.
+fn first_k<T: Copy>(xs: &[T], k: usize, cmp: impl Fn(&T, &T) -> Ordering) -> Vec<T> {
+    let mut v = xs.to_vec();
+    v.sort_by(cmp);
+    v.truncate(k);
+    v
+}
+
+/// `top_k` and `bottom_k` against the first `k` of Rust's sorts: `k` from 0 past the
+/// length, ints with many ties and spread ones, floats with NaN of both signs, infinities
+/// and zeros of both signs (total order), 8-, 16- and 64-bit elements, after a filter, from
+/// a buffer; a third call with other data and `k` compiles nothing.
+#[test]
+fn top_k_and_bottom_k_match_the_first_k_of_rust_sorts() {
+    every_backend_plan_and_size(&[0, 1, 2, 7, 300, 16385, 100_003], |c, n, at| {
+        let idx: Vec<u32> = (0..n as u32).collect();
+        let tied: Vec<i32> = idx.iter().map(|&i| spread(i, 97) as i32 - 48).collect();
+        let wide: Vec<i32> = idx
+            .iter()
+            .map(|&i| i.wrapping_mul(2_654_435_761) as i32)
+            .collect();
+        let fs: Vec<f32> = idx
+            .iter()
+            .map(|&i| match i % 5 {
+                0 => float_key(i),
+                _ => spread(i, 10_007) as f32 * 0.25 - 1000.0,
+            })
+            .collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let ks = match n > 300 {
+            true => vec![5, n / 2],
+            false => vec![0, 1, 2, 5, n / 2, n.saturating_sub(1), n, n + 3],
+        };
+        for k in ks {
+            let at = format!("k {k}, {at}");
+            let want = first_k(&tied, k, |a, b| b.cmp(a));
+            assert_eq!(c.from(&tied).top_k(k).unwrap(), want, "i32 top, {at}");
+            let want = first_k(&wide, k, |a, b| a.cmp(b));
+            assert_eq!(c.from(&wide).bottom_k(k).unwrap(), want, "i32 bottom, {at}");
+            let want = first_k(&fs, k, |a, b| b.total_cmp(a));
+            let got = c.from(&fs).top_k(k).unwrap();
+            assert_eq!(bits(&got), bits(&want), "f32 top, {at}");
+            let want = first_k(&fs, k, f32::total_cmp);
+            let got = c.from(&fs).bottom_k(k).unwrap();
+            assert_eq!(bits(&got), bits(&want), "f32 bottom, {at}");
+        }
+        let k = n / 3 + 1;
+        let bytes: Vec<u8> = tied.iter().map(|x| *x as u8).collect();
+        let want = first_k(&bytes, k, |a, b| b.cmp(a));
+        assert_eq!(c.from(&bytes).top_k(k).unwrap(), want, "u8 top, {at}");
+        let shorts: Vec<i16> = wide.iter().map(|x| (*x >> 16) as i16).collect();
+        let want = first_k(&shorts, k, |a, b| a.cmp(b));
+        assert_eq!(
+            c.from(&shorts).bottom_k(k).unwrap(),
+            want,
+            "i16 bottom, {at}"
+        );
+        let kept: Vec<i32> = wide.iter().copied().filter(|x| x % 3 == 0).collect();
+        let want = first_k(&kept, k, |a, b| b.cmp(a));
+        let buf = c.upload(&wide).unwrap();
+        let got = c.from_buffer(&buf).filter(|x| (x % 3i32).eq(0i32)).top_k(k);
+        assert_eq!(got.unwrap(), want, "filtered buffer top, {at}");
+        if has_i64() && n <= 16385 {
+            let longs: Vec<i64> = wide.iter().map(|x| (*x as i64) << 20 | 7).collect();
+            let want = first_k(&longs, k, |a, b| b.cmp(a));
+            assert_eq!(c.from(&longs).top_k(k).unwrap(), want, "i64 top, {at}");
+        }
+        if n == 16385 {
+            let _ = c.from(&wide[..100]).top_k(7).unwrap();
+            let before = c.stats().compilations;
+            let want = first_k(&tied[200..5000], 40, |a, b| b.cmp(a));
+            assert_eq!(c.from(&tied[200..5000]).top_k(40).unwrap(), want, "{at}");
+            let compiled = c.stats().compilations - before;
+            assert_eq!(
+                compiled, 0,
+                "a third top_k compiled {compiled} kernels, {at}"
+            );
+        }
     });
 }

@@ -99,6 +99,13 @@ static SORT: Baseline = Baseline {
     }),
     bytes_per_element: None,
 };
+/// How many elements the `top_k` case keeps.
+const TOP_K: usize = 100;
+static TOP_K_SELECT: Baseline = Baseline {
+    label: "rayon per-chunk select_nth_unstable + merge",
+    measure: Measure::Host(|b| b.best(|| rayon_top_k(&b.xs, TOP_K))),
+    bytes_per_element: None,
+};
 static GROUP_SUM: Baseline = Baseline {
     label: "rayon dense per-key sums",
     measure: Measure::Host(|b| {
@@ -186,6 +193,26 @@ static READ: Baseline = Baseline {
 };
 
 /// The filter baseline: the elements below 500, in order.
+/// The `k` largest of `xs` in `f32::total_cmp` order, largest first: each chunk selects its
+/// `k` largest in place (a copy), then the candidates are selected and sorted.
+fn rayon_top_k(xs: &[f32], k: usize) -> Vec<f32> {
+    let desc = |a: &f32, b: &f32| b.total_cmp(a);
+    let best = |mut v: Vec<f32>| {
+        if v.len() > k {
+            v.select_nth_unstable_by(k - 1, desc);
+            v.truncate(k);
+        }
+        v
+    };
+    let candidates: Vec<f32> = xs
+        .par_chunks(1 << 16)
+        .flat_map_iter(|c| best(c.to_vec()))
+        .collect();
+    let mut top = best(candidates);
+    top.sort_unstable_by(desc);
+    top
+}
+
 fn rayon_filter(xs: &[f32]) -> Vec<f32> {
     xs.par_iter().copied().filter(|x| *x < 500.0).collect()
 }
@@ -344,6 +371,16 @@ pub(super) static CASES: &[Case] = &[
         "sort to_vec (radix, stable)",
         |b, ctx| Ok(b.best(|| ctx.from(&b.xs).sort().to_vec().unwrap())),
         &SORT,
+    ),
+    case(
+        "top_k 100 (f32, radix select)",
+        |b, ctx| {
+            let got = ctx.from(&b.xs).top_k(TOP_K)?;
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(&rayon_top_k(&b.xs, TOP_K)), "top_k");
+            Ok(b.best(|| ctx.from(&b.xs).top_k(TOP_K).unwrap()))
+        },
+        &TOP_K_SELECT,
     ),
     case(
         "group_by sum (256 u8 keys, dense)",
