@@ -2,7 +2,9 @@
 //! (kernel counts), order, determinism, edge sizes, NaN/inf, integer extremes and errors.
 
 use crate::common;
-use crate::common::{ctx, every_backend, every_backend_plan_and_size, has_f64, has_i64};
+use crate::common::{
+    ctx, every_backend, every_backend_plan_and_size, has_f64, has_i64, SPECIAL_F32,
+};
 
 use kiln::prelude::*;
 use kiln::Error;
@@ -1334,20 +1336,10 @@ fn sorts_match_rust_stable_sorts() {
                 "i32 descending, {at}"
             );
 
-            let specials = [
-                f32::NAN,
-                -f32::NAN,
-                f32::INFINITY,
-                f32::NEG_INFINITY,
-                0.0,
-                -0.0,
-                f32::MIN_POSITIVE,
-                -1.5,
-            ];
             let fs: Vec<f32> = floats(n)
                 .iter()
                 .enumerate()
-                .map(|(i, x)| if i % 7 == 3 { specials[i % 8] } else { *x })
+                .map(|(i, x)| if i % 7 == 3 { SPECIAL_F32[i % 8] } else { *x })
                 .collect();
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             let mut want = fs.clone();

@@ -2,7 +2,7 @@
 //! stable sorts comparing the same tuples, and `top_k` / `bottom_k` against the first `k` of
 //! Rust's sorts; single-key sorts are in `queries`.
 
-use crate::common::{every_backend_plan_and_size, has_i64};
+use crate::common::{every_backend_plan_and_size, has_i64, SPECIAL_F32};
 use std::cmp::Ordering;
 
 /// A spread of `i` over `0..m`.
@@ -10,19 +10,9 @@ fn spread(i: u32, m: u32) -> u32 {
     i.wrapping_mul(2_654_435_761).rotate_right(11) % m
 }
 
-/// Float keys with many ties among NaN of both signs, infinities and zeros of both signs.
+/// Float keys with many ties, among `SPECIAL_F32` (NaN of both signs, infinities, zeros).
 fn float_key(i: u32) -> f32 {
-    let specials = [
-        f32::NAN,
-        -f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        0.0,
-        -0.0,
-        1.5,
-        -1.5,
-    ];
-    specials[spread(i ^ 0x99, 8) as usize]
+    SPECIAL_F32[spread(i ^ 0x99, 8) as usize]
 }
 
 /// Rows `(small, signed, index)`: a `u8` of 5 values, an `i16` of 7 values around zero and

@@ -97,6 +97,19 @@ pub fn has_i64() -> bool {
     ctx().device().features.int64
 }
 
+/// Float values whose order and equality tests get wrong most often: NaN of both signs,
+/// the infinities, zeros of both signs, the smallest normal and a negative.
+pub const SPECIAL_F32: [f32; 8] = [
+    f32::NAN,
+    -f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    0.0,
+    -0.0,
+    f32::MIN_POSITIVE,
+    -1.5,
+];
+
 /// Runs `body(c, n, at)` on every backend, in both plan shapes, for each size `n` of `sizes`;
 /// `at` names the size and shape for failure messages.
 pub fn every_backend_plan_and_size(sizes: &[usize], body: impl Fn(&Context, usize, &str)) {
