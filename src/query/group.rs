@@ -14,9 +14,13 @@
 //!
 //! `distinct` skips the scan. Results come in ascending key order.
 //!
+//! A key may be a tuple of values: its parts are columns of their own, sorted together (as
+//! `sort_by_key` sorts by a tuple) and compared part by part when marking runs.
+//!
 //! Integer keys that span few values (at most [`DENSE_KEYS`], found by a min/max reduction
 //! first; 8-bit keys always do and need no reduction) take a shorter path without a sort
-//! (`group/dense.rs`).
+//! (`group/dense.rs`); so do tuples of integers whose parts' spans multiply to at most that
+//! (`group/tuple.rs`).
 //!
 //! `explain` (`group/explain.rs`) prints the plans of both paths without running either.
 
@@ -24,9 +28,11 @@ use super::*;
 
 mod dense;
 mod explain;
+mod tuple;
 
 pub(super) use dense::dense_fold_values;
-use dense::{dense_chunk_on, dense_fold, dense_plan, DENSE_KEYS};
+use dense::{dense_chunk_on, dense_plan, DENSE_KEYS, RANGES_PER_REDUCTION};
+use tuple::dense_fold_tuple;
 
 /// How a grouping's fold combines values, which decides whether its dense plan may add them
 /// in any order.
@@ -43,8 +49,9 @@ const RUN_START: u32 = 1;
 /// Flag bit of a row that ends one.
 const RUN_END: u32 = 2;
 
-/// The rows of a query grouped by a key, from [`Query::group_by`]. Nothing runs until one of
-/// its folds (`count`, `sum`, `min`, `max`, `average`, `fold`).
+/// The rows of a query grouped by a key (of type `K`: a number, or a tuple of numbers), from
+/// [`Query::group_by`]. Nothing runs until one of its folds (`count`, `sum`, `min`, `max`,
+/// `average`, `fold`).
 ///
 /// ```
 /// # use kiln::prelude::*;
@@ -57,7 +64,9 @@ const RUN_END: u32 = 2;
 /// ```
 pub struct GroupBy<'a, K, T: Row> {
     query: Query<'a, T>,
-    key: Box<dyn Fn(T::Vals) -> Val<K> + 'a>,
+    /// The key of a row, from its column values: the value of each part of the key.
+    key: MapFn<'a>,
+    _key: PhantomData<K>,
 }
 
 /// The distinct elements of a query, from [`Query::distinct`]. Nothing runs until
@@ -80,9 +89,10 @@ pub struct Distinct<'a, T> {
 impl<'a, T: Row> Query<'a, T> {
     /// Groups the rows (those a filter keeps) by `key`; a fold of the returned [`GroupBy`]
     /// gives one `(key, folded value)` pair per distinct key, in ascending key order (floats
-    /// in `f32::total_cmp` order, each NaN bit pattern its own key). The rows of a key are
-    /// folded in input order, so `op` need not be commutative and float results are the same
-    /// on every run.
+    /// in `f32::total_cmp` order, each NaN bit pattern its own key). The key is a value or a
+    /// tuple of two to four ([`SortKey`]); tuple keys are equal when every part is, and come in
+    /// the order Rust compares tuples. The rows of a key are folded in input order, so `op`
+    /// need not be commutative and float results are the same on every run.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -90,15 +100,25 @@ impl<'a, T: Row> Query<'a, T> {
     /// let (shop, sold) = ([3u32, 1, 3, 2, 1], [5.0f32, 1.0, 2.0, 4.0, 0.5]);
     /// let sales = ctx.from(&shop).zip(&sold).group_by(|(s, _)| s).sum(|(_, x)| x)?;
     /// assert_eq!(sales, [(1, 1.5), (2, 4.0), (3, 7.0)]);
+    ///
+    /// let (day, hour) = ([2u16, 1, 2, 2], [9i8, 9, 9, 17]);
+    /// let visits = ctx.from(&day).zip(&hour).group_by(|(d, h)| (d, h)).count()?;
+    /// assert_eq!(visits, [((1, 9), 1), ((2, 9), 2), ((2, 17), 1)]);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn group_by<K: Numeric + Row, F: Fn(T::Vals) -> Val<K> + 'a>(
+    pub fn group_by<K: SortKey + IntoRow, F: Fn(T::Vals) -> K + 'a>(
         self,
         key: F,
-    ) -> GroupBy<'a, K, T> {
+    ) -> GroupBy<'a, K::Row, T> {
         GroupBy {
             query: self,
-            key: Box::new(move |v| constants::user_code(KEY_CLOSURE, || key(v))),
+            key: Box::new(move |cols| {
+                let v = T::vals(&mut cols.into_iter());
+                let mut parts = Vec::new();
+                constants::user_code(KEY_CLOSURE, || key(v)).parts(&mut parts);
+                parts
+            }),
+            _key: PhantomData,
         }
     }
 }
@@ -120,29 +140,33 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
     }
 }
 
-/// Marks the start and end of every run of equal keys in `keys` (sorted, `n` of them, of
-/// type `ty`): flag `i` gets [`RUN_START`] when key `i` differs from key `i - 1` or `i` is 0,
-/// plus [`RUN_END`] when it differs from key `i + 1` or `i` is the last. Returns the flags, one
-/// `u32` each.
+/// Marks the start and end of every run of equal keys in `keys` (sorted, `n` of them, a
+/// column of each of `types` per part of the key): flag `i` gets [`RUN_START`] when key `i`
+/// differs from key `i - 1` or `i` is 0, plus [`RUN_END`] when it differs from key `i + 1` or
+/// `i` is the last. Returns the flags, one `u32` each.
 fn mark_runs(
     ctx: &Context,
-    keys: &dyn DeviceMemory,
-    ty: ScalarType,
+    keys: &[Arc<dyn DeviceMemory>],
+    types: &[ScalarType],
     n: usize,
 ) -> Result<Arc<dyn DeviceMemory>> {
-    let plan = runs_plan(&ctx.profile(), n);
+    let plan = runs_plan(&ctx.profile(), types.len(), n);
     let fingerprint = fingerprint_of(plan.key.0, &plan.key.1, |k| {
-        store_outputs(k, &[lit_value(ScalarValue::zero(ty))])
+        let zeros: Vec<AnyVal> = types
+            .iter()
+            .map(|t| lit_value(ScalarValue::zero(*t)))
+            .collect();
+        store_outputs(k, &zeros)
     });
-    let kernels = ctx.plan(fingerprint, || Ok(vec![runs_kernel(ty)?]))?;
+    let kernels = ctx.plan(fingerprint, || Ok(vec![runs_kernel(types)?]))?;
     let flags = ctx.backend().alloc(n * 4)?;
-    let keys = [Source::Device(keys)];
+    let keys: Vec<Source> = keys.iter().map(|k| Source::Device(&**k)).collect();
     Run::start(ctx, plan, kernels, &keys)?.finish(&keys, vec![LaunchArg::Device(&*flags)])?;
     Ok(flags)
 }
 
-/// The plan of [`mark_runs`] over `n` keys: one work item per key.
-fn runs_plan(profile: &DeviceProfile, n: usize) -> Plan {
+/// The plan of [`mark_runs`] over `n` keys of `parts` columns: one work item per key.
+fn runs_plan(profile: &DeviceProfile, parts: usize, n: usize) -> Plan {
     let mut plan = Plan::new(
         "runs",
         *profile,
@@ -150,28 +174,41 @@ fn runs_plan(profile: &DeviceProfile, n: usize) -> Plan {
         Rows::Known(n),
     );
     let runs = plan.kernel("query_group_runs");
-    let b = [
-        Binding::Input(0),
-        Binding::Output(0),
-        Binding::Scalar("n", n as u32),
-    ];
+    let b = (0..parts)
+        .map(Binding::Input)
+        .chain([Binding::Output(0), Binding::Scalar("n", n as u32)]);
     plan.launch(runs, profile.per_element_grid(n), b);
     plan
 }
 
-/// The kernel of [`mark_runs`] for keys of type `ty`.
-fn runs_kernel(ty: ScalarType) -> Result<Kernel> {
+/// The kernel of [`mark_runs`] for keys of a part of each of `types`.
+fn runs_kernel(types: &[ScalarType]) -> Result<Kernel> {
     Ok(Kernel::build_unvalidated("query_group_runs", |k| {
-        let keys = declare_columns(k, "keys", &[ty], Access::Read)[0];
+        let keys = declare_columns(k, "keys", types, Access::Read);
         let flags = k.buffer::<u32>("flags", Access::Write);
         let n = k.value::<u32>("n");
         let i = global_id(Axis::X);
-        if_then(i.lt(bounded(n, &[keys, flags.memory()])), || {
-            let bits = |j: Val<u32>| {
-                super::sort::ordered_bits(&load_dyn(keys, j, Type::Scalar(ty)), ty, false)
+        let memories: Vec<Memory> = keys.iter().copied().chain([flags.memory()]).collect();
+        if_then(i.lt(bounded(n, &memories)), || {
+            // Each part's ordered bits, so float parts compare by their bits.
+            let bits = |j: Val<u32>| -> Vec<AnyVal> {
+                keys.iter()
+                    .zip(types)
+                    .map(|(m, t)| {
+                        let part = load_dyn(*m, j, Type::Scalar(*t));
+                        super::sort::ordered_bits(&part, *t, false)
+                    })
+                    .collect()
             };
             let here = bits(i);
-            let differs = |j: Val<u32>| bin(BinaryOp::Ne, &bits(j), &here).typed::<bool>();
+            let differs = |j: Val<u32>| {
+                bits(j)
+                    .iter()
+                    .zip(&here)
+                    .map(|(b, h)| bin(BinaryOp::Ne, b, h).typed::<bool>())
+                    .reduce(|a, b| a.or(b))
+                    .expect("a key has a part")
+            };
             let start = i.eq(0u32).or(differs(i.max(1u32) - 1u32));
             let end = (i + 1u32).eq(n).or(differs((i + 1u32).min(n - 1u32)));
             flags.store(
@@ -192,14 +229,18 @@ fn run_ends<R: Row>(mut flagged: Query<'_, (u32, R)>) -> Query<'_, R> {
 }
 
 /// The position and key of each row of `flagged` (the flags of [`mark_runs`] and the sorted
-/// keys) that ends a run.
+/// keys, a column per part) that ends a run.
 fn run_end_positions<K: Row>(flagged: Query<'_, (u32, K)>) -> Query<'_, (u32, K)> {
     let mut ends = flagged.enumerate();
     ends.stages.push(Stage::Filter(Box::new(|c| {
         (c[1].typed::<u32>() & RUN_END).ne(0u32)
     })));
-    ends.map_erased(|c| vec![c[0].clone(), c[2].clone()])
-        .retype()
+    ends.map_erased(|c| {
+        std::iter::once(c[0].clone())
+            .chain(c[2..].iter().cloned())
+            .collect()
+    })
+    .retype()
 }
 
 impl<'a, T: Numeric + Row> Distinct<'a, T> {
@@ -212,7 +253,7 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
         if n == 0 {
             return Ok((ctx, Vec::new(), 0));
         }
-        let flags = mark_runs(&ctx, &*sorted[0], T::TYPE, n)?;
+        let flags = mark_runs(&ctx, &sorted[..1], &[T::TYPE], n)?;
         Ok((ctx, std::iter::once(flags).chain(sorted).collect(), n))
     }
 
@@ -263,7 +304,34 @@ impl<'a, T: Scalar + Numeric + Row> Distinct<'a, T> {
     }
 }
 
-impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
+/// The types of the parts of a key of type `K`.
+fn key_types<K: Row>() -> Vec<ScalarType> {
+    let mut types = Vec::new();
+    K::column_types(&mut types);
+    types
+}
+
+/// The folds of `pairs` (the key's parts, then the values folded) by the dense plan, when
+/// its keys suit it (see [`dense_fold_values`] and [`dense_fold_tuple`]); `None` when they
+/// do not.
+fn dense_fold<K: Row, V: Row>(
+    pairs: &mut Query<'_, (K, V)>,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+    how: FoldOp,
+) -> Result<Option<Vec<(K, V)>>> {
+    let rows = match key_types::<K>()[..] {
+        [ty] => dense_fold_values(pairs, ty, identity, op, how)?,
+        ref parts => dense_fold_tuple(pairs, parts, identity, op, how)?,
+    };
+    Ok(rows.map(|rows| {
+        rows.into_iter()
+            .map(|row| <(K, V)>::from_values(&mut row.into_iter()))
+            .collect()
+    }))
+}
+
+impl<'a, K: Row, T: Row> GroupBy<'a, K, T> {
     /// Folds the `value` of every row of each key with the associative `op`, starting from
     /// `identity` (which must be an identity of `op`), in input order; returns one `(key,
     /// fold)` pair per key, in ascending key order. Fails as the query's other terminals do
@@ -317,13 +385,13 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         how: FoldOp,
     ) -> Result<Vec<(K, V)>> {
         let _span = self.query.plan_span("group_by fold");
-        let pairs = self.pairs::<V>(value)?;
-        if let Some(folds) = dense_fold(&pairs, &identity, op, how)? {
+        let mut pairs = self.pairs::<V>(value)?;
+        if let Some(folds) = dense_fold(&mut pairs, &identity, op, how)? {
             return Ok(folds);
         }
         let ctx = pairs.ctx.clone();
         let (sorted, n) = pairs
-            .sorted_by_first_column(K::TYPE, false)
+            .sorted_by_first_columns(&key_types::<K>(), false)
             .into_columns()?;
         if n == 0 {
             return Ok(Vec::new());
@@ -342,7 +410,7 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
         Ok(self
             .query
             .map_erased(move |cols| {
-                let mut out = vec![key(T::vals(&mut cols.clone().into_iter())).erase()];
+                let mut out = key(cols.clone());
                 out.extend(value(cols));
                 out
             })
@@ -362,19 +430,24 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
     /// ```
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
-        let pairs = self.pairs::<u32>(Box::new(one_u32))?;
+        let mut pairs = self.pairs::<u32>(Box::new(one_u32))?;
         let zero = [ScalarValue::U32(0)];
-        if let Some(counts) = dense_fold(&pairs, &zero, &add_columns, FoldOp::Adds)? {
+        if let Some(counts) = dense_fold(&mut pairs, &zero, &add_columns, FoldOp::Adds)? {
             return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
         }
         let ctx = pairs.ctx.clone();
-        let keys: Query<K> = pairs.map_erased(|c| vec![c[0].clone()]).retype();
-        let (sorted, n) = keys.sort().into_columns()?;
+        let types = key_types::<K>();
+        let parts = types.len();
+        let keys: Query<K> = pairs.map_erased(move |c| c[..parts].to_vec()).retype();
+        let (sorted, n) = keys.sorted_by_first_columns(&types, false).into_columns()?;
         if n == 0 {
             return Ok(Vec::new());
         }
-        let flags = mark_runs(&ctx, &*sorted[0], K::TYPE, n)?;
-        let flagged = Query::over_device(&ctx, &[&*flags, &*sorted[0]], n);
+        let flags = mark_runs(&ctx, &sorted, &types, n)?;
+        let flagged_cols: Vec<&dyn DeviceMemory> = std::iter::once(&*flags)
+            .chain(sorted.iter().map(|c| &**c))
+            .collect();
+        let flagged = Query::over_device(&ctx, &flagged_cols, n);
         let ends = run_end_positions::<K>(flagged).to_vec()?;
         let mut before = 0;
         Ok(ends
@@ -516,17 +589,20 @@ impl<'a, K: Numeric + Row, T: Row> GroupBy<'a, K, T> {
 }
 
 /// Folds the values of each run of equal keys of `sorted` (`n` rows of (key, values), sorted
-/// by key) with a segmented scan, and returns each run's key and fold.
-fn fold_runs<K: Numeric + Row, V: Row>(
+/// by key, a column per part of the key) with a segmented scan, and returns each run's key
+/// and fold.
+fn fold_runs<K: Row, V: Row>(
     ctx: &Context,
     sorted: &Columns,
     n: usize,
     identity: Vec<ScalarValue>,
     op: CombineFn<'_>,
 ) -> Result<Vec<(K, V)>> {
-    let flags = mark_runs(ctx, &*sorted[0], K::TYPE, n)?;
+    let types = key_types::<K>();
+    let parts = types.len();
+    let flags = mark_runs(ctx, &sorted[..parts], &types, n)?;
     let scan_cols: Vec<&dyn DeviceMemory> = std::iter::once(&*flags)
-        .chain(sorted[1..].iter().map(|c| &**c))
+        .chain(sorted[parts..].iter().map(|c| &**c))
         .collect();
     let scan_identity = std::iter::once(ScalarValue::U32(0))
         .chain(identity)
@@ -546,8 +622,8 @@ fn fold_runs<K: Numeric + Row, V: Row>(
     let (scanned, _) = Query::<(u32, V)>::over_device(ctx, &scan_cols, n)
         .scan_erased(scan_identity, Box::new(segmented))
         .into_columns()?;
-    let end_cols: Vec<&dyn DeviceMemory> = [&*flags, &*sorted[0]]
-        .into_iter()
+    let end_cols: Vec<&dyn DeviceMemory> = std::iter::once(&*flags)
+        .chain(sorted[..parts].iter().map(|c| &**c))
         .chain(scanned[1..].iter().map(|c| &**c))
         .collect();
     run_ends::<(K, V)>(Query::over_device(ctx, &end_cols, n)).to_vec()

@@ -97,13 +97,18 @@ impl<'a, T: Row> Query<'a, T> {
         }
     }
 
-    /// A sort by the rows' first column, of type `key_type`.
-    pub(super) fn sorted_by_first_column(self, key_type: ScalarType, desc: bool) -> Sorted<'a, T> {
+    /// A sort by the rows' first columns, one of each of `key_types`, the first deciding.
+    pub(super) fn sorted_by_first_columns(
+        self,
+        key_types: &[ScalarType],
+        desc: bool,
+    ) -> Sorted<'a, T> {
+        let parts = key_types.len();
         Sorted {
             query: self,
             keys: vec![Key {
-                key: Box::new(|cols| vec![cols[0].clone()]),
-                types: vec![key_type],
+                key: Box::new(move |cols| cols[..parts].to_vec()),
+                types: key_types.to_vec(),
                 desc,
             }],
         }
@@ -157,7 +162,7 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
     }
 
     fn sorted_by_self(self, desc: bool) -> Sorted<'a, T> {
-        self.sorted_by_first_column(T::TYPE, desc)
+        self.sorted_by_first_columns(&[T::TYPE], desc)
     }
 }
 

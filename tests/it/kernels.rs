@@ -1666,6 +1666,13 @@ fn generated_code_matches_the_snapshots() {
         .range(1_000_000)
         .filter(|i| (i % 3u32).ne(0u32))
         .group_by(|i| i % 100u32);
+    let grouped_by_tuple = ctx.range(1_000_000).group_by(|i| {
+        (
+            (i % 3u32).cast::<u8>(),
+            (i % 5u32).cast::<i16>(),
+            i >> 12u32,
+        )
+    });
     let distinct = ctx
         .range(1_000_000)
         .map(|i| i.cast::<f32>() * 0.25)
@@ -1763,6 +1770,7 @@ fn generated_code_matches_the_snapshots() {
             ("range_filter", counted.explain_on(&profile)),
             ("range_map", mapped.explain_on(&profile)),
             ("group_by", grouped_rows.explain_on(&profile)),
+            ("group_by_tuple", grouped_by_tuple.explain_on(&profile)),
             ("distinct", distinct.explain_on(&profile)),
             ("scan", running.explain_on(&profile)),
             ("sort", sorted.explain_on(&profile)),

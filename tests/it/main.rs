@@ -1,7 +1,7 @@
 //! kiln's integration tests, one binary with a module per area (so the suite links once):
 //! the conformance harness in `common`, then backends, buffers, caches, IR rules, kernels (the
-//! gallery, the macro, generated-code snapshots), random programs and properties, queries and
-//! sorts by composite keys.
+//! gallery, the macro, generated-code snapshots), random programs and properties, queries,
+//! groupings and sorts by composite keys.
 
 mod common;
 #[allow(dead_code)]
@@ -13,6 +13,7 @@ mod buffers;
 mod cache;
 mod disk_cache;
 mod dynamic;
+mod groups;
 mod ir_rules;
 mod kernels;
 mod programs;

@@ -2,13 +2,8 @@
 //! stable sorts comparing the same tuples, and `top_k` / `bottom_k` against the first `k` of
 //! Rust's sorts; single-key sorts are in `queries`.
 
-use crate::common::{every_backend_plan_and_size, has_i64, SPECIAL_F32};
+use crate::common::{every_backend_plan_and_size, has_i64, spread, SPECIAL_F32};
 use std::cmp::Ordering;
-
-/// A spread of `i` over `0..m`.
-fn spread(i: u32, m: u32) -> u32 {
-    i.wrapping_mul(2_654_435_761).rotate_right(11) % m
-}
 
 /// Float keys with many ties, among `SPECIAL_F32` (NaN of both signs, infinities, zeros).
 fn float_key(i: u32) -> f32 {

@@ -9,6 +9,10 @@ use std::ops::Range;
 /// Integer keys spanning at most this many values (largest minus smallest plus one) are folded
 /// without a sort: see [`DenseFold`].
 pub(super) const DENSE_KEYS: u32 = 1024;
+/// The most key columns whose ranges one reduction finds: its last kernel binds a partial and
+/// a result buffer for each smallest and each largest value, and GL adapters of wgpu bind 15
+/// storage buffers per kernel.
+pub(super) const RANGES_PER_REDUCTION: usize = 2;
 /// The most partial folds (chunks times keys) the dense plan keeps per value column.
 const DENSE_PARTIALS: u64 = 1 << 22;
 /// How many chunks' slots one work item of the dense plan's combine folds per level on GPUs.
@@ -65,50 +69,63 @@ impl DensePartials {
 /// The smallest and largest integer key of the (key, value) rows of `pairs`: for 8-bit keys
 /// the type's range, otherwise found by a reduction (the largest is below the smallest when no
 /// row is kept).
-pub(super) fn key_range<P>(pairs: &Query<'_, P>, ty: ScalarType) -> Result<(i128, i128)> {
-    let wide = |v: ScalarValue| {
-        let unused = 64 - ty.bits();
-        if ty.is_signed() {
-            ((v.to_bits() << unused) as i64 >> unused) as i128
-        } else {
-            v.to_bits() as i128
-        }
-    };
-    let (lo, hi) = (min_max_identity(ty, true), min_max_identity(ty, false));
+fn key_range<P>(pairs: &Query<'_, P>, ty: ScalarType) -> Result<(i128, i128)> {
     if ty.bits() == 8 {
-        return Ok((wide(lo), wide(hi)));
+        let (lo, hi) = (min_max_identity(ty, true), min_max_identity(ty, false));
+        return Ok((widened(lo), widened(hi)));
     }
-    let v = pairs.reduce_projected(
-        &[hi, lo],
-        &|a, b| {
-            vec![
-                math2(MathFn::Min, &a[0], &b[0]),
-                math2(MathFn::Max, &a[1], &b[1]),
-            ]
-        },
-        &|row| vec![row[0].clone(), row[0].clone()],
-        Order::Any,
-    )?;
-    Ok((wide(v[0]), wide(v[1])))
+    Ok(key_ranges(pairs, &[ty])?[0])
 }
 
-/// [`DenseFold`] of `pairs` when its keys are integers that span at most [`DENSE_KEYS`]
-/// values (or no row is kept); `None` when they are not.
-pub(super) fn dense_fold<K: Numeric + Row, V: Row>(
-    pairs: &Query<'_, (K, V)>,
-    identity: &[ScalarValue],
-    op: CombineFn<'_>,
-    how: FoldOp,
-) -> Result<Option<Vec<(K, V)>>> {
-    let rows = dense_fold_values(pairs, K::TYPE, identity, op, how)?;
-    Ok(rows.map(|rows| {
-        rows.into_iter()
-            .map(|row| <(K, V)>::from_values(&mut row.into_iter()))
-            .collect()
-    }))
+/// The smallest and largest value of each of the first columns of the rows of `pairs`, one
+/// integer column of each of `types` (in each, the largest is below the smallest when no row
+/// is kept). One reduction finds those of up to [`RANGES_PER_REDUCTION`] columns.
+pub(super) fn key_ranges<P>(
+    pairs: &Query<'_, P>,
+    types: &[ScalarType],
+) -> Result<Vec<(i128, i128)>> {
+    let mut ranges = Vec::new();
+    for (group, group_types) in types.chunks(RANGES_PER_REDUCTION).enumerate() {
+        let first = group * RANGES_PER_REDUCTION;
+        let identity: Vec<ScalarValue> = group_types
+            .iter()
+            .flat_map(|t| [min_max_identity(*t, false), min_max_identity(*t, true)])
+            .collect();
+        let columns = first..first + group_types.len();
+        let v = pairs.reduce_projected(
+            &identity,
+            &|a, b| {
+                (0..a.len())
+                    .map(|j| {
+                        let f = if j % 2 == 0 { MathFn::Min } else { MathFn::Max };
+                        math2(f, &a[j], &b[j])
+                    })
+                    .collect()
+            },
+            &|row| {
+                row[columns.clone()]
+                    .iter()
+                    .flat_map(|k| [k.clone(), k.clone()])
+                    .collect()
+            },
+            Order::Any,
+        )?;
+        ranges.extend(v.chunks(2).map(|r| (widened(r[0]), widened(r[1]))));
+    }
+    Ok(ranges)
 }
 
-/// [`dense_fold`] on rows whose first column is a key of type `key_type` and whose other
+/// An integer value as an `i128`.
+pub(super) fn widened(v: ScalarValue) -> i128 {
+    let unused = 64 - v.ty().bits();
+    if v.ty().is_signed() {
+        ((v.to_bits() << unused) as i64 >> unused) as i128
+    } else {
+        v.to_bits() as i128
+    }
+}
+
+/// The dense plan's folds of rows whose first column is a key of type `key_type` and whose other
 /// columns are the values folded: each key's row of column constants, the key first, in
 /// ascending key order; `None` when the keys are not integers spanning at most
 /// [`DENSE_KEYS`] values, or no chunk length fits the device.
@@ -133,20 +150,48 @@ pub(in crate::query) fn dense_fold_values<P>(
     if hi - lo >= DENSE_KEYS as i128 {
         return Ok(None);
     }
+    let keys = (hi - lo + 1) as u32;
+    let lo = ScalarValue::from_bits(key_type, lo as u64);
+    fold_key_span(pairs, lo, keys, identity, op, how)
+}
+
+/// [`DenseFold`] of the rows of `pairs` (a key, then the values folded) whose keys are
+/// among the `keys` values from `lo` (of the keys' type): each key's row of column constants,
+/// the key first, in ascending key order; `None` when no chunk length fits the device.
+pub(super) fn fold_key_span<P>(
+    pairs: &Query<'_, P>,
+    lo: ScalarValue,
+    keys: u32,
+    identity: &[ScalarValue],
+    op: CombineFn<'_>,
+    how: FoldOp,
+) -> Result<Option<Vec<Vec<ScalarValue>>>> {
     let dense = DenseFold {
         query: pairs,
-        key_type,
-        lo: ScalarValue::from_bits(key_type, lo as u64),
-        keys: (hi - lo + 1) as u32,
+        key_type: lo.ty(),
+        lo,
+        keys,
         identity,
         op,
         how,
     };
     let profile = pairs.ctx.profile();
-    match dense_chunk_on(&profile, pairs.len, dense.keys) {
+    match dense_chunk_on(&profile, pairs.len, keys) {
         Some(chunk) => dense.run(&profile, chunk).map(Some),
         None => Ok(None),
     }
+}
+
+/// `key - lo` (both of type `ty`) as a `u32`, exact when the difference is below 2^32: keys
+/// of up to 32 bits subtract as `u32` (their wrapping difference is exact and needs no
+/// 64-bit integers), wider ones in their own type.
+pub(super) fn key_offset(key: &AnyVal, lo: &AnyVal, ty: ScalarType) -> Val<u32> {
+    let wide = match ty.bits() {
+        64 => ty,
+        _ => ScalarType::U32,
+    };
+    let offset = bin(BinaryOp::Sub, &cast_dyn(key, wide), &cast_dyn(lo, wide));
+    cast_dyn(&offset, ScalarType::U32).typed::<u32>()
 }
 
 /// The rows per chunk of the dense plan over `n` rows and `keys` slots on `profile`:
@@ -221,21 +266,11 @@ impl<P> DenseFold<'_, '_, P> {
         self.identity.iter().map(|v| v.ty()).collect()
     }
 
-    /// The row's key as an offset from `lo` (the least key, so the offset is below 2^32 for
-    /// keys of up to 32 bits: their wrapping difference in u32 is exact, and needs no 64-bit
-    /// integers), and the row's values.
+    /// The row's key as an offset from `lo`, the least key ([`key_offset`]), and the row's
+    /// values.
     fn key_offset(&self, lo: &AnyVal, mut vals: Vec<AnyVal>) -> (Val<u32>, Vec<AnyVal>) {
-        let wide = match self.key_type.bits() {
-            64 => self.key_type,
-            _ => ScalarType::U32,
-        };
         let values = vals.split_off(1);
-        let offset = bin(
-            BinaryOp::Sub,
-            &cast_dyn(&vals[0], wide),
-            &cast_dyn(lo, wide),
-        );
-        (cast_dyn(&offset, ScalarType::U32).typed::<u32>(), values)
+        (key_offset(&vals[0], lo, self.key_type), values)
     }
 
     /// [`DensePartials::SharedAdds`]: group `c` (of `group` work items) adds the values of

@@ -6,7 +6,7 @@ use super::*;
 use crate::query::materialize::materialize_plan;
 use crate::query::reduce::reduce_plan;
 
-impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
+impl<K: Row, T: Row> GroupBy<'_, K, T> {
     /// What the grouping's `count()` would run on the context's device
     /// ([`GroupBy::explain_on`] its profile).
     ///
@@ -26,7 +26,9 @@ impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
     /// anything: the source and the fused stages, then each path a run can take and what
     /// picks it. Integer keys first reduce to their smallest and largest (8-bit keys skip
     /// this); when those span at most 1024 values, the dense plan folds the rows without a
-    /// sort (shown for the widest span its type allows). Otherwise, and for float keys, the
+    /// sort (shown for the widest span its type allows). Tuples of integers reduce to the
+    /// smallest and largest of each part, and take the dense plan when the parts' spans
+    /// multiply to at most 1024. Otherwise, and for keys with a float part, the
     /// sort path runs: the keys written to device columns, sorted, their runs marked, and each
     /// run's end kept. Plans after the first are shown for as many rows as the source has; a
     /// run makes them for the rows a filter keeps. `sum`, `min`, `max`, `average` and `fold`
@@ -45,23 +47,36 @@ impl<K: Numeric + Row, T: Row> GroupBy<'_, K, T> {
     /// ```
     pub fn explain_on(&self, profile: &DeviceProfile) -> String {
         let q = &self.query;
-        let (ty, n, inputs) = (K::TYPE, q.len, q.columns.len());
+        let (types, n, inputs) = (key_types::<K>(), q.len, q.columns.len());
+        let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+        let key = match names[..] {
+            [one] => one.to_string(),
+            _ => format!("({})", names.join(", ")),
+        };
         let mut s = format!(
-            "{}\ngroup_by: one {} key per row; shown for count()\n",
+            "{}\ngroup_by: one {key} key per row; shown for count()\n",
             q.describe_source(),
-            ty.name()
         );
-        if !ty.is_int() {
+        if !types.iter().all(|t| t.is_int()) {
             s += "\nfloat keys: the sort path\n";
         } else {
-            let span = if ty.bits() == 8 {
+            let span = if types == [ScalarType::U8] || types == [ScalarType::I8] {
                 1 << 8
             } else {
-                s += "\n1. the smallest and largest key\n";
-                s += &reduce_plan(profile, inputs, n, &[ty, ty], Order::Any).to_string();
+                s += match types.len() {
+                    1 => "\n1. the smallest and largest key\n",
+                    _ => "\n1. the smallest and largest of each part\n",
+                };
+                for group in types.chunks(RANGES_PER_REDUCTION) {
+                    let both: Vec<ScalarType> = group.iter().flat_map(|t| [*t, *t]).collect();
+                    s += &reduce_plan(profile, inputs, n, &both, Order::Any).to_string();
+                }
                 DENSE_KEYS
             };
-            s += &format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n");
+            s += &match types.len() {
+                1 => format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n"),
+                _ => format!("\n2. when the parts' spans multiply to at most {DENSE_KEYS}: the dense plan, by each key's index in mixed radix, shown for {span}\n"),
+            };
             s += &match dense_chunk_on(profile, n, span) {
                 Some(chunk) => {
                     dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32], FoldOp::Adds)
@@ -117,18 +132,19 @@ impl<T: Numeric + Row> Distinct<'_, T> {
     }
 }
 
-/// The plans of the sort path up to marking the runs, for `n` keys of type `K` from a query
-/// with `source.0` input columns and (when `source.1`) a filter: the keys written to device
-/// columns, their sort, and the runs kernel.
-fn sort_path<K: Numeric + Row>(
+/// The plans of the sort path up to marking the runs, for `n` keys of type `K` (a column
+/// per part) from a query with `source.0` input columns and (when `source.1`) a filter: the
+/// keys written to device columns, their sort, and the runs kernel.
+fn sort_path<K: Row>(
     ctx: &Context,
     profile: &DeviceProfile,
     source: (usize, bool),
     n: usize,
 ) -> String {
-    let keys = materialize_plan(profile, source.0, 1, n, source.1);
+    let types = key_types::<K>();
+    let keys = materialize_plan(profile, source.0, types.len(), n, source.1);
     let sort = Query::<K>::shape_only(ctx, n)
-        .sort()
+        .sorted_by_first_columns(&types, false)
         .passes_plan(profile, n);
-    format!("{keys}\n{sort}\n{}\n", runs_plan(profile, n))
+    format!("{keys}\n{sort}\n{}\n", runs_plan(profile, types.len(), n))
 }

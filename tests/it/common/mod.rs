@@ -110,6 +110,11 @@ pub const SPECIAL_F32: [f32; 8] = [
     -1.5,
 ];
 
+/// A spread of `i` over `0..m`: neighbouring `i` land far apart, and every value recurs.
+pub fn spread(i: u32, m: u32) -> u32 {
+    i.wrapping_mul(2_654_435_761).rotate_right(11) % m
+}
+
 /// Runs `body(c, n, at)` on every backend, in both plan shapes, for each size `n` of `sizes`;
 /// `at` names the size and shape for failure messages.
 pub fn every_backend_plan_and_size(sizes: &[usize], body: impl Fn(&Context, usize, &str)) {
