@@ -186,12 +186,17 @@ pub(super) fn fold_key_span<P>(
 /// of up to 32 bits subtract as `u32` (their wrapping difference is exact and needs no
 /// 64-bit integers), wider ones in their own type.
 pub(super) fn key_offset(key: &AnyVal, lo: &AnyVal, ty: ScalarType) -> Val<u32> {
-    let wide = match ty.bits() {
-        64 => ty,
-        _ => ScalarType::U32,
-    };
+    let wide = offset_type(ty);
     let offset = bin(BinaryOp::Sub, &cast_dyn(key, wide), &cast_dyn(lo, wide));
     cast_dyn(&offset, ScalarType::U32).typed::<u32>()
+}
+
+/// The type [`key_offset`] subtracts keys of type `ty` in.
+pub(super) fn offset_type(ty: ScalarType) -> ScalarType {
+    match ty.bits() {
+        64 => ty,
+        _ => ScalarType::U32,
+    }
 }
 
 /// The rows per chunk of the dense plan over `n` rows and `keys` slots on `profile`:

@@ -60,7 +60,7 @@ impl<K: Row, T: Row> GroupBy<'_, K, T> {
         if !types.iter().all(|t| t.is_int()) {
             s += "\nfloat keys: the sort path\n";
         } else {
-            let span = if types == [ScalarType::U8] || types == [ScalarType::I8] {
+            let span = if matches!(types[..], [ty] if ty.bits() == 8) {
                 1 << 8
             } else {
                 s += match types.len() {

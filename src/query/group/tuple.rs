@@ -5,7 +5,7 @@
 //! `(o0 * s1 + o1) * s2 + o2`, so ascending indices are ascending tuples. The dense plan folds
 //! by that index and the host turns each index back into the parts.
 
-use super::dense::{fold_key_span, key_offset, key_ranges, widened};
+use super::dense::{fold_key_span, key_offset, key_ranges, offset_type, widened};
 use super::*;
 
 /// The smallest value and the span of each part of a tuple key.
@@ -17,16 +17,13 @@ struct Radix {
 
 impl Radix {
     /// The index of the key whose parts are `parts`, each within its span from its smallest
-    /// value. The smallest values (as the `u32` or 64-bit integers [`key_offset`] subtracts)
+    /// value. The smallest values (in the type [`key_offset`] subtracts in)
     /// and the spans are user literals of the stage computing it, so a query run again on keys
     /// of other ranges keeps its kernels (see [`constants`]).
     fn index(&self, parts: &[AnyVal]) -> Val<u32> {
         let mut index: Option<Val<u32>> = None;
         for ((part, lo), span) in parts.iter().zip(&self.lows).zip(&self.spans) {
-            let wide = match lo.ty().bits() {
-                64 => *lo,
-                _ => ScalarValue::U32(widened(*lo) as u32),
-            };
+            let wide = ScalarValue::from_bits(offset_type(lo.ty()), widened(*lo) as u64);
             let offset = key_offset(part, &lit_value(wide), lo.ty());
             index = Some(match index {
                 Some(high) => high * lit(*span) + offset,
