@@ -127,6 +127,16 @@ enum Stage<'a> {
 }
 
 impl Stage<'_> {
+    /// True for a stage that may drop rows: a filter, `take` or `skip`.
+    fn drops_rows(&self) -> bool {
+        matches!(self, Stage::Filter(_) | Stage::Window { .. })
+    }
+
+    /// True for a filter.
+    fn is_filter(&self) -> bool {
+        matches!(self, Stage::Filter(_))
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Stage::Map(_) => "map",
@@ -179,7 +189,7 @@ pub struct Query<'a, T> {
 
 /// One input column of a query: where it is, the type of its values and how they are laid
 /// out.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Input<'a> {
     source: Source<'a>,
     ty: ScalarType,
@@ -453,9 +463,7 @@ impl<'a, T> Query<'a, T> {
 
     /// True when a stage drops rows: a filter, `take` or `skip`.
     fn has_filter(&self) -> bool {
-        self.stages
-            .iter()
-            .any(|s| matches!(s, Stage::Filter(_) | Stage::Window { .. }))
+        self.stages.iter().any(Stage::drops_rows)
     }
 
     /// Whether source row `i` is inside the window of stage `s` (`start..end`). The bounds are
@@ -679,7 +687,7 @@ impl<'a, T> Query<'a, T> {
 
     /// The input columns, as a plan's executor reads them.
     fn sources(&self) -> Vec<Source<'a>> {
-        self.columns.iter().map(|c| c.source).collect()
+        self.columns.iter().map(|c| c.source.clone()).collect()
     }
 
     /// Appends a map stage of column values; `f` runs as user code (see
@@ -706,7 +714,8 @@ impl<'a, T: Row> Query<'a, T> {
         Ok((rows, run.rows()))
     }
 
-    /// Number of elements in the source (before any filter).
+    /// Number of elements in the source (before any filter); after a stage that numbers the
+    /// rows a filter kept (see [`Query::enumerate`]), the number of those rows.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -759,33 +768,43 @@ impl<'a, T: Row> Query<'a, T> {
         self
     }
 
-    /// Pairs every element with its index in the source (`u32`). Must come before any filter.
+    /// Pairs every element with its position (`u32`), as `Iterator::enumerate`: its index in
+    /// the source, or, after a filter, `take` or `skip`, among the rows kept. In that case the
+    /// query so far runs when `enumerate` is called (a count, a scan and an ordered scatter,
+    /// as `to_buffer` would) into device columns that the query holds, and the stages after
+    /// read them; an error of that run is the terminal's.
     ///
     /// ```
     /// # use kiln::prelude::*;
     /// let ctx = Context::with_backend(BackendKind::Cpu)?;
-    /// let xs = [0.5f32, 3.0, 1.5];
+    /// let xs = [0.5f32, 3.0, 1.5, 7.0];
     /// let big = ctx.from(&xs).enumerate().filter(|(_, x)| x.gt(1.0)).map(|(i, _)| i).to_vec()?;
-    /// assert_eq!(big, [1, 2]);
+    /// assert_eq!(big, [1, 2, 3]);
+    /// // Numbered after the filter: positions among the rows it keeps.
+    /// let ranks = ctx.from(&xs).filter(|x| x.gt(1.0)).enumerate().to_vec()?;
+    /// assert_eq!(ranks, [(0, 3.0), (1, 1.5), (2, 7.0)]);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn enumerate(mut self) -> Query<'a, (u32, T)> {
-        if self.has_filter() && self.error.is_none() {
-            self.error = Some(self.unsupported("enumerate after filter, take or skip (positions in a filtered sequence need a scan); call enumerate before filter, take or skip to number the source elements"));
-        }
-        self.stages.push(Stage::Enumerate);
-        self.retype()
+    pub fn enumerate(self) -> Query<'a, (u32, T)> {
+        let mut q = self.kept_rows(Stage::drops_rows);
+        q.stages.push(Stage::Enumerate);
+        q.retype()
     }
 
-    /// Pairs every element with the element of `other` at the same index. Both must have the
-    /// same length ([`Error::LengthMismatch`] otherwise) and the zip must come before any
-    /// filter.
+    /// Pairs every element with the element of `other` at the same position. Both must have
+    /// the same length ([`Error::LengthMismatch`] otherwise, where Rust's `zip` would stop at
+    /// the shorter). After a filter, `take` or `skip` the positions are among the rows kept,
+    /// which the query runs into device columns when `zip` is called (see
+    /// [`Query::enumerate`]), and the length compared is their number.
     ///
     /// ```
     /// # use kiln::prelude::*;
     /// let ctx = Context::with_backend(BackendKind::Cpu)?;
     /// let (a, b) = ([1.0f32, 2.0, 3.0], [4.0f32, 5.0, 6.0]);
     /// assert_eq!(ctx.from(&a).zip(&b).map(|(x, y)| x * y).sum()?, 32.0);
+    /// // The two rows above 1.0, weighted by the two weights.
+    /// let w = [10.0f32, 100.0];
+    /// assert_eq!(ctx.from(&a).filter(|x| x.gt(1.0)).zip(&w).map(|(x, y)| x * y).sum()?, 320.0);
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
@@ -796,8 +815,8 @@ impl<'a, T: Row> Query<'a, T> {
     /// Pairs each element `i` with bit `offset + i` of the bitmap `bits` (least significant
     /// bit of each byte first, as Arrow lays out validity), as a `u8` 0 or 1. The kernel
     /// reads the bitmap where it is, a byte per eight elements. Fails at the terminal with
-    /// `LengthMismatch` when `bits` holds fewer than `offset + len` bits, and as
-    /// [`Query::zip`] does after a filter.
+    /// `LengthMismatch` when `bits` holds fewer than `offset + len` bits (`len`: the rows
+    /// kept, after a filter, as for [`Query::zip`]).
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -815,9 +834,10 @@ impl<'a, T: Row> Query<'a, T> {
             ty: ScalarType::U8,
             layout: Layout::Bits { shift },
         };
+        let q = self.kept_rows(Stage::drops_rows);
         // Enough bits are as good as an equal length; fewer name how many there are.
-        let len = held.min(self.len);
-        self.zip_column(column, len)
+        let len = held.min(q.len);
+        q.zip_column(column, len)
     }
 
     /// Like [`Query::zip`], with a column in device memory.
@@ -868,21 +888,17 @@ impl<'a, T: Row> Query<'a, T> {
     }
 
     /// Pairs each element with the element of `column` (of `len` elements) at the same index.
-    fn zip_column<U>(mut self, column: Input<'a>, len: usize) -> Query<'a, (T, U)> {
-        if self.error.is_none() {
-            if len != self.len {
-                self.error = Some(Error::LengthMismatch {
-                    left: self.len,
-                    right: len,
-                });
-            } else if self.has_filter() {
-                self.error =
-                    Some(self.unsupported("zip after filter, take or skip; zip the columns first"));
-            }
+    fn zip_column<U>(self, column: Input<'a>, len: usize) -> Query<'a, (T, U)> {
+        let mut q = self.kept_rows(Stage::drops_rows);
+        if q.error.is_none() && len != q.len {
+            q.error = Some(Error::LengthMismatch {
+                left: q.len,
+                right: len,
+            });
         }
-        self.columns.push(column);
-        self.stages.push(Stage::Zip(self.columns.len() - 1));
-        self.retype()
+        q.columns.push(column);
+        q.stages.push(Stage::Zip(q.columns.len() - 1));
+        q.retype()
     }
 
     fn out_types() -> Vec<ScalarType> {

@@ -9,12 +9,15 @@ use kiln_ir::{Access, ScalarType, ScalarValue};
 use std::sync::Arc;
 
 /// Where an input column of a plan lives.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) enum Source<'a> {
     /// A host slice's bytes.
     Host(&'a [u8]),
     /// Device memory of the context's backend.
     Device(&'a dyn DeviceMemory),
+    /// Device memory of the context's backend that the query holds (rows it ran into device
+    /// columns before a stage that numbers them).
+    Owned(Arc<dyn DeviceMemory>),
 }
 
 /// A temporary's memory.
@@ -253,6 +256,7 @@ fn launch(
             (ParamSlot::Buffer(..), Some(Binding::Input(c))) => match inputs.get(*c) {
                 Some(Source::Host(b)) => LaunchArg::Read(b),
                 Some(Source::Device(m)) => LaunchArg::Device(*m),
+                Some(Source::Owned(m)) => LaunchArg::Device(&**m),
                 None => return Err(mismatch(plan, format!("reads no input {c}"))),
             },
             (ParamSlot::Buffer(_, access), Some(Binding::Temp(t))) => {

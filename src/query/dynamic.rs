@@ -21,7 +21,10 @@ use super::*;
 /// ```
 #[derive(Clone, Copy)]
 pub struct Column<'a> {
-    input: Input<'a>,
+    /// The slice's (or bitmap's) bytes.
+    bytes: &'a [u8],
+    ty: ScalarType,
+    layout: Layout,
     /// Elements it holds (bits, for a column of bits).
     held: usize,
 }
@@ -43,7 +46,9 @@ impl<'a> Column<'a> {
     /// ```
     pub fn of<T: Scalar>(xs: &'a [T]) -> Column<'a> {
         Column {
-            input: Input::values(Source::Host(bytes_of(xs)), T::TYPE),
+            bytes: bytes_of(xs),
+            ty: T::TYPE,
+            layout: Layout::Values,
             held: xs.len(),
         }
     }
@@ -69,11 +74,9 @@ impl<'a> Column<'a> {
         let bytes = bits.get(offset / 8..).unwrap_or(&[]);
         let shift = (offset % 8) as u32;
         Column {
-            input: Input {
-                source: Source::Host(bytes),
-                ty: ScalarType::U8,
-                layout: Layout::Bits { shift },
-            },
+            bytes,
+            ty: ScalarType::U8,
+            layout: Layout::Bits { shift },
             held: (bytes.len() * 8).saturating_sub(shift as usize),
         }
     }
@@ -90,7 +93,16 @@ impl<'a> Column<'a> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn ty(&self) -> ScalarType {
-        self.input.ty
+        self.ty
+    }
+
+    /// The query input that reads it.
+    fn input(&self) -> Input<'a> {
+        Input {
+            source: Source::Host(self.bytes),
+            ty: self.ty,
+            layout: self.layout,
+        }
     }
 }
 
@@ -160,7 +172,7 @@ impl Context {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn from_columns<'a>(&self, len: usize, columns: &[Column<'a>]) -> DynQuery<'a> {
-        let short = columns.iter().find(|c| match c.input.layout {
+        let short = columns.iter().find(|c| match c.layout {
             Layout::Values => c.held != len,
             Layout::Bits { .. } => c.held < len,
         });
@@ -172,7 +184,7 @@ impl Context {
             query: Query {
                 ctx: self.clone(),
                 len,
-                columns: columns.iter().map(|c| c.input).collect(),
+                columns: columns.iter().map(Column::input).collect(),
                 base_columns: columns.len(),
                 stages: Vec::new(),
                 error,

@@ -92,6 +92,36 @@ pub(super) fn materialize_plan(
 }
 
 impl<'a, T: Row> Query<'a, T> {
+    /// For a stage that numbers rows (`enumerate`, `zip`, `take`, `skip`) after one that
+    /// drops some (`drop_stage`): a query over the rows kept so far, run now into device
+    /// columns that it holds (a count, a scan and an ordered scatter), so that positions
+    /// count kept rows, as they do in Rust's iterators. Otherwise, or when the query already
+    /// failed, the query as it is; an error of the run becomes the query's, for its terminal.
+    pub(super) fn kept_rows(mut self, drop_stage: fn(&Stage<'a>) -> bool) -> Query<'a, T> {
+        if self.error.is_some() || !self.stages.iter().any(drop_stage) {
+            return self;
+        }
+        match self.materialize() {
+            Ok((rows, len)) => Query {
+                ctx: self.ctx,
+                len,
+                base_columns: rows.len(),
+                columns: rows
+                    .into_iter()
+                    .zip(Self::out_types())
+                    .map(|(m, t)| Input::values(Source::Owned(m), t))
+                    .collect(),
+                stages: Vec::new(),
+                error: None,
+                _t: PhantomData,
+            },
+            Err(e) => {
+                self.error = Some(e);
+                self
+            }
+        }
+    }
+
     /// The kernel writing every element (no filter in the chain). In the chunked plan one
     /// element per work item, so backends can spread (and the CPU backend vectorize) across
     /// work items. In the grouped plan each work item takes [`MAP_ITEMS`] elements a group's

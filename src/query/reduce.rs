@@ -583,7 +583,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
 
     pub(super) fn arg_best(self, max: bool) -> Result<Option<usize>> {
         if self.has_filter() {
-            return Err(self.unsupported("argmin/argmax after filter, take or skip (positions in a filtered sequence need a scan); use enumerate() first and fold"));
+            return self.arg_best_counted(max);
         }
         let mut q = self.map_erased(|c| c);
         q.stages.push(Stage::Enumerate);
@@ -597,19 +597,9 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             );
             let a_none = ai.eq(u32::MAX);
             let b_some = bi.ne(u32::MAX);
-            let strictly = if max { bv.gt(av) } else { bv.lt(av) };
+            // Equal values (or two NaNs) go to the earlier element.
             let earlier = bi.lt(ai);
-            let tie = bv.eq(av).and(earlier);
-            // Only floats have NaNs: comparing an integer with itself would be a compiler
-            // warning on every OpenCL build (and PoCL prints those).
-            let better = match T::TYPE.is_float() {
-                true => {
-                    let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
-                    let nan_rule = a_nan.and(b_nan.not()).or(a_nan.and(b_nan).and(earlier));
-                    strictly.or(tie).or(nan_rule)
-                }
-                false => strictly.or(tie),
-            };
+            let better = beats(av, bv, max).or(earlier.and(beats(bv, av, max).not()));
             let take_b = a_none.or(b_some.and(better));
             let c = take_b.erase();
             vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
@@ -619,20 +609,60 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         Ok((i != u32::MAX).then_some(i as usize))
     }
 
-    /// Index of the first smallest element (`None` when empty; NaN counts as largest).
+    /// [`Self::arg_best`] after a stage that drops rows: the position among the kept rows,
+    /// from an in-order fold of (rows, position of the best among them, the best) that
+    /// counts the rows as it goes, so no row is written out.
+    fn arg_best_counted(self, max: bool) -> Result<Option<usize>> {
+        let q = self.map_erased(|c| {
+            let (one, zero) = (
+                lit_value(ScalarValue::U32(1)),
+                lit_value(ScalarValue::U32(0)),
+            );
+            vec![one, zero, c[0].clone()]
+        });
+        let identity = vec![
+            ScalarValue::U32(0),
+            ScalarValue::U32(0),
+            ScalarValue::zero(T::TYPE),
+        ];
+        let later_beats = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let (an, ap, bn, bp) = (
+                a[0].typed::<u32>(),
+                a[1].typed::<u32>(),
+                b[0].typed::<u32>(),
+                b[1].typed::<u32>(),
+            );
+            // `b` holds the rows after `a`'s, so equal values keep `a`'s.
+            let beaten = beats(a[2].typed::<T>(), b[2].typed::<T>(), max);
+            let take_b = bn.ne(0u32).and(an.eq(0u32).or(beaten));
+            vec![
+                (an + bn).erase(),
+                select(take_b, an + bp, ap).erase(),
+                select_dyn(&take_b.erase(), &b[2], &a[2]),
+            ]
+        };
+        let v = q.reduce_values(identity, &later_beats, Order::Kept)?;
+        Ok((v[0].to_bits() != 0).then(|| v[1].to_bits() as usize))
+    }
+
+    /// Position of the first smallest element (`None` when empty; NaN counts as largest):
+    /// its index in the source, or, after a filter, `take` or `skip`, among the rows kept
+    /// (one fold in input order counts them).
     ///
     /// ```
     /// # use kiln::prelude::*;
     /// let ctx = Context::with_backend(BackendKind::Cpu)?;
     /// let xs = [4.0f32, 1.0, 9.0, 1.0];
     /// assert_eq!(ctx.from(&xs).argmin()?, Some(1));
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.gt(1.0)).argmin()?, Some(0));
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn argmin(self) -> Result<Option<usize>> {
         self.arg_best(false)
     }
 
-    /// Index of the first largest element (`None` when empty; NaN counts as smallest).
+    /// Position of the first largest element (`None` when empty; NaN counts as smallest),
+    /// counted as [`Query::argmin`] counts.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -643,6 +673,18 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// ```
     pub fn argmax(self) -> Result<Option<usize>> {
         self.arg_best(true)
+    }
+}
+
+/// True when `b` is strictly better than `a`: larger when `max`, smaller otherwise, and
+/// any number better than a NaN (so NaN counts as smallest for `max`, largest for `min`).
+fn beats<T: Scalar + Numeric>(a: Val<T>, b: Val<T>, max: bool) -> Val<bool> {
+    let strictly = if max { b.gt(a) } else { b.lt(a) };
+    // Only floats have NaNs: comparing an integer with itself would be a compiler warning
+    // on every OpenCL build (and PoCL prints those).
+    match T::TYPE.is_float() {
+        true => strictly.or(a.ne(a).and(b.eq(b))),
+        false => strictly,
     }
 }
 

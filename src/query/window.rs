@@ -1,17 +1,20 @@
 //! Windows on the source rows: `skip(n)`, `take(n)`, `skip_while(pred)` and
 //! `take_while(pred)` narrow one window stage, a filter on the source index (`start..end`).
-//! Only filters change positions, so `skip` and `take` come before any filter. The `while`
-//! forms need no positions: the first row (of those the filters keep) where the predicate
-//! fails has a source index, found by a min reduction when they are called, and that index
-//! is a bound of the window, after filters too.
+//! Only filters change positions, so `skip` and `take` after a filter first run the rows
+//! kept into device columns ([`Query::kept_rows`]) and number those. The `while` forms need
+//! no positions: the first row (of those the filters keep) where the predicate fails has a
+//! source index, found by a min reduction when they are called, and that index is a bound
+//! of the window, after filters too.
 
 use super::*;
 
 impl<'a, T: Row> Query<'a, T> {
-    /// Skips the first `n` rows (every row when there are fewer), as `Iterator::skip`. Must
-    /// come before any filter (a filtered row's position needs a scan; the terminal fails
-    /// with `Unsupported` otherwise); `take` and `skip` combine in any order. The query still
-    /// reads every source row: the skipped ones are dropped as a filter drops rows.
+    /// Skips the first `n` rows (every row when there are fewer), as `Iterator::skip`; `take`
+    /// and `skip` combine in any order. Before any filter the query still reads every source
+    /// row: the skipped ones are dropped as a filter drops rows. After a filter it counts the
+    /// rows the filter keeps: the query so far runs when `skip` is called, into device
+    /// columns the query holds (see [`Query::enumerate`]); an error of that run is the
+    /// terminal's.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -26,8 +29,8 @@ impl<'a, T: Row> Query<'a, T> {
         self.window(n, usize::MAX)
     }
 
-    /// Keeps the first `n` rows (every row when there are fewer), as `Iterator::take`; see
-    /// [`Query::skip`] for where it may come.
+    /// Keeps the first `n` rows (every row when there are fewer), as `Iterator::take`; after
+    /// a filter it runs as [`Query::skip`] does.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -35,7 +38,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// let xs = [5.0f32, 1.0, 4.0, 2.0];
     /// assert_eq!(ctx.from(&xs).take(3).sort().to_vec()?, [1.0, 4.0, 5.0]);
     /// assert_eq!(ctx.from(&xs).take(2).filter(|x| x.gt(2.0)).count()?, 1);
-    /// assert!(ctx.from(&xs).filter(|x| x.gt(2.0)).take(1).to_vec().is_err()); // after filter
+    /// assert_eq!(ctx.from(&xs).filter(|x| x.lt(5.0)).take(2).to_vec()?, [1.0, 4.0]);
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn take(self, n: usize) -> Query<'a, T> {
@@ -148,14 +151,11 @@ impl<'a, T: Row> Query<'a, T> {
 
     /// Skips `skip` rows, then keeps at most `take`: narrows the query's window stage, or
     /// adds one.
-    fn window(mut self, skip: usize, take: usize) -> Query<'a, T> {
-        let filtered = self.stages.iter().any(|s| matches!(s, Stage::Filter(_)));
-        if filtered && self.error.is_none() {
-            self.error = Some(self.unsupported("take or skip after filter (positions in a filtered sequence need a scan); take or skip before filtering, or filter into a Buffer with to_buffer() and query that"));
-        }
-        let (start, end) = self.window_bounds();
+    fn window(self, skip: usize, take: usize) -> Query<'a, T> {
+        let q = self.kept_rows(Stage::is_filter);
+        let (start, end) = q.window_bounds();
         let start_now = (start as u64).saturating_add(skip as u64).min(end as u64);
         let end_now = start_now.saturating_add(take as u64).min(end as u64);
-        self.set_window(start_now as u32, end_now as u32)
+        q.set_window(start_now as u32, end_now as u32)
     }
 }

@@ -16,6 +16,7 @@ mod dynamic;
 mod groups;
 mod ir_rules;
 mod kernels;
+mod positions;
 mod programs;
 mod properties;
 mod queries;

@@ -1,0 +1,175 @@
+//! Stages that number rows after stages that drop rows: `enumerate`, `zip`, `take`, `skip`,
+//! `argmin` and `argmax` after a filter (or a `take`/`skip`) count the rows kept, as Rust's
+//! iterators do, against the same chains of iterator adapters.
+
+use crate::common::{every_backend_plan_and_size, spread, SPECIAL_F32};
+use kiln::Error;
+
+/// Whether `b` replaces `a` as the best so far in a left-to-right search for the first
+/// smallest (`max`: largest) element, NaN counting as largest (smallest).
+fn beats(a: f32, b: f32, max: bool) -> bool {
+    let strictly = if max { b > a } else { b < a };
+    strictly || (a.is_nan() && !b.is_nan())
+}
+
+/// The position of the first smallest (`max`: largest) of `xs`, NaN as in [`beats`].
+fn arg_best(xs: impl Iterator<Item = f32>, max: bool) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, x) in xs.enumerate() {
+        if best.is_none_or(|(_, b)| beats(b, x, max)) {
+            best = Some((i, x));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The position of the first smallest (`max`: largest) integer of `xs`.
+fn arg_best_u32(xs: impl Iterator<Item = u32> + Clone, max: bool) -> Option<usize> {
+    let best = if max {
+        xs.clone().max()
+    } else {
+        xs.clone().min()
+    };
+    xs.clone().position(|x| Some(x) == best)
+}
+
+/// `enumerate`, `zip` (host slice and device buffer) and `take`/`skip` after filters, in
+/// chains that number rows twice, with terminals of every family (rows, a reduction, a
+/// sort, a grouping, a scan); `argmin`/`argmax` after a filter and after `skip`/`take`,
+/// over integers with many ties and floats with NaNs and zeros of both signs; a filter that
+/// keeps nothing; a zip whose length differs from the kept rows' (`LengthMismatch` naming
+/// both). Sizes straddle the planners' chunks, in both plan shapes.
+#[test]
+fn positions_after_a_filter_count_the_rows_kept() {
+    every_backend_plan_and_size(&[0, 1, 2, 1000, 16385, 100_003], |c, n, at| {
+        let xs: Vec<u32> = (0..n as u32).map(|i| spread(i, 1000)).collect();
+        let kept = |x: &u32| !x.is_multiple_of(3);
+        let odd: Vec<u32> = xs.iter().copied().filter(kept).collect();
+        let filtered = || c.from(&xs).filter(|x| (x % 3u32).ne(0u32));
+
+        let want: Vec<(u32, u32)> = (0u32..).zip(odd.iter().copied()).collect();
+        let got = filtered().enumerate().to_vec().unwrap();
+        assert_eq!(got, want, "filter enumerate, {at}");
+
+        // Positions numbered twice: among the kept rows, then among those above 500.
+        let want: Vec<(u32, (u32, u32))> = (0u32..)
+            .zip(odd.iter().copied())
+            .filter(|(_, x)| *x > 500)
+            .enumerate()
+            .map(|(j, (i, x))| (j as u32, (i, x)))
+            .collect();
+        let got = filtered()
+            .enumerate()
+            .filter(|(_, x)| x.gt(500u32))
+            .enumerate()
+            .to_vec()
+            .unwrap();
+        assert_eq!(got, want, "filter enumerate filter enumerate, {at}");
+
+        let want = (0u32..)
+            .zip(odd.iter().copied())
+            .map(|(i, x)| i.wrapping_mul(x))
+            .fold(0u32, u32::wrapping_add);
+        let got = filtered().enumerate().map(|(i, x)| i * x).sum().unwrap();
+        assert_eq!(got, want, "filter enumerate sum, {at}");
+
+        // The largest positions first: a sort whose keys are the positions.
+        let mut want: Vec<(u32, u32)> = (0u32..).zip(odd.iter().copied()).collect();
+        want.sort_by_key(|(i, x)| (std::cmp::Reverse(*x), *i));
+        let got = filtered()
+            .enumerate()
+            .sort_by_key_desc(|(_, x)| x)
+            .to_vec()
+            .unwrap();
+        assert_eq!(got, want, "filter enumerate sort, {at}");
+
+        let ws: Vec<u32> = (0..odd.len() as u32).map(|i| i * 7 + 1).collect();
+        let want: Vec<u32> = odd.iter().zip(&ws).map(|(x, w)| x * w).collect();
+        let got = filtered().zip(&ws).map(|(x, w)| x * w).to_vec().unwrap();
+        assert_eq!(got, want, "filter zip, {at}");
+        let on_device = c.upload(&ws).unwrap();
+        let mut want = std::collections::BTreeMap::<u32, u32>::new();
+        for (x, w) in odd.iter().zip(&ws) {
+            let sum = want.entry(x % 5).or_default();
+            *sum = sum.wrapping_add(*w);
+        }
+        let got = filtered()
+            .zip_buffer(&on_device)
+            .group_by(|(x, _)| x % 5u32)
+            .sum(|(_, w)| w)
+            .unwrap();
+        assert_eq!(
+            got,
+            want.into_iter().collect::<Vec<_>>(),
+            "filter zip group_by, {at}"
+        );
+        let longer: Vec<u32> = (0..odd.len() as u32 + 1).collect();
+        match filtered().zip(&longer).to_vec() {
+            Err(Error::LengthMismatch { left, right }) => {
+                assert_eq!((left, right), (odd.len(), odd.len() + 1), "{at}")
+            }
+            other => panic!("zip of another length after a filter, {at}: {other:?}"),
+        }
+
+        let want: Vec<u32> = odd.iter().copied().skip(n / 3).take(50).collect();
+        let got = filtered().skip(n / 3).take(50).to_vec().unwrap();
+        assert_eq!(got, want, "filter skip take, {at}");
+        let want: Vec<u32> = xs
+            .iter()
+            .copied()
+            .take(n / 2)
+            .filter(kept)
+            .skip(3)
+            .scan(0u32, |a, x| {
+                *a = a.wrapping_add(x);
+                Some(*a)
+            })
+            .collect();
+        let got = c
+            .from(&xs)
+            .take(n / 2)
+            .filter(|x| (x % 3u32).ne(0u32))
+            .skip(3)
+            .scan(0, |a, b| a + b)
+            .to_vec()
+            .unwrap();
+        assert_eq!(got, want, "take filter skip scan, {at}");
+
+        for max in [false, true] {
+            let name = if max { "argmax" } else { "argmin" };
+            let best = |q: kiln::Query<'_, u32>| if max { q.argmax() } else { q.argmin() };
+            let want = arg_best_u32(odd.iter().copied(), max);
+            assert_eq!(best(filtered()).unwrap(), want, "filter {name}, {at}");
+            let want = arg_best_u32(xs.iter().copied().skip(n / 4).take(n / 2), max);
+            let got = best(c.from(&xs).skip(n / 4).take(n / 2)).unwrap();
+            assert_eq!(got, want, "skip take {name}, {at}");
+            let none = c.from(&xs).filter(|x| x.gt(5000u32));
+            assert_eq!(best(none).unwrap(), None, "{name} of nothing kept, {at}");
+
+            // NaNs of both signs first (row 0 is dropped), where a fold that let a NaN win
+            // would keep it.
+            let fs: Vec<f32> = (0..n as u32)
+                .map(|i| match (i, spread(i, 3)) {
+                    (1, _) => f32::NAN,
+                    (2, _) => -f32::NAN,
+                    (_, 0) => SPECIAL_F32[spread(i, 8) as usize],
+                    _ => spread(i, 97) as f32 - 40.0,
+                })
+                .collect();
+            let want = arg_best(
+                fs.iter()
+                    .enumerate()
+                    .filter(|(i, _)| !i.is_multiple_of(5))
+                    .map(|(_, x)| *x),
+                max,
+            );
+            let q = c
+                .from(&fs)
+                .enumerate()
+                .filter(|(i, _)| (i % 5u32).ne(0u32))
+                .map(|(_, x)| x);
+            let got = if max { q.argmax() } else { q.argmin() };
+            assert_eq!(got.unwrap(), want, "f32 {name} after a filter, {at}");
+        }
+    });
+}
