@@ -124,6 +124,9 @@ enum Stage<'a> {
         start: u32,
         end: u32,
     },
+    /// `reverse`: the stages before it (maps, `enumerate` and `zip`: a stage that drops rows
+    /// runs first, see [`Query::kept_rows`]) see row `len - 1 - i` at position `i`.
+    Reverse,
 }
 
 impl Stage<'_> {
@@ -144,6 +147,7 @@ impl Stage<'_> {
             Stage::Enumerate => "enumerate",
             Stage::Zip(_) => "zip",
             Stage::Window { .. } => "take/skip",
+            Stage::Reverse => "reverse",
         }
     }
 }
@@ -554,8 +558,30 @@ impl<'a, T> Query<'a, T> {
         self.apply(0, vals, column, i, sink);
     }
 
-    /// Element `i` of input column `c`.
+    /// The row that stage `s` sees at position `i`: `i`, or, after an odd number of
+    /// `reverse` stages that come after `s`, `len - 1 - i` (`len - 1` is user code's
+    /// constant, so a query over another length reuses its kernels).
+    fn row_at(&self, s: usize, i: Val<u32>) -> Val<u32> {
+        let reversals: Vec<usize> = (s..self.stages.len())
+            .filter(|&t| matches!(self.stages[t], Stage::Reverse))
+            .collect();
+        match reversals.first() {
+            Some(&first) if reversals.len() % 2 == 1 => {
+                let last = (self.len as u32).wrapping_sub(1);
+                constants::user_code(first as u32, || lit(last)) - i
+            }
+            _ => i,
+        }
+    }
+
+    /// Element `i` of input column `c` (row [`Self::row_at`] of the stage that reads it).
     fn column(&self, cols: &[Memory], c: usize, i: Val<u32>) -> AnyVal {
+        let reader = self
+            .stages
+            .iter()
+            .position(|s| matches!(s, Stage::Zip(z) if *z == c))
+            .unwrap_or(0);
+        let i = self.row_at(reader, i);
         let input = &self.columns[c];
         match input.layout {
             Layout::Values => load_dyn(cols[c], i, Type::Scalar(input.ty)),
@@ -583,12 +609,13 @@ impl<'a, T> Query<'a, T> {
                     let kept = p(vals.clone());
                     keep = Some(keep.map_or(kept, |k| k.and(kept)));
                 }
-                Stage::Enumerate => vals.insert(0, i.erase()),
+                Stage::Enumerate => vals.insert(0, self.row_at(s, i).erase()),
                 Stage::Zip(c) => vals.push(self.column(cols, *c, i)),
                 Stage::Window { start, end } => {
-                    let kept = Self::in_window(s, *start, *end, i);
+                    let kept = Self::in_window(s, *start, *end, self.row_at(s, i));
                     keep = Some(keep.map_or(kept, |k| k.and(kept)));
                 }
+                Stage::Reverse => {}
             }
         }
         (keep.unwrap_or_else(|| lit(true)), vals)
@@ -654,7 +681,7 @@ impl<'a, T> Query<'a, T> {
                 if_then(keep, || self.apply(s + 1, vals, column, i, sink));
             }
             Some(Stage::Enumerate) => {
-                vals.insert(0, i.erase());
+                vals.insert(0, self.row_at(s, i).erase());
                 self.apply(s + 1, vals, column, i, sink)
             }
             Some(Stage::Zip(c)) => {
@@ -662,9 +689,10 @@ impl<'a, T> Query<'a, T> {
                 self.apply(s + 1, vals, column, i, sink)
             }
             Some(Stage::Window { start, end }) => {
-                let keep = Self::in_window(s, *start, *end, i);
+                let keep = Self::in_window(s, *start, *end, self.row_at(s, i));
                 if_then(keep, || self.apply(s + 1, vals, column, i, sink));
             }
+            Some(Stage::Reverse) => self.apply(s + 1, vals, column, i, sink),
         }
     }
 
@@ -789,6 +817,29 @@ impl<'a, T: Row> Query<'a, T> {
         let mut q = self.kept_rows(Stage::drops_rows);
         q.stages.push(Stage::Enumerate);
         q.retype()
+    }
+
+    /// Reverses the order of the rows, as `Iterator::rev` (LINQ's `Reverse`): the stages
+    /// after it see the last row first. Over a source, and after maps, `enumerate` and `zip`,
+    /// it costs nothing: each row is read where it lies. After a filter, `take` or `skip` the
+    /// rows kept are run into device columns first, as for [`Query::enumerate`].
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let xs = [1u32, 2, 3, 4, 5];
+    /// assert_eq!(ctx.from(&xs).reverse().to_vec()?, [5, 4, 3, 2, 1]);
+    /// // Positions after it count from the end; indices before it are the source's.
+    /// let last_two = ctx.from(&xs).enumerate().reverse().take(2).to_vec()?;
+    /// assert_eq!(last_two, [(4, 5), (3, 4)]);
+    /// let odd = ctx.from(&xs).filter(|x| (x % 2u32).eq(1u32)).reverse().enumerate().to_vec()?;
+    /// assert_eq!(odd, [(0, 5), (1, 3), (2, 1)]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn reverse(self) -> Query<'a, T> {
+        let mut q = self.kept_rows(Stage::drops_rows);
+        q.stages.push(Stage::Reverse);
+        q
     }
 
     /// Pairs every element with the element of `other` at the same position. Both must have

@@ -1,6 +1,6 @@
-//! Stages that number rows after stages that drop rows: `enumerate`, `zip`, `take`, `skip`,
-//! `argmin` and `argmax` after a filter (or a `take`/`skip`) count the rows kept, as Rust's
-//! iterators do, against the same chains of iterator adapters.
+//! Stages that number rows, against the same chains of iterator adapters: `enumerate`,
+//! `zip`, `take`, `skip`, `argmin` and `argmax` after a filter (or a `take`/`skip`) count
+//! the rows kept, as Rust's iterators do, and `reverse` turns positions around.
 
 use crate::common::{every_backend_plan_and_size, spread, SPECIAL_F32};
 use kiln::Error;
@@ -38,7 +38,9 @@ fn arg_best_u32(xs: impl Iterator<Item = u32> + Clone, max: bool) -> Option<usiz
 /// sort, a grouping, a scan); `argmin`/`argmax` after a filter and after `skip`/`take`,
 /// over integers with many ties and floats with NaNs and zeros of both signs; a filter that
 /// keeps nothing; a zip whose length differs from the kept rows' (`LengthMismatch` naming
-/// both). Sizes straddle the planners' chunks, in both plan shapes.
+/// both); `reverse` over sources, around `enumerate` and `zip`, twice, before and after
+/// filters, before a scan and over a range. Sizes straddle the planners' chunks, in both
+/// plan shapes.
 #[test]
 fn positions_after_a_filter_count_the_rows_kept() {
     every_backend_plan_and_size(&[0, 1, 2, 1000, 16385, 100_003], |c, n, at| {
@@ -134,6 +136,60 @@ fn positions_after_a_filter_count_the_rows_kept() {
             .to_vec()
             .unwrap();
         assert_eq!(got, want, "take filter skip scan, {at}");
+
+        // reverse: over the source (each row read where it lies), with positions and zips
+        // before and after it, twice, and after a filter (the rows kept, run first).
+        let ws: Vec<u32> = (0..n as u32).map(|i| i * 3).collect();
+        let want: Vec<(u32, (u32, u32))> = (0u32..)
+            .zip(xs.iter().copied().zip(ws.iter().copied()).rev())
+            .skip(1)
+            .collect();
+        let got = c.from(&xs).zip(&ws).reverse().enumerate().skip(1).to_vec();
+        assert_eq!(got.unwrap(), want, "zip reverse enumerate skip, {at}");
+        let want: Vec<((u32, u32), u32)> = (0..n as u32)
+            .zip(xs.iter().copied())
+            .rev()
+            .zip(ws.iter().copied())
+            .take(n / 2 + 1)
+            .collect();
+        let got = c.from(&xs).enumerate().reverse().zip(&ws).take(n / 2 + 1);
+        assert_eq!(
+            got.to_vec().unwrap(),
+            want,
+            "enumerate reverse zip take, {at}"
+        );
+        let want: Vec<u32> = xs.iter().map(|x| x + 1).rev().rev().collect();
+        let got = c.from(&xs).map(|x| x + 1u32).reverse().reverse().to_vec();
+        assert_eq!(got.unwrap(), want, "reverse twice, {at}");
+        let want: Vec<u32> = odd.iter().copied().rev().take(20).collect();
+        let got = filtered().reverse().take(20).to_vec().unwrap();
+        assert_eq!(got, want, "filter reverse take, {at}");
+        let want = xs.iter().copied().rev().filter(kept).scan(0u32, |a, x| {
+            *a = a.wrapping_add(x);
+            Some(*a)
+        });
+        let got = c
+            .from(&xs)
+            .reverse()
+            .filter(|x| (x % 3u32).ne(0u32))
+            .scan(0u32, |a, b| a + b)
+            .to_vec();
+        assert_eq!(
+            got.unwrap(),
+            want.collect::<Vec<_>>(),
+            "reverse filter scan, {at}"
+        );
+        let want = xs
+            .iter()
+            .position(|x| *x == 999)
+            .map(|p| ((n - 1 - p) as u32, 999u32));
+        let got = c
+            .range(n)
+            .reverse()
+            .zip(&xs)
+            .filter(|(_, x)| x.eq(999u32))
+            .first();
+        assert_eq!(got.unwrap(), want, "range reverse zip filter first, {at}");
 
         for max in [false, true] {
             let name = if max { "argmax" } else { "argmin" };
