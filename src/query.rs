@@ -411,15 +411,25 @@ impl<'a, T: Row> Query<'a, T> {
     /// A query over the first `len` rows of `columns` (one per column of `T`), device memory
     /// of `ctx`'s backend (the planner's own intermediates, which are no `Buffer`).
     fn over_device(ctx: &Context, columns: &[&'a dyn DeviceMemory], len: usize) -> Query<'a, T> {
+        Self::over_sources(ctx, columns.iter().map(|m| Source::Device(*m)), len)
+    }
+
+    /// A query over the first `len` rows of `sources`, one per column of `T`.
+    fn over_sources(
+        ctx: &Context,
+        sources: impl IntoIterator<Item = Source<'a>>,
+        len: usize,
+    ) -> Query<'a, T> {
+        let columns: Vec<Input<'a>> = sources
+            .into_iter()
+            .zip(Self::out_types())
+            .map(|(s, t)| Input::values(s, t))
+            .collect();
         Query {
             ctx: ctx.clone(),
             len,
-            columns: columns
-                .iter()
-                .zip(Self::out_types())
-                .map(|(m, t)| Input::values(Source::Device(*m), t))
-                .collect(),
             base_columns: columns.len(),
+            columns,
             stages: Vec::new(),
             error: None,
             _t: PhantomData,
@@ -562,11 +572,10 @@ impl<'a, T> Query<'a, T> {
     /// `reverse` stages that come after `s`, `len - 1 - i` (`len - 1` is user code's
     /// constant, so a query over another length reuses its kernels).
     fn row_at(&self, s: usize, i: Val<u32>) -> Val<u32> {
-        let reversals: Vec<usize> = (s..self.stages.len())
-            .filter(|&t| matches!(self.stages[t], Stage::Reverse))
-            .collect();
-        match reversals.first() {
-            Some(&first) if reversals.len() % 2 == 1 => {
+        let mut reversals =
+            (s..self.stages.len()).filter(|&t| matches!(self.stages[t], Stage::Reverse));
+        match reversals.next() {
+            Some(first) if reversals.count() % 2 == 0 => {
                 let last = (self.len as u32).wrapping_sub(1);
                 constants::user_code(first as u32, || lit(last)) - i
             }
@@ -860,7 +869,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// ```
     pub fn zip<U: Scalar>(self, other: &'a [U]) -> Query<'a, (T, U)> {
         let column = Input::values(Source::Host(bytes_of(other)), U::TYPE);
-        self.zip_column(column, other.len())
+        self.zip_column(column, |_| other.len())
     }
 
     /// Pairs each element `i` with bit `offset + i` of the bitmap `bits` (least significant
@@ -885,10 +894,8 @@ impl<'a, T: Row> Query<'a, T> {
             ty: ScalarType::U8,
             layout: Layout::Bits { shift },
         };
-        let q = self.kept_rows(Stage::drops_rows);
         // Enough bits are as good as an equal length; fewer name how many there are.
-        let len = held.min(q.len);
-        q.zip_column(column, len)
+        self.zip_column(column, |kept| held.min(kept))
     }
 
     /// Like [`Query::zip`], with a column in device memory.
@@ -904,7 +911,8 @@ impl<'a, T: Row> Query<'a, T> {
     pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
         let len = other.len();
         let foreign = self.ctx.check_buffer(other).err();
-        let mut q = self.zip_column(Input::values(Source::Device(other.memory()), U::TYPE), len);
+        let column = Input::values(Source::Device(other.memory()), U::TYPE);
+        let mut q = self.zip_column(column, |_| len);
         if q.error.is_none() {
             q.error = foreign;
         }
@@ -938,9 +946,15 @@ impl<'a, T: Row> Query<'a, T> {
             .retype()
     }
 
-    /// Pairs each element with the element of `column` (of `len` elements) at the same index.
-    fn zip_column<U>(self, column: Input<'a>, len: usize) -> Query<'a, (T, U)> {
+    /// Pairs each element with the element of `column` at the same index; `len` gives the
+    /// column's length from the number of rows kept.
+    fn zip_column<U>(
+        self,
+        column: Input<'a>,
+        len: impl FnOnce(usize) -> usize,
+    ) -> Query<'a, (T, U)> {
         let mut q = self.kept_rows(Stage::drops_rows);
+        let len = len(q.len);
         if q.error.is_none() && len != q.len {
             q.error = Some(Error::LengthMismatch {
                 left: q.len,

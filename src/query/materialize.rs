@@ -102,19 +102,9 @@ impl<'a, T: Row> Query<'a, T> {
             return self;
         }
         match self.materialize() {
-            Ok((rows, len)) => Query {
-                ctx: self.ctx,
-                len,
-                base_columns: rows.len(),
-                columns: rows
-                    .into_iter()
-                    .zip(Self::out_types())
-                    .map(|(m, t)| Input::values(Source::Owned(m), t))
-                    .collect(),
-                stages: Vec::new(),
-                error: None,
-                _t: PhantomData,
-            },
+            Ok((rows, len)) => {
+                Self::over_sources(&self.ctx, rows.into_iter().map(Source::Owned), len)
+            }
             Err(e) => {
                 self.error = Some(e);
                 self
