@@ -31,6 +31,7 @@ use kiln_ir::*;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+mod concat;
 mod dynamic;
 mod explain;
 mod group;
@@ -41,6 +42,7 @@ mod scan;
 mod sort;
 mod top;
 mod window;
+use concat::Piece;
 pub use dynamic::{Column, Combine, DynGroupBy, DynQuery};
 use explain::device_line;
 pub use group::{Distinct, GroupBy};
@@ -198,6 +200,7 @@ struct Input<'a> {
     source: Source<'a>,
     ty: ScalarType,
     layout: Layout,
+    piece: Piece,
 }
 
 /// How an input column holds its values.
@@ -217,6 +220,7 @@ impl<'a> Input<'a> {
             source,
             ty,
             layout: Layout::Values,
+            piece: Piece::Whole,
         }
     }
 }
@@ -591,6 +595,14 @@ impl<'a, T> Query<'a, T> {
             .position(|s| matches!(s, Stage::Zip(z) if *z == c))
             .unwrap_or(0);
         let i = self.row_at(reader, i);
+        match self.columns[c].piece {
+            Piece::Whole => self.load_layout(cols, c, i),
+            Piece::Chained { .. } => self.load_chained(cols, c, i),
+        }
+    }
+
+    /// The value input column `c` holds at index `i`, read as its layout says.
+    fn load_layout(&self, cols: &[Memory], c: usize, i: Val<u32>) -> AnyVal {
         let input = &self.columns[c];
         match input.layout {
             Layout::Values => load_dyn(cols[c], i, Type::Scalar(input.ty)),
@@ -716,7 +728,7 @@ impl<'a, T> Query<'a, T> {
         let bounding = all
             .iter()
             .zip(&self.columns)
-            .filter(|(_, input)| input.layout == Layout::Values)
+            .filter(|(_, input)| input.layout == Layout::Values && input.piece == Piece::Whole)
             .map(|(m, _)| *m)
             .collect();
         Inputs { all, bounding }
@@ -893,6 +905,7 @@ impl<'a, T: Row> Query<'a, T> {
             source: Source::Host(bytes),
             ty: ScalarType::U8,
             layout: Layout::Bits { shift },
+            piece: Piece::Whole,
         };
         // Enough bits are as good as an equal length; fewer name how many there are.
         self.zip_column(column, |kept| held.min(kept))

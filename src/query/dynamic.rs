@@ -102,6 +102,7 @@ impl<'a> Column<'a> {
             source: Source::Host(self.bytes),
             ty: self.ty,
             layout: self.layout,
+            piece: Piece::Whole,
         }
     }
 }

@@ -133,13 +133,20 @@ impl<'a, T: Row> Query<'a, T> {
                 .map(|j| first + group_size(Axis::X) * j)
                 .collect();
             // Out of bounds a load reads zero, so every load may run before the bounds test.
-            let loaded: Vec<Vec<AnyVal>> = at
+            // A later piece of a concat is read through its first piece.
+            let loaded: Vec<Vec<Option<AnyVal>>> = at
                 .iter()
-                .map(|&i| (0..cols.len()).map(|c| self.column(&cols, c, i)).collect())
+                .map(|&i| {
+                    (0..cols.len())
+                        .map(|c| (!self.is_later_piece(c)).then(|| self.column(&cols, c, i)))
+                        .collect()
+                })
                 .collect();
             for (&i, row) in at.iter().zip(&loaded) {
                 if_then(i.lt(bound), || {
-                    self.element_from(&|c| row[c].clone(), i, &mut |vals| {
+                    let column =
+                        |c: usize| row[c].clone().unwrap_or_else(|| self.column(&cols, c, i));
+                    self.element_from(&column, i, &mut |vals| {
                         for (o, v) in outs.iter().zip(&vals) {
                             store_dyn(*o, i, v);
                         }

@@ -678,6 +678,14 @@ enum Stage {
     ZipMinus(i32),
     /// `reverse()`.
     Reverse,
+    /// `concat` with the first `rows` input elements (fewer when there are fewer), as they
+    /// are or each `x ^ 5` (`mapped`: a side with a stage), after the rows so far or before
+    /// them (`front`).
+    Concat {
+        rows: usize,
+        mapped: bool,
+        front: bool,
+    },
     /// `take_while(x != c)`, also after a filter.
     TakeWhileNot(i32),
     /// `skip_while(x != c)`, also after a filter.
@@ -776,6 +784,19 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> (Answer, Vec<V
                 .map(|(x, w)| x.wrapping_sub(*w))
                 .collect(),
             Stage::Reverse => kept.into_iter().rev().collect(),
+            Stage::Concat {
+                rows,
+                mapped,
+                front,
+            } => {
+                let piece = xs[..rows.min(xs.len())]
+                    .iter()
+                    .map(|x| if mapped { x ^ 5 } else { *x });
+                match front {
+                    true => piece.chain(kept).collect(),
+                    false => kept.into_iter().chain(piece).collect(),
+                }
+            }
         };
     }
     let answer = match end {
@@ -900,6 +921,21 @@ fn answer_on(
                 None => q.zip(&zipped[j]).map(|(x, w)| x - w),
             },
             Stage::Reverse => q.reverse(),
+            Stage::Concat {
+                rows,
+                mapped,
+                front,
+            } => {
+                let piece = c.from(&xs[..rows.min(xs.len())]);
+                let piece = match mapped {
+                    true => piece.map(|x| x ^ 5i32),
+                    false => piece,
+                };
+                match front {
+                    true => piece.concat(q),
+                    false => q.concat(piece),
+                }
+            }
         };
     }
     Ok(match end {
@@ -944,7 +980,8 @@ fn answer_on(
 }
 
 /// Random queries (one to four stages: maps, maps with loops, filters, `skip` and `take`,
-/// `take_while` and `skip_while`, `enumerate`, `zip` and `reverse`, which with `skip` and
+/// `take_while` and `skip_while`, `enumerate`, `zip`, `reverse` and `concat` (with a
+/// source or a mapped one, before or after), which with `skip` and
 /// `take` count positions among the rows kept where they follow a filter; then a terminal: a reduction, a scan, a
 /// sort, the first or last element, argmin or argmax, the distinct elements, sums by key or
 /// a histogram of the low bytes) over inputs whose sizes straddle the planner's
@@ -959,7 +996,8 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
     // its IR: the plan cache must still tell apart queries that differ elsewhere.
     let k = || prop_oneof![any::<i32>().prop_map(|v| v % 1000), 0..3i32];
     // Filters and the stages that number rows weigh double, so that many cases number
-    // rows after a filter.
+    // rows after a filter; concat weighs triple, so that a side with a stage shows up in
+    // the default 16 cases (with 2, a side whose stage was dropped passed them).
     let stage = prop_oneof![
         1 => k().prop_map(Stage::MulAdd),
         1 => k().prop_map(Stage::ShiftXor),
@@ -974,6 +1012,8 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         2 => k().prop_map(Stage::Numbered),
         2 => k().prop_map(Stage::ZipMinus),
         2 => Just(Stage::Reverse),
+        3 => (prop_oneof![0..40usize, 0..70_000usize], any::<bool>(), any::<bool>())
+            .prop_map(|(rows, mapped, front)| Stage::Concat { rows, mapped, front }),
     ];
     // Terminals that see the rows' order weigh more, so that reordering stages show.
     let end = prop_oneof![
