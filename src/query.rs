@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 mod concat;
 mod dynamic;
+mod expand;
 mod explain;
 mod group;
 mod histogram;
@@ -129,17 +130,26 @@ enum Stage<'a> {
     /// `reverse`: the stages before it (maps, `enumerate` and `zip`: a stage that drops rows
     /// runs first, see [`Query::kept_rows`]) see row `len - 1 - i` at position `i`.
     Reverse,
+    /// `flat_map`: each row stands for `max` positions; the stages before it see row
+    /// `i / max` at position `i`, and it appends `i % max` to the row's values (a filter
+    /// after it keeps those below the row's count).
+    Expand {
+        max: u32,
+    },
 }
 
 impl Stage<'_> {
-    /// True for a stage that may drop rows: a filter, `take` or `skip`.
+    /// True for a stage that may drop rows: a filter, `take`, `skip` or `flat_map`.
     fn drops_rows(&self) -> bool {
-        matches!(self, Stage::Filter(_) | Stage::Window { .. })
+        matches!(
+            self,
+            Stage::Filter(_) | Stage::Window { .. } | Stage::Expand { .. }
+        )
     }
 
-    /// True for a filter.
+    /// True for a filter or a `flat_map` (which keeps positions like a filter).
     fn is_filter(&self) -> bool {
-        matches!(self, Stage::Filter(_))
+        matches!(self, Stage::Filter(_) | Stage::Expand { .. })
     }
 
     fn name(&self) -> &'static str {
@@ -150,6 +160,7 @@ impl Stage<'_> {
             Stage::Zip(_) => "zip",
             Stage::Window { .. } => "take/skip",
             Stage::Reverse => "reverse",
+            Stage::Expand { .. } => "flat_map",
         }
     }
 }
@@ -572,15 +583,19 @@ impl<'a, T> Query<'a, T> {
         self.apply(0, vals, column, i, sink);
     }
 
-    /// The row that stage `s` sees at position `i`: `i`, or, after an odd number of
-    /// `reverse` stages that come after `s`, `len - 1 - i` (`len - 1` is user code's
-    /// constant, so a query over another length reuses its kernels).
+    /// The row that stage `s` sees at position `i`: `i` divided by the `max` of the
+    /// expansions (`flat_map`) from `s` on, then, after an odd number of `reverse` stages
+    /// from `s` on, `len - 1 - i` (`len` the source's, user code's constant, so a query over
+    /// another length reuses its kernels). Reversals come before expansions: a `reverse`
+    /// after a `flat_map` starts a new query ([`Query::kept_rows`]).
     fn row_at(&self, s: usize, i: Val<u32>) -> Val<u32> {
+        let spread = self.spread_from(s);
+        let i = if spread > 1 { i / spread } else { i };
         let mut reversals =
             (s..self.stages.len()).filter(|&t| matches!(self.stages[t], Stage::Reverse));
         match reversals.next() {
             Some(first) if reversals.count() % 2 == 0 => {
-                let last = (self.len as u32).wrapping_sub(1);
+                let last = ((self.len / self.spread_from(0) as usize) as u32).wrapping_sub(1);
                 constants::user_code(first as u32, || lit(last)) - i
             }
             _ => i,
@@ -637,6 +652,7 @@ impl<'a, T> Query<'a, T> {
                     keep = Some(keep.map_or(kept, |k| k.and(kept)));
                 }
                 Stage::Reverse => {}
+                Stage::Expand { max } => vals.push((self.row_at(s + 1, i) % *max).erase()),
             }
         }
         (keep.unwrap_or_else(|| lit(true)), vals)
@@ -714,6 +730,10 @@ impl<'a, T> Query<'a, T> {
                 if_then(keep, || self.apply(s + 1, vals, column, i, sink));
             }
             Some(Stage::Reverse) => self.apply(s + 1, vals, column, i, sink),
+            Some(Stage::Expand { max }) => {
+                vals.push((self.row_at(s + 1, i) % *max).erase());
+                self.apply(s + 1, vals, column, i, sink)
+            }
         }
     }
 
@@ -729,6 +749,7 @@ impl<'a, T> Query<'a, T> {
             .iter()
             .zip(&self.columns)
             .filter(|(_, input)| input.layout == Layout::Values && input.piece == Piece::Whole)
+            .filter(|_| self.spread_from(0) == 1)
             .map(|(m, _)| *m)
             .collect();
         Inputs { all, bounding }
@@ -763,7 +784,7 @@ impl<'a, T: Row> Query<'a, T> {
         Ok((rows, run.rows()))
     }
 
-    /// Number of elements in the source (before any filter); after a stage that numbers the
+    /// Number of elements in the source (before any filter or `flat_map`); after a stage that numbers the
     /// rows a filter kept (see [`Query::enumerate`]), the number of those rows.
     ///
     /// ```
@@ -774,7 +795,7 @@ impl<'a, T: Row> Query<'a, T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn source_len(&self) -> usize {
-        self.len
+        self.len / self.spread_from(0) as usize
     }
 
     /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a

@@ -97,7 +97,7 @@ impl<'a, T: Row> Query<'a, T> {
         let stages: Vec<&str> = self.stages.iter().map(|st| st.name()).collect();
         format!(
             "source: {} element(s), column types [{}]\nfused stages: {}",
-            self.len,
+            self.source_len(),
             types.join(", "),
             stages.join(" -> ")
         )

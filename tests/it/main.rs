@@ -14,6 +14,7 @@ mod cache;
 mod concat;
 mod disk_cache;
 mod dynamic;
+mod flat_map;
 mod groups;
 mod ir_rules;
 mod kernels;

@@ -678,6 +678,8 @@ enum Stage {
     ZipMinus(i32),
     /// `reverse()`.
     Reverse,
+    /// `flat_map(3, x & 3, x ^ (j * c))`: up to three rows per element (`x & 3` cut to 3).
+    FlatMap(i32),
     /// `concat` with the first `rows` input elements (fewer when there are fewer), as they
     /// are or each `x ^ 5` (`mapped`: a side with a stage), after the rows so far or before
     /// them (`front`).
@@ -784,6 +786,10 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> (Answer, Vec<V
                 .map(|(x, w)| x.wrapping_sub(*w))
                 .collect(),
             Stage::Reverse => kept.into_iter().rev().collect(),
+            Stage::FlatMap(c) => kept
+                .into_iter()
+                .flat_map(|x| (0..(x & 3).min(3)).map(move |j| x ^ j.wrapping_mul(c)))
+                .collect(),
             Stage::Concat {
                 rows,
                 mapped,
@@ -921,6 +927,11 @@ fn answer_on(
                 None => q.zip(&zipped[j]).map(|(x, w)| x - w),
             },
             Stage::Reverse => q.reverse(),
+            Stage::FlatMap(k) => q.flat_map(
+                3,
+                |x| (x & 3i32).cast::<u32>(),
+                move |x, j| x ^ (j.cast::<i32>() * k),
+            ),
             Stage::Concat {
                 rows,
                 mapped,
@@ -980,8 +991,8 @@ fn answer_on(
 }
 
 /// Random queries (one to four stages: maps, maps with loops, filters, `skip` and `take`,
-/// `take_while` and `skip_while`, `enumerate`, `zip`, `reverse` and `concat` (with a
-/// source or a mapped one, before or after), which with `skip` and
+/// `take_while` and `skip_while`, `enumerate`, `zip`, `reverse`, `flat_map` and `concat`
+/// (with a source or a mapped one, before or after), which with `skip` and
 /// `take` count positions among the rows kept where they follow a filter; then a terminal: a reduction, a scan, a
 /// sort, the first or last element, argmin or argmax, the distinct elements, sums by key or
 /// a histogram of the low bytes) over inputs whose sizes straddle the planner's
@@ -1012,6 +1023,7 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         2 => k().prop_map(Stage::Numbered),
         2 => k().prop_map(Stage::ZipMinus),
         2 => Just(Stage::Reverse),
+        2 => k().prop_map(Stage::FlatMap),
         3 => (prop_oneof![0..40usize, 0..70_000usize], any::<bool>(), any::<bool>())
             .prop_map(|(rows, mapped, front)| Stage::Concat { rows, mapped, front }),
     ];
