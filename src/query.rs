@@ -473,6 +473,21 @@ impl<T: Row> Query<'static, T> {
 }
 
 impl<'a, T> Query<'a, T> {
+    /// Number of elements in the source (before any filter or `flat_map`); after a stage
+    /// that numbers the rows a filter kept (see [`Query::enumerate`]), the number of those
+    /// rows.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let q = ctx.from(&[1i32, -2, 3]).filter(|x| x.gt(0));
+    /// assert_eq!(q.source_len(), 3);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn source_len(&self) -> usize {
+        self.len / self.spread_from(0) as usize
+    }
+
     fn retype<U>(self) -> Query<'a, U> {
         Query {
             ctx: self.ctx,
@@ -595,7 +610,7 @@ impl<'a, T> Query<'a, T> {
             (s..self.stages.len()).filter(|&t| matches!(self.stages[t], Stage::Reverse));
         match reversals.next() {
             Some(first) if reversals.count() % 2 == 0 => {
-                let last = ((self.len / self.spread_from(0) as usize) as u32).wrapping_sub(1);
+                let last = (self.source_len() as u32).wrapping_sub(1);
                 constants::user_code(first as u32, || lit(last)) - i
             }
             _ => i,
@@ -609,11 +624,7 @@ impl<'a, T> Query<'a, T> {
             .iter()
             .position(|s| matches!(s, Stage::Zip(z) if *z == c))
             .unwrap_or(0);
-        let i = self.row_at(reader, i);
-        match self.columns[c].piece {
-            Piece::Whole => self.load_layout(cols, c, i),
-            Piece::Chained { .. } => self.load_chained(cols, c, i),
-        }
+        self.load_chained(cols, c, self.row_at(reader, i))
     }
 
     /// The value input column `c` holds at index `i`, read as its layout says.
@@ -782,20 +793,6 @@ impl<'a, T: Row> Query<'a, T> {
             rows.iter().map(|m| LaunchArg::Device(&**m)).collect(),
         )?;
         Ok((rows, run.rows()))
-    }
-
-    /// Number of elements in the source (before any filter or `flat_map`); after a stage that numbers the
-    /// rows a filter kept (see [`Query::enumerate`]), the number of those rows.
-    ///
-    /// ```
-    /// # use kiln::prelude::*;
-    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
-    /// let q = ctx.from(&[1i32, -2, 3]).filter(|x| x.gt(0));
-    /// assert_eq!(q.source_len(), 3);
-    /// # Ok::<(), kiln::Error>(())
-    /// ```
-    pub fn source_len(&self) -> usize {
-        self.len / self.spread_from(0) as usize
     }
 
     /// Applies `f` to every element. `f` receives the element as IR values (`Val<T>`, or a

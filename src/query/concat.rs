@@ -106,7 +106,8 @@ impl<T> Query<'_, T> {
         c
     }
 
-    /// Row `i` of the chain whose first piece is input column `c`.
+    /// Row `i` of input column `c`, read from the later pieces of its chain where it has
+    /// them and `i` lies past its own rows.
     pub(super) fn load_chained(&self, cols: &[Memory], c: usize, i: Val<u32>) -> AnyVal {
         self.load_pieces(cols, c, i, i)
     }
