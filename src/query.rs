@@ -37,6 +37,7 @@ mod expand;
 mod explain;
 mod group;
 mod histogram;
+mod join;
 mod materialize;
 mod reduce;
 mod scan;
@@ -201,6 +202,8 @@ pub struct Query<'a, T> {
     base_columns: usize,
     stages: Vec<Stage<'a>>,
     error: Option<Error>,
+    /// What ran when the query was built (a join), one line each, for `explain`.
+    ran: Vec<String>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -368,6 +371,7 @@ impl Context {
             base_columns: 1,
             stages: Vec::new(),
             error: self.check_buffer(b).err(),
+            ran: Vec::new(),
             _t: PhantomData,
         }
     }
@@ -390,6 +394,7 @@ impl Context {
             base_columns: 1,
             stages: Vec::new(),
             error: too_large(xs.len()),
+            ran: Vec::new(),
             _t: PhantomData,
         }
     }
@@ -412,6 +417,7 @@ impl Context {
             base_columns: 0,
             stages: vec![Stage::Enumerate],
             error: too_large(n),
+            ran: Vec::new(),
             _t: PhantomData,
         }
     }
@@ -447,8 +453,18 @@ impl<'a, T: Row> Query<'a, T> {
             columns,
             stages: Vec::new(),
             error: None,
+            ran: Vec::new(),
             _t: PhantomData,
         }
+    }
+}
+
+impl<'a, T: Row> Query<'a, T> {
+    /// A query that failed with `error` before it had rows: its terminals return the error.
+    fn failed(ctx: &Context, error: Error) -> Query<'a, T> {
+        let mut q = Self::over_sources(ctx, [], 0);
+        q.error = Some(error);
+        q
     }
 }
 
@@ -467,6 +483,7 @@ impl<T: Row> Query<'static, T> {
             columns,
             stages: Vec::new(),
             error: None,
+            ran: Vec::new(),
             _t: PhantomData,
         }
     }
@@ -496,6 +513,7 @@ impl<'a, T> Query<'a, T> {
             base_columns: self.base_columns,
             stages: self.stages,
             error: self.error,
+            ran: self.ran,
             _t: PhantomData,
         }
     }

@@ -189,6 +189,7 @@ impl Context {
                 base_columns: columns.len(),
                 stages: Vec::new(),
                 error,
+                ran: Vec::new(),
                 _t: PhantomData,
             },
         }

@@ -95,8 +95,13 @@ impl<'a, T: Row> Query<'a, T> {
             .map(|c| c.ty.name())
             .collect();
         let stages: Vec<&str> = self.stages.iter().map(|st| st.name()).collect();
+        let ran: String = self
+            .ran
+            .iter()
+            .map(|r| format!("ran when built: {r}\n"))
+            .collect();
         format!(
-            "source: {} element(s), column types [{}]\nfused stages: {}",
+            "{ran}source: {} element(s), column types [{}]\nfused stages: {}",
             self.source_len(),
             types.join(", "),
             stages.join(" -> ")

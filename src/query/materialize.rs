@@ -103,7 +103,9 @@ impl<'a, T: Row> Query<'a, T> {
         }
         match self.materialize() {
             Ok((rows, len)) => {
-                Self::over_sources(&self.ctx, rows.into_iter().map(Source::Owned), len)
+                let mut q = Self::over_sources(&self.ctx, rows.into_iter().map(Source::Owned), len);
+                q.ran = self.ran;
+                q
             }
             Err(e) => {
                 self.error = Some(e);

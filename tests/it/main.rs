@@ -17,6 +17,7 @@ mod dynamic;
 mod flat_map;
 mod groups;
 mod ir_rules;
+mod join;
 mod kernels;
 mod positions;
 mod programs;

@@ -1,0 +1,591 @@
+//! Joins on an integer key: `join` (inner), `semi_join` and `anti_join`, on the device.
+//!
+//! Both sides run first, when the join is called, into device columns (their stages, filters
+//! included). The right side's keys are then sorted, each with its row (the radix sort of
+//! `sort`, stable, so the rows of one key keep their order), and each left row finds the run
+//! of its key among the sorted keys, in one of two ways, picked by the right side's size and
+//! the span of its keys:
+//!
+//! - **direct table**, when the keys span at most `4 * m` values (`m` right rows; at least
+//!   4096, at most 2^24): a table holds, for every value from the smallest key to the
+//!   largest, where its run starts, so a left row reads its run's start and end at
+//!   `key - smallest` (two loads);
+//! - **binary search** otherwise: a left row searches the sorted keys for its run's start
+//!   and end (two searches of `log2(m)` steps).
+//!
+//! A semi (anti) join then keeps the left rows whose run is (is not) empty: a filter on the
+//! run lengths. An inner join scans the lengths into each left row's first output place and
+//! writes one output per match: output `p` searches the places for its left row, so every
+//! work item writes one row however the matches spread over the keys. The output order is
+//! LINQ's `Join`: the left rows in order, each with its matches in the right side's order.
+
+use super::*;
+
+/// Right rows per value the keys may span for the direct table: a denser right side reads
+/// its runs from a table, a sparser one searches them.
+const TABLE_SPREAD: i128 = 4;
+/// The span of keys a table covers whatever the right side's size.
+const TABLE_MIN_SPAN: i128 = 4096;
+/// The most entries a table takes.
+const TABLE_MAX_SPAN: i128 = 1 << 24;
+/// The number [`constants::user_code`] gives the table's smallest key in the probe kernel.
+const TABLE_MIN_CLOSURE: u32 = u32::MAX - 1024;
+
+/// How a join finds each left row's run of matches among the sorted right keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    /// Two binary searches of the sorted keys.
+    Search,
+    /// A table of run starts for every key from `min` to `max`, `span` of them.
+    Table {
+        min: ScalarValue,
+        max: ScalarValue,
+        span: u32,
+    },
+}
+
+impl Probe {
+    /// How a join with `m` right rows whose keys run from `min` to `max` finds its matches
+    /// (see the module).
+    fn pick(m: usize, min: ScalarValue, max: ScalarValue) -> Probe {
+        let span = as_i128(max) - as_i128(min) + 1;
+        let limit = (TABLE_SPREAD * m as i128).max(TABLE_MIN_SPAN);
+        match m > 0 && span <= limit.min(TABLE_MAX_SPAN) {
+            true => Probe::Table {
+                min,
+                max,
+                span: span as u32,
+            },
+            false => Probe::Search,
+        }
+    }
+
+    /// The line `explain` prints for it.
+    fn describe(&self, m: usize) -> String {
+        match self {
+            Probe::Search => format!(
+                "join: binary search of {m} sorted right key(s) per left row (the keys span \
+                 more than {TABLE_SPREAD} values per right row)"
+            ),
+            Probe::Table { min, max, span } => format!(
+                "join: direct table of {span} key value(s), {} to {} ({m} right row(s))",
+                as_i128(*min),
+                as_i128(*max)
+            ),
+        }
+    }
+}
+
+/// The integer value of an integer constant.
+fn as_i128(v: ScalarValue) -> i128 {
+    let ty = v.ty();
+    let bits = v.to_bits();
+    match ty.is_signed() {
+        true => {
+            let shift = 128 - ty.bits();
+            ((bits as i128) << shift) >> shift
+        }
+        false => bits as i128,
+    }
+}
+
+/// Which left rows a join keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Those with a match (a semi join).
+    Matched,
+    /// Those without one (an anti join).
+    Unmatched,
+}
+
+/// The right side of a join, ready to probe: its rows, its keys sorted with the row each
+/// came from, and how left rows find their runs.
+struct Built {
+    rows: Columns,
+    m: usize,
+    keys: Arc<dyn DeviceMemory>,
+    order: Arc<dyn DeviceMemory>,
+    probe: Probe,
+    /// The run start of every key value the table covers and the end of the last (for
+    /// [`Probe::Table`]).
+    table: Option<Arc<dyn DeviceMemory>>,
+}
+
+/// The left side of a join after its probe: its rows, and for each its first match among the
+/// sorted right keys and how many there are.
+struct Probed {
+    rows: Columns,
+    n: usize,
+    first: Arc<dyn DeviceMemory>,
+    count: Arc<dyn DeviceMemory>,
+    how: String,
+}
+
+impl<'a, A: Row> Query<'a, A> {
+    /// Pairs each row with every row of `other` whose key is equal (an inner join, LINQ's
+    /// `Join`): the rows come in this query's order, each with its matches in `other`'s
+    /// order. Keys are integers of one type, from `left_key` of this query's rows and
+    /// `right_key` of `other`'s. Both queries (filters and maps included) and the join run
+    /// when `join` is called, into device columns the returned query holds, so it goes on
+    /// like any query; an error of that run is its terminal's, as is `Unsupported` for a
+    /// query of another context and `TooLarge` for more than [`crate::MAX_LEN`] pairs.
+    /// `explain` says how the matches were found: a direct table when the right keys are
+    /// dense, binary search otherwise (see the guide).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (order_customer, order_total) = ([7u32, 3, 7, 9], [10.0f32, 2.5, 4.0, 8.0]);
+    /// let (customer, region) = ([3u32, 7, 7], [1u8, 2, 5]);
+    /// let orders = ctx.from(&order_customer).zip(&order_total);
+    /// let pairs = orders.join(ctx.from(&customer).zip(&region), |(c, _)| c, |(c, _)| c);
+    /// assert_eq!(
+    ///     pairs.to_vec()?,
+    ///     [((7, 10.0), (7, 2)), ((7, 10.0), (7, 5)), ((3, 2.5), (3, 1)), ((7, 4.0), (7, 2)), ((7, 4.0), (7, 5))]
+    /// );
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn join<B: Row, K: Int + Row<Vals = Val<K>>>(
+        self,
+        other: Query<'_, B>,
+        left_key: impl Fn(A::Vals) -> Val<K>,
+        right_key: impl Fn(B::Vals) -> Val<K>,
+    ) -> Query<'a, (A, B)> {
+        let ctx = self.ctx.clone();
+        let run = || -> Result<(Columns, usize, String)> {
+            let (built, probed) = self.probe(other, &left_key, &right_key)?;
+            let (pairs, total) = pairs::<A, B>(&ctx, &built, &probed)?;
+            Ok((pairs, total, probed.how))
+        };
+        match run() {
+            Ok((pairs, total, how)) => {
+                let mut q = Query::over_sources(&ctx, pairs.into_iter().map(Source::Owned), total);
+                q.ran.push(how);
+                q
+            }
+            Err(e) => Query::failed(&ctx, e),
+        }
+    }
+
+    /// Keeps the rows with at least one row of `other` of an equal key (a semi join, SQL's
+    /// `WHERE key IN (SELECT ...)`), each once, in order. Runs as [`Query::join`] does, without
+    /// writing the pairs.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (ids, banned) = ([4i64, 8, 15, 16, 23], [15i64, 4, 4, 99]);
+    /// let q = ctx.from(&ids).semi_join(ctx.from(&banned), |id| id, |b| b);
+    /// assert_eq!(q.to_vec()?, [4, 15]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn semi_join<B: Row, K: Int + Row<Vals = Val<K>>>(
+        self,
+        other: Query<'_, B>,
+        left_key: impl Fn(A::Vals) -> Val<K>,
+        right_key: impl Fn(B::Vals) -> Val<K>,
+    ) -> Query<'a, A> {
+        self.kept_by_matches(other, &left_key, &right_key, Keep::Matched)
+    }
+
+    /// Keeps the rows without a row of `other` of an equal key (an anti join, SQL's
+    /// `WHERE key NOT IN (SELECT ...)` without nulls), in order. Runs as [`Query::join`] does,
+    /// without writing the pairs.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (ids, banned) = ([4i64, 8, 15, 16, 23], [15i64, 4, 4, 99]);
+    /// let q = ctx.from(&ids).anti_join(ctx.from(&banned), |id| id, |b| b);
+    /// assert_eq!(q.to_vec()?, [8, 16, 23]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn anti_join<B: Row, K: Int + Row<Vals = Val<K>>>(
+        self,
+        other: Query<'_, B>,
+        left_key: impl Fn(A::Vals) -> Val<K>,
+        right_key: impl Fn(B::Vals) -> Val<K>,
+    ) -> Query<'a, A> {
+        self.kept_by_matches(other, &left_key, &right_key, Keep::Unmatched)
+    }
+
+    /// The rows whose matches in `other` are as `keep` says: a query over the rows, each
+    /// with its count of matches, that filters on the count and drops it.
+    fn kept_by_matches<B: Row, K: Int + Row<Vals = Val<K>>>(
+        self,
+        other: Query<'_, B>,
+        left_key: &dyn Fn(A::Vals) -> Val<K>,
+        right_key: &dyn Fn(B::Vals) -> Val<K>,
+        keep: Keep,
+    ) -> Query<'a, A> {
+        let ctx = self.ctx.clone();
+        let probed = match self.probe(other, left_key, right_key) {
+            Ok((_, probed)) => probed,
+            Err(e) => return Query::failed(&ctx, e),
+        };
+        let sources = probed.rows.into_iter().chain([probed.count]);
+        let mut q = Query::<(A, u32)>::over_sources(&ctx, sources.map(Source::Owned), probed.n);
+        q.ran.push(probed.how);
+        let id = q.stages.len() as u32;
+        q.stages.push(Stage::Filter(Box::new(move |cols| {
+            let count = cols[cols.len() - 1].typed::<u32>();
+            constants::user_code(id, || match keep {
+                Keep::Matched => count.gt(0u32),
+                Keep::Unmatched => count.eq(0u32),
+            })
+        })));
+        q.map_erased(|mut cols| {
+            cols.pop();
+            cols
+        })
+        .retype()
+    }
+
+    /// Runs both sides into device columns, builds the right side (sorted keys, and a table
+    /// when they are dense) and finds each left row's run of matches.
+    fn probe<B: Row, K: Int + Row<Vals = Val<K>>>(
+        mut self,
+        mut other: Query<'_, B>,
+        left_key: &dyn Fn(A::Vals) -> Val<K>,
+        right_key: &dyn Fn(B::Vals) -> Val<K>,
+    ) -> Result<(Built, Probed)> {
+        let _span = self.plan_span("join");
+        if !Arc::ptr_eq(self.ctx.backend(), other.ctx.backend()) {
+            return Err(Error::Unsupported {
+                backend: self.ctx.device().backend,
+                what: "join with a query of another context".into(),
+            });
+        }
+        self.check()?;
+        other.check()?;
+        let (right, m) = other.materialize()?;
+        let built = build::<B, K>(&self.ctx, right, m, right_key)?;
+        let (rows, n) = self.materialize()?;
+        let (first, count) = probe_rows::<A, K>(&self.ctx, &built, &rows, n, left_key)?;
+        let how = built.probe.describe(built.m);
+        Ok((
+            built,
+            Probed {
+                rows,
+                n,
+                first,
+                count,
+                how,
+            },
+        ))
+    }
+}
+
+/// Sorts the `m` right rows' keys with the row each came from, and makes the table when the
+/// keys are dense. Fails as the sort and the reductions do.
+fn build<B: Row, K: Int + Row<Vals = Val<K>>>(
+    ctx: &Context,
+    rows: Columns,
+    m: usize,
+    right_key: &dyn Fn(B::Vals) -> Val<K>,
+) -> Result<Built> {
+    let refs: Vec<&dyn DeviceMemory> = rows.iter().map(|c| &**c).collect();
+    let keyed = Query::<B>::over_device(ctx, &refs, m)
+        .enumerate()
+        .map(|(i, row)| (right_key(row), i));
+    let (sorted, _) = keyed.sort_by_key(|(k, _)| k).into_columns()?;
+    let [keys, order]: [Arc<dyn DeviceMemory>; 2] = sorted
+        .try_into()
+        .map_err(|_| internal("the sorted keys of a join are not two columns"))?;
+    let sorted = || Query::<K>::over_device(ctx, &[&*keys], m);
+    let probe = match (sorted().min()?, sorted().max()?) {
+        (Some(min), Some(max)) => Probe::pick(m, min.to_value(), max.to_value()),
+        _ => Probe::Search,
+    };
+    let table = match probe {
+        Probe::Search => None,
+        Probe::Table { min, span, .. } => Some(table::<K>(ctx, &keys, m, min, span)?),
+    };
+    Ok(Built {
+        rows,
+        m,
+        keys,
+        order,
+        probe,
+        table,
+    })
+}
+
+/// A kiln bug, as an error.
+fn internal(what: &str) -> Error {
+    Error::Internal { what: what.into() }
+}
+
+/// The first index of `keys[..m]` (sorted) whose key is not below `key` (`past`: above).
+fn search<K: Int>(keys: Mem<K>, m: Val<u32>, key: Val<K>, past: bool) -> Val<u32> {
+    partition_point(m, |mid| {
+        let at = keys.load(mid);
+        if past {
+            at.le(key)
+        } else {
+            at.lt(key)
+        }
+    })
+}
+
+/// The first index below `m` where `before` is false (`m` when there is none), for a
+/// `before` true on a prefix of the indices and false after it: a binary search, as
+/// `slice::partition_point`.
+fn partition_point(m: Val<u32>, before: impl Fn(Val<u32>) -> Val<bool>) -> Val<u32> {
+    let lo = Var::new("lo", 0u32);
+    let hi = Var::new("hi", m);
+    while_(
+        || lo.get().lt(hi.get()),
+        || {
+            let mid = lo.get() + ((hi.get() - lo.get()) >> 1u32);
+            if_else(before(mid), || lo.set(mid + 1u32), || hi.set(mid));
+        },
+    );
+    lo.get()
+}
+
+/// How far `key` lies past `min`, as a `u32`: right for keys less than 2^32 past it, of any
+/// width, as Rust's wrapping `u32` arithmetic on `as u32` casts gives it.
+fn offset<K: Int>(key: Val<K>, min: Val<K>) -> Val<u32> {
+    key.cast::<u32>() - min.cast::<u32>()
+}
+
+/// The table of a dense join: entry `v` the first sorted key not below `min + v`, entry
+/// `span` the number of keys. Fails as a launch does.
+fn table<K: Int + Row<Vals = Val<K>>>(
+    ctx: &Context,
+    keys: &Arc<dyn DeviceMemory>,
+    m: usize,
+    min: ScalarValue,
+    span: u32,
+) -> Result<Arc<dyn DeviceMemory>> {
+    let body = |k: &KernelScope| {
+        let keys = k.buffer::<K>("keys", Access::Read);
+        let m = k.value::<u32>("m");
+        let span = k.value::<u32>("span");
+        let starts = k.buffer::<u32>("starts", Access::Write);
+        let v = global_id(Axis::X);
+        let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
+        // Every key lies within the table's span of `min`, so offsets order them.
+        if_then(v.le(span), || {
+            starts.store(v, partition_point(m, |j| offset(keys.load(j), min).lt(v)));
+        });
+    };
+    let entries = span as usize + 1;
+    let mut plan = Plan::new(
+        "join table",
+        ctx.profile(),
+        ("query_join_table", [0; 3]),
+        Rows::Known(entries),
+    );
+    let kernel = plan.kernel("query_join_table");
+    plan.launch(
+        kernel,
+        ctx.profile().per_element_grid(entries),
+        [
+            Binding::Input(0),
+            Binding::Scalar("m", m as u32),
+            Binding::Scalar("span", span),
+            Binding::Output(0),
+        ],
+    );
+    let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
+        Ok(vec![Kernel::build_unvalidated("query_join_table", body)?])
+    })?;
+    let starts = ctx.backend().alloc(entries * 4)?;
+    let sources = [Source::Device(&**keys)];
+    Run::start(ctx, plan, compiled, &sources)?
+        .finish(&sources, vec![LaunchArg::Device(&*starts)])?;
+    Ok(starts)
+}
+
+/// For each of the `n` left `rows`, its first match among the sorted right keys and how many
+/// there are. Fails as a launch does.
+fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
+    ctx: &Context,
+    built: &Built,
+    rows: &Columns,
+    n: usize,
+    left_key: &dyn Fn(A::Vals) -> Val<K>,
+) -> Result<(Arc<dyn DeviceMemory>, Arc<dyn DeviceMemory>)> {
+    let types = Query::<A>::out_types();
+    let width = types.len();
+    let probe = built.probe;
+    let body = |k: &KernelScope| {
+        let cols = declare_columns(k, "rows", &types, Access::Read);
+        let n = k.value::<u32>("n");
+        let first = k.buffer::<u32>("first", Access::Write);
+        let count = k.buffer::<u32>("count", Access::Write);
+        let i = global_id(Axis::X);
+        let key = |i| {
+            let row = load_row(&cols, &types, i);
+            constants::user_code(KEY_CLOSURE, || left_key(A::vals(&mut row.into_iter())))
+        };
+        match probe {
+            Probe::Search => {
+                let keys = k.buffer::<K>("keys", Access::Read);
+                let m = k.value::<u32>("m");
+                if_then(i.lt(n), || {
+                    let key = key(i);
+                    let start = search(keys, m, key, false);
+                    first.store(i, start);
+                    count.store(i, search(keys, m, key, true) - start);
+                });
+            }
+            Probe::Table { min, max, .. } => {
+                let starts = k.buffer::<u32>("starts", Access::Read);
+                let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
+                let max =
+                    constants::user_code(TABLE_MIN_CLOSURE - 1, || lit_value(max).typed::<K>());
+                if_then(i.lt(n), || {
+                    let key = key(i);
+                    let inside = key.ge(min).and(key.le(max));
+                    let v = select(inside, offset(key, min), 0u32);
+                    let start = starts.load(v);
+                    first.store(i, start);
+                    count.store(i, select(inside, starts.load(v + 1u32) - start, 0u32));
+                });
+            }
+        }
+    };
+    let is_table = matches!(probe, Probe::Table { .. });
+    let mut plan = Plan::new(
+        "join probe",
+        ctx.profile(),
+        ("query_join_probe", [is_table as u32, 0, 0]),
+        Rows::Known(n),
+    );
+    let kernel = plan.kernel("query_join_probe");
+    let lookup = match probe {
+        Probe::Search => vec![Binding::Input(width), Binding::Scalar("m", built.m as u32)],
+        Probe::Table { .. } => vec![Binding::Input(width)],
+    };
+    plan.launch(
+        kernel,
+        ctx.profile().per_element_grid(n),
+        (0..width)
+            .map(Binding::Input)
+            .chain([
+                Binding::Scalar("n", n as u32),
+                Binding::Output(0),
+                Binding::Output(1),
+            ])
+            .chain(lookup),
+    );
+    let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
+        Ok(vec![Kernel::build_unvalidated("query_join_probe", body)?])
+    })?;
+    let lookup = match &built.table {
+        Some(t) => t,
+        None => &built.keys,
+    };
+    let sources: Vec<Source> = rows
+        .iter()
+        .chain([lookup])
+        .map(|c| Source::Device(&**c))
+        .collect();
+    let first = ctx.backend().alloc(n * 4)?;
+    let count = ctx.backend().alloc(n * 4)?;
+    Run::start(ctx, plan, compiled, &sources)?.finish(
+        &sources,
+        vec![LaunchArg::Device(&*first), LaunchArg::Device(&*count)],
+    )?;
+    Ok((first, count))
+}
+
+/// The pairs of an inner join, in new device columns, and how many there are: the left rows'
+/// first output places (an exclusive scan of their counts), then one work item per pair.
+/// Fails with `TooLarge` past [`MAX_LEN`] pairs, and as a scan or launch does.
+fn pairs<A: Row, B: Row>(
+    ctx: &Context,
+    built: &Built,
+    probed: &Probed,
+) -> Result<(Columns, usize)> {
+    let n = probed.n;
+    let counts: [&dyn DeviceMemory; 1] = [&*probed.count];
+    let saturating = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+        let (a, b) = (a[0].typed::<u32>(), b[0].typed::<u32>());
+        vec![select(a.gt(u32::MAX - b), u32::MAX, a + b).erase()]
+    };
+    let total = Query::<u32>::over_device(ctx, &counts, n).reduce_projected(
+        &[ScalarValue::U32(0)],
+        &saturating,
+        &|row| row,
+        Order::Any,
+    )?[0]
+        .to_bits() as usize;
+    if total > MAX_LEN {
+        return Err(Error::TooLarge {
+            len: total,
+            max: MAX_LEN,
+        });
+    }
+    let (offsets, _) = Query::<u32>::over_device(ctx, &counts, n)
+        .scan_exclusive(0, |a, b| a + b)
+        .into_columns()?;
+    let (left, right) = (Query::<A>::out_types(), Query::<B>::out_types());
+    let body = |k: &KernelScope| {
+        let lrows = declare_columns(k, "left", &left, Access::Read);
+        let order = k.buffer::<u32>("order", Access::Read);
+        let rrows = declare_columns(k, "right", &right, Access::Read);
+        let first = k.buffer::<u32>("first", Access::Read);
+        let offsets = k.buffer::<u32>("offsets", Access::Read);
+        let n = k.value::<u32>("n");
+        let total = k.value::<u32>("total");
+        let outs = declare_columns(
+            k,
+            "out",
+            &[left.clone(), right.clone()].concat(),
+            Access::Write,
+        );
+        let p = global_id(Axis::X);
+        if_then(p.lt(total), || {
+            // The left row: the last whose first place is not past `p`.
+            let i = search(offsets, n, p, true) - 1u32;
+            let r = order.load(first.load(i) + p - offsets.load(i));
+            let vals = load_row(&lrows, &left, i)
+                .into_iter()
+                .chain(load_row(&rrows, &right, r));
+            for (o, v) in outs.iter().zip(vals) {
+                store_dyn(*o, p, &v);
+            }
+        });
+    };
+    let mut plan = Plan::new(
+        "join pairs",
+        ctx.profile(),
+        ("query_join_pairs", [0; 3]),
+        Rows::Known(total),
+    );
+    let kernel = plan.kernel("query_join_pairs");
+    let (wl, wr) = (left.len(), right.len());
+    let inputs = wl + 1 + wr + 2;
+    plan.launch(
+        kernel,
+        ctx.profile().per_element_grid(total),
+        (0..inputs)
+            .map(Binding::Input)
+            .chain([
+                Binding::Scalar("n", n as u32),
+                Binding::Scalar("total", total as u32),
+            ])
+            .chain((0..wl + wr).map(Binding::Output)),
+    );
+    let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
+        Ok(vec![Kernel::build_unvalidated("query_join_pairs", body)?])
+    })?;
+    let sources: Vec<Source> = probed
+        .rows
+        .iter()
+        .chain([&built.order])
+        .chain(&built.rows)
+        .chain([&probed.first, &offsets[0]])
+        .map(|c| Source::Device(&**c))
+        .collect();
+    let outs = alloc_rows(ctx, &[left, right].concat(), total)?;
+    Run::start(ctx, plan, compiled, &sources)?.finish(
+        &sources,
+        outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),
+    )?;
+    Ok((outs, total))
+}
