@@ -82,7 +82,7 @@ pub use plan::{DeviceProfile, PlanShape};
 pub use query::{
     Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, SortKey, Sorted, MAX_LEN,
 };
-pub use row::{IntoRow, Row};
+pub use row::{IntoRow, Maybe, Row};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {

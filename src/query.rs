@@ -273,7 +273,7 @@ fn math2(fun: MathFn, a: &AnyVal, b: &AnyVal) -> AnyVal {
     )
 }
 
-fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
+pub(crate) fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
     expr_dyn(
         Expr::Select {
             cond: c.handle(),

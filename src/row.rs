@@ -184,6 +184,104 @@ tuple_row!(A, B);
 tuple_row!(A, B, C);
 tuple_row!(A, B, C, D);
 
+/// A row that may be absent, as the right side of a [`Query::left_join`](crate::Query::left_join)
+/// row: `Option<T>` on the host, and inside closures whether it is there and its values
+/// (zeros when it is not).
+///
+/// ```
+/// # use kiln::prelude::*;
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let (ids, known) = ([1u32, 2, 3], [3u32, 1]);
+/// let rows = ctx.from(&ids).left_join(ctx.from(&known), |x| x, |y| y);
+/// assert_eq!(rows.to_vec()?, [(1, Some(1)), (2, None), (3, Some(3))]);
+/// // Absent rows read as the default `unwrap_or` gives.
+/// let ids_or_99 = ctx.from(&ids).left_join(ctx.from(&known), |x| x, |y| y);
+/// assert_eq!(ids_or_99.map(|(_, k)| k.unwrap_or(99)).to_vec()?, [1, 99, 3]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+pub struct Maybe<T: Row> {
+    /// True when the row is there.
+    pub is_some: Val<bool>,
+    /// Its values: zeros when it is not there.
+    pub value: T::Vals,
+}
+
+impl<T: Row> Clone for Maybe<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Row> Copy for Maybe<T> {}
+
+impl<T: Row> Maybe<T> {
+    /// The row's values when it is there, `default`'s when it is not (as
+    /// `Option::unwrap_or`).
+    pub fn unwrap_or(self, default: T) -> T::Vals {
+        let mut values = Vec::new();
+        T::handles(self.value, &mut values);
+        let mut defaults = Vec::new();
+        default.to_values(&mut defaults);
+        let chosen: Vec<AnyVal> = values
+            .iter()
+            .zip(defaults)
+            .map(|(v, d)| {
+                let d = kiln_ir::lit_value(d);
+                crate::query::select_dyn(&self.is_some.erase(), v, &d)
+            })
+            .collect();
+        T::vals(&mut chosen.into_iter())
+    }
+}
+
+impl<T: Row> Row for Option<T> {
+    type Vals = Maybe<T>;
+    fn width() -> usize {
+        1 + T::width()
+    }
+    fn column_types(out: &mut Vec<ScalarType>) {
+        out.push(ScalarType::Bool);
+        T::column_types(out);
+    }
+    fn vals(cols: &mut dyn Iterator<Item = AnyVal>) -> Maybe<T> {
+        let is_some = <bool as Row>::vals(cols);
+        Maybe {
+            is_some,
+            value: T::vals(cols),
+        }
+    }
+    fn handles(v: Maybe<T>, out: &mut Vec<AnyVal>) {
+        out.push(v.is_some.erase());
+        T::handles(v.value, out);
+    }
+    fn to_values(self, out: &mut Vec<ScalarValue>) {
+        out.push(ScalarValue::Bool(self.is_some()));
+        match self {
+            Some(v) => v.to_values(out),
+            None => {
+                let mut types = Vec::new();
+                T::column_types(&mut types);
+                out.extend(types.into_iter().map(ScalarValue::zero));
+            }
+        }
+    }
+    fn from_values(vals: &mut dyn Iterator<Item = ScalarValue>) -> Self {
+        let there = <bool as Row>::from_values(vals);
+        let v = T::from_values(vals);
+        there.then_some(v)
+    }
+    fn read(cols: &[&[u8]], i: usize) -> Self {
+        <bool as Row>::read(&cols[..1], i).then(|| T::read(&cols[1..], i))
+    }
+}
+
+impl<T: Row> IntoRow for Maybe<T> {
+    type Row = Option<T>;
+    fn into_handles(self, out: &mut Vec<AnyVal>) {
+        Option::<T>::handles(self, out);
+    }
+}
+
 /// What a `map` closure may return: a `Val<T>` or a tuple of them.
 ///
 /// ```

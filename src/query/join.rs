@@ -151,10 +151,51 @@ impl<'a, A: Row> Query<'a, A> {
         left_key: impl Fn(A::Vals) -> Val<K>,
         right_key: impl Fn(B::Vals) -> Val<K>,
     ) -> Query<'a, (A, B)> {
+        self.paired::<B, K, (A, B)>(other, &left_key, &right_key, false)
+    }
+
+    /// Like [`Query::join`], and each row without a match in `other` comes once, with `None`
+    /// (SQL's left outer join; LINQ's `GroupJoin` with `DefaultIfEmpty`): rows
+    /// `(A, Option<B>)`, in this query's order. Inside closures the right side is a
+    /// [`crate::Maybe`]: `is_some`, and its values (zeros when absent) or `unwrap_or`. Runs
+    /// and fails as [`Query::join`] does.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let (order_customer, order_total) = ([7u32, 3, 8], [10i32, 25, 4]);
+    /// let (customer, discount) = ([3u32, 7, 7], [5i32, 1, 2]);
+    /// let rows = ctx.from(&order_customer).zip(&order_total).left_join(
+    ///     ctx.from(&customer).zip(&discount),
+    ///     |(c, _)| c,
+    ///     |(c, _)| c,
+    /// );
+    /// let due = rows.map(|((_, total), d)| total - d.unwrap_or((0, 0)).1).to_vec()?;
+    /// assert_eq!(due, [9, 8, 20, 4]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn left_join<B: Row, K: Int + Row<Vals = Val<K>>>(
+        self,
+        other: Query<'_, B>,
+        left_key: impl Fn(A::Vals) -> Val<K>,
+        right_key: impl Fn(B::Vals) -> Val<K>,
+    ) -> Query<'a, (A, Option<B>)> {
+        self.paired::<B, K, (A, Option<B>)>(other, &left_key, &right_key, true)
+    }
+
+    /// The pairs of an inner join (rows `P` of `(A, B)`), or of a left join when `outer`
+    /// (`(A, Option<B>)`).
+    fn paired<B: Row, K: Int + Row<Vals = Val<K>>, P: Row>(
+        self,
+        other: Query<'_, B>,
+        left_key: &dyn Fn(A::Vals) -> Val<K>,
+        right_key: &dyn Fn(B::Vals) -> Val<K>,
+        outer: bool,
+    ) -> Query<'a, P> {
         let ctx = self.ctx.clone();
         let run = || -> Result<(Columns, usize, String)> {
-            let (built, probed) = self.probe(other, &left_key, &right_key)?;
-            let (pairs, total) = pairs::<A, B>(&ctx, &built, &probed)?;
+            let (built, probed) = self.probe(other, left_key, right_key)?;
+            let (pairs, total) = pairs::<A, B>(&ctx, &built, &probed, outer)?;
             Ok((pairs, total, probed.how))
         };
         match run() {
@@ -493,73 +534,84 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
     Ok((first, count))
 }
 
-/// The pairs of an inner join, in new device columns, and how many there are: the left rows'
-/// first output places (an exclusive scan of their counts), then one work item per pair.
+/// The pairs of a join, in new device columns, and how many there are: the left rows'
+/// first output places (an exclusive scan of their counts, at least one each for an `outer`
+/// join), then one work item per pair. An outer join's rows hold a `bool` column between
+/// the left and right columns, false (and zero right values) for a left row without match.
 /// Fails with `TooLarge` past [`MAX_LEN`] pairs, and as a scan or launch does.
 fn pairs<A: Row, B: Row>(
     ctx: &Context,
     built: &Built,
     probed: &Probed,
+    outer: bool,
 ) -> Result<(Columns, usize)> {
     let n = probed.n;
     let counts: [&dyn DeviceMemory; 1] = [&*probed.count];
+    let places = || {
+        let q = Query::<u32>::over_device(ctx, &counts, n);
+        match outer {
+            true => q.map(|c| c.max(1u32)),
+            false => q,
+        }
+    };
     let saturating = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
         let (a, b) = (a[0].typed::<u32>(), b[0].typed::<u32>());
         vec![select(a.gt(u32::MAX - b), u32::MAX, a + b).erase()]
     };
-    let total = Query::<u32>::over_device(ctx, &counts, n).reduce_projected(
-        &[ScalarValue::U32(0)],
-        &saturating,
-        &|row| row,
-        Order::Any,
-    )?[0]
-        .to_bits() as usize;
+    let total =
+        places().reduce_projected(&[ScalarValue::U32(0)], &saturating, &|row| row, Order::Any)?[0]
+            .to_bits() as usize;
     if total > MAX_LEN {
         return Err(Error::TooLarge {
             len: total,
             max: MAX_LEN,
         });
     }
-    let (offsets, _) = Query::<u32>::over_device(ctx, &counts, n)
-        .scan_exclusive(0, |a, b| a + b)
-        .into_columns()?;
+    let (offsets, _) = places().scan_exclusive(0, |a, b| a + b).into_columns()?;
     let (left, right) = (Query::<A>::out_types(), Query::<B>::out_types());
+    let flag: &[ScalarType] = if outer { &[ScalarType::Bool] } else { &[] };
+    let out_types = [&left[..], flag, &right[..]].concat();
     let body = |k: &KernelScope| {
         let lrows = declare_columns(k, "left", &left, Access::Read);
         let order = k.buffer::<u32>("order", Access::Read);
         let rrows = declare_columns(k, "right", &right, Access::Read);
         let first = k.buffer::<u32>("first", Access::Read);
         let offsets = k.buffer::<u32>("offsets", Access::Read);
+        let count = outer.then(|| k.buffer::<u32>("count", Access::Read));
         let n = k.value::<u32>("n");
         let total = k.value::<u32>("total");
-        let outs = declare_columns(
-            k,
-            "out",
-            &[left.clone(), right.clone()].concat(),
-            Access::Write,
-        );
+        let outs = declare_columns(k, "out", &out_types, Access::Write);
         let p = global_id(Axis::X);
         if_then(p.lt(total), || {
             // The left row: the last whose first place is not past `p`.
             let i = search(offsets, n, p, true) - 1u32;
             let r = order.load(first.load(i) + p - offsets.load(i));
-            let vals = load_row(&lrows, &left, i)
-                .into_iter()
-                .chain(load_row(&rrows, &right, r));
-            for (o, v) in outs.iter().zip(vals) {
-                store_dyn(*o, p, &v);
+            let mut vals = load_row(&lrows, &left, i);
+            let matched = load_row(&rrows, &right, r);
+            match count {
+                Some(count) => {
+                    let there = count.load(i).gt(0u32);
+                    vals.push(there.erase());
+                    vals.extend(matched.iter().zip(&right).map(|(v, t)| {
+                        let zero = lit_value(ScalarValue::zero(*t));
+                        select_dyn(&there.erase(), v, &zero)
+                    }));
+                }
+                None => vals.extend(matched),
+            }
+            for (o, v) in outs.iter().zip(&vals) {
+                store_dyn(*o, p, v);
             }
         });
     };
     let mut plan = Plan::new(
         "join pairs",
         ctx.profile(),
-        ("query_join_pairs", [0; 3]),
+        ("query_join_pairs", [outer as u32, 0, 0]),
         Rows::Known(total),
     );
     let kernel = plan.kernel("query_join_pairs");
-    let (wl, wr) = (left.len(), right.len());
-    let inputs = wl + 1 + wr + 2;
+    let inputs = left.len() + 1 + right.len() + 2 + outer as usize;
     plan.launch(
         kernel,
         ctx.profile().per_element_grid(total),
@@ -569,20 +621,22 @@ fn pairs<A: Row, B: Row>(
                 Binding::Scalar("n", n as u32),
                 Binding::Scalar("total", total as u32),
             ])
-            .chain((0..wl + wr).map(Binding::Output)),
+            .chain((0..out_types.len()).map(Binding::Output)),
     );
     let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
         Ok(vec![Kernel::build_unvalidated("query_join_pairs", body)?])
     })?;
+    let count = outer.then_some(&probed.count);
     let sources: Vec<Source> = probed
         .rows
         .iter()
         .chain([&built.order])
         .chain(&built.rows)
         .chain([&probed.first, &offsets[0]])
+        .chain(count)
         .map(|c| Source::Device(&**c))
         .collect();
-    let outs = alloc_rows(ctx, &[left, right].concat(), total)?;
+    let outs = alloc_rows(ctx, &out_types, total)?;
     Run::start(ctx, plan, compiled, &sources)?.finish(
         &sources,
         outs.iter().map(|m| LaunchArg::Device(&**m)).collect(),

@@ -29,6 +29,27 @@ fn hash_join<A: Copy, B: Copy, K: Hash + Eq>(
     out
 }
 
+/// The host's left join: [`hash_join`], and each left row without a match once, with `None`.
+fn hash_left_join<A: Copy, B: Copy, K: Hash + Eq>(
+    left: &[A],
+    right: &[B],
+    left_key: impl Fn(&A) -> K,
+    right_key: impl Fn(&B) -> K,
+) -> Vec<(A, Option<B>)> {
+    let mut by_key: HashMap<K, Vec<B>> = HashMap::new();
+    for b in right {
+        by_key.entry(right_key(b)).or_default().push(*b);
+    }
+    let mut out = Vec::new();
+    for a in left {
+        match by_key.get(&left_key(a)) {
+            Some(bs) => out.extend(bs.iter().map(|b| (*a, Some(*b)))),
+            None => out.push((*a, None)),
+        }
+    }
+    out
+}
+
 /// The host's semi (`matched`) or anti join.
 fn hash_filter<A: Copy, K: Hash + Eq>(
     left: &[A],
@@ -43,7 +64,7 @@ fn hash_filter<A: Copy, K: Hash + Eq>(
         .collect()
 }
 
-/// Inner, semi and anti joins on dense `u32` keys (a direct table; some left keys below and
+/// Inner, left, semi and anti joins on dense `u32` keys (a direct table; some left keys below and
 /// above every right key), sparse `i32` keys spanning most of the type (binary search),
 /// negative `i8` keys (a table across zero) and `u16` keys; with filters and maps on both
 /// sides, right rows of two columns, and a sum, a filter, a count and a sort after the join.
@@ -63,6 +84,18 @@ fn joins_match_a_host_hash_join() {
         let plan = q.explain();
         assert!(plan.contains("join: direct table"), "{at}: {plan}");
         assert_eq!(q.to_vec().unwrap(), want, "dense u32 keys, {at}");
+        let want = hash_left_join(&left, &right, |a| *a, |b| *b);
+        let got = c.from(&left).left_join(c.from(&right), |a| a, |b| b);
+        assert_eq!(got.to_vec().unwrap(), want, "left, {at}");
+        let none: [u32; 0] = [];
+        let got = c
+            .from(&left)
+            .left_join(c.from(&none), |a| a, |b| b)
+            .to_vec();
+        let want: Vec<(u32, Option<u32>)> = left.iter().map(|a| (*a, None)).collect();
+        assert_eq!(got.unwrap(), want, "left join with nothing, {at}");
+        let got = c.from(&left).join(c.from(&none), |a| a, |b| b).count();
+        assert_eq!(got.unwrap(), 0, "inner join with nothing, {at}");
         let want: Vec<u32> = hash_filter(&left, right.iter().copied(), |a| *a, true);
         let got = c.from(&left).semi_join(c.from(&right), |a| a, |b| b);
         assert_eq!(got.to_vec().unwrap(), want, "semi, {at}");
@@ -100,6 +133,41 @@ fn joins_match_a_host_hash_join() {
             .sum();
         assert_eq!(got.unwrap(), want_sum, "sum after the join, {at}");
 
+        let want: Vec<(u32, f32)> = hash_left_join(&left, &rows, |a| *a, |b| b.0)
+            .into_iter()
+            .map(|(a, b)| (a, b.map_or(-1.5, |b| b.1)))
+            .collect();
+        let got = c
+            .from(&left)
+            .left_join(c.from(&right).zip(&weight), |a| a, |(k, _)| k)
+            .map(|(a, b)| (a, b.unwrap_or((0, -1.5)).1))
+            .to_vec();
+        assert_eq!(got.unwrap(), want, "left join, unwrap_or, {at}");
+        let want = hash_left_join(&left, &right, |a| *a, |b| *b)
+            .iter()
+            .filter(|(_, b)| b.is_none())
+            .count();
+        let got = c
+            .from(&left)
+            .left_join(c.from(&right), |a| a, |b| b)
+            .filter(|(_, b)| b.is_some.not())
+            .count();
+        assert_eq!(got.unwrap(), want, "left join, unmatched, {at}");
+        let want: Vec<u32> = hash_left_join(&left, &right, |a| *a, |b| *b)
+            .iter()
+            .map(|(_, b)| b.unwrap_or(0))
+            .collect();
+        let got = c
+            .from(&left)
+            .left_join(c.from(&right), |a| a, |b| b)
+            .map(|(_, b)| b.value)
+            .to_vec();
+        assert_eq!(
+            got.unwrap(),
+            want,
+            "left join, absent values read zero, {at}"
+        );
+
         // Sparse keys over most of i32: the right keys span far more values than rows.
         let sparse = |i: u32| (spread(i, 1 << 20) as i32 - (1 << 19)) * 2039;
         let lk: Vec<i32> = (0..n as u32).map(|i| sparse(i % (m as u32 + 9))).collect();
@@ -115,6 +183,9 @@ fn joins_match_a_host_hash_join() {
         assert_eq!(q.to_vec().unwrap(), want, "sparse i32 keys, {at}");
         let count = c.from(&lk).join(c.from(&rk), |a| a, |b| b).count().unwrap();
         assert_eq!(count, want.len(), "count, {at}");
+        let want = hash_left_join(&lk, &rk, |a| *a, |b| *b);
+        let got = c.from(&lk).left_join(c.from(&rk), |a| a, |b| b);
+        assert_eq!(got.to_vec().unwrap(), want, "sparse left, {at}");
         let want: Vec<i32> = hash_filter(&lk, rk.iter().copied(), |a| *a, false);
         let got = c.from(&lk).anti_join(c.from(&rk), |a| a, |b| b);
         assert_eq!(got.to_vec().unwrap(), want, "sparse anti, {at}");
