@@ -688,10 +688,23 @@ enum Stage {
         mapped: bool,
         front: bool,
     },
+    /// A join with the first `rows` input elements, each `y ^ 9`, on `x % m == y % m`: an
+    /// inner join gives `x ^ (y * 3)` per pair (wrapping), a left join also `x ^ 33` for an
+    /// `x` without match (`y.unwrap_or(11)`), a semi or anti join keeps `x`.
+    Join { rows: usize, m: i32, kind: JoinKind },
     /// `take_while(x != c)`, also after a filter.
     TakeWhileNot(i32),
     /// `skip_while(x != c)`, also after a filter.
     SkipWhileNot(i32),
+}
+
+/// Which join a [`Stage::Join`] is.
+#[derive(Clone, Copy, Debug)]
+enum JoinKind {
+    Inner,
+    Left,
+    Semi,
+    Anti,
 }
 
 /// The column [`Stage::ZipMinus`] zips for `rows` rows.
@@ -790,6 +803,28 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> (Answer, Vec<V
                 .into_iter()
                 .flat_map(|x| (0..(x & 3).min(3)).map(move |j| x ^ j.wrapping_mul(c)))
                 .collect(),
+            Stage::Join { rows, m, kind } => {
+                let right: Vec<i32> = xs[..rows.min(xs.len())].iter().map(|y| y ^ 9).collect();
+                let pairs = |x: i32| -> Vec<i32> {
+                    right
+                        .iter()
+                        .filter(|y| *y % m == x % m)
+                        .map(|y| x ^ y.wrapping_mul(3))
+                        .collect()
+                };
+                match kind {
+                    JoinKind::Inner => kept.into_iter().flat_map(pairs).collect(),
+                    JoinKind::Left => kept
+                        .into_iter()
+                        .flat_map(|x| match pairs(x) {
+                            p if p.is_empty() => vec![x ^ 33],
+                            p => p,
+                        })
+                        .collect(),
+                    JoinKind::Semi => kept.into_iter().filter(|x| !pairs(*x).is_empty()).collect(),
+                    JoinKind::Anti => kept.into_iter().filter(|x| pairs(*x).is_empty()).collect(),
+                }
+            }
             Stage::Concat {
                 rows,
                 mapped,
@@ -932,6 +967,20 @@ fn answer_on(
                 |x| (x & 3i32).cast::<u32>(),
                 move |x, j| x ^ (j.cast::<i32>() * k),
             ),
+            Stage::Join { rows, m, kind } => {
+                let right = c.from(&xs[..rows.min(xs.len())]).map(|y| y ^ 9i32);
+                let (left_key, right_key) = (move |x: Val<i32>| x % m, move |y: Val<i32>| y % m);
+                match kind {
+                    JoinKind::Inner => q
+                        .join(right, left_key, right_key)
+                        .map(|(x, y)| x ^ (y * 3i32)),
+                    JoinKind::Left => q
+                        .left_join(right, left_key, right_key)
+                        .map(|(x, y)| x ^ (y.unwrap_or(11) * 3i32)),
+                    JoinKind::Semi => q.semi_join(right, left_key, right_key),
+                    JoinKind::Anti => q.anti_join(right, left_key, right_key),
+                }
+            }
             Stage::Concat {
                 rows,
                 mapped,
@@ -991,8 +1040,9 @@ fn answer_on(
 }
 
 /// Random queries (one to four stages: maps, maps with loops, filters, `skip` and `take`,
-/// `take_while` and `skip_while`, `enumerate`, `zip`, `reverse`, `flat_map` and `concat`
-/// (with a source or a mapped one, before or after), which with `skip` and
+/// `take_while` and `skip_while`, `enumerate`, `zip`, `reverse`, `flat_map`, `concat`
+/// (with a source or a mapped one, before or after) and joins (inner, left, semi, anti,
+/// with a few mapped input rows on dense or sparse keys), which with `skip` and
 /// `take` count positions among the rows kept where they follow a filter; then a terminal: a reduction, a scan, a
 /// sort, the first or last element, argmin or argmax, the distinct elements, sums by key or
 /// a histogram of the low bytes) over inputs whose sizes straddle the planner's
@@ -1026,6 +1076,17 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         2 => k().prop_map(Stage::FlatMap),
         3 => (prop_oneof![0..40usize, 0..70_000usize], any::<bool>(), any::<bool>())
             .prop_map(|(rows, mapped, front)| Stage::Concat { rows, mapped, front }),
+        2 => (
+            0..8usize,
+            prop_oneof![Just(2), Just(7), Just(1000), Just(1 << 20), Just(i32::MAX)],
+            prop_oneof![
+                Just(JoinKind::Inner),
+                Just(JoinKind::Left),
+                Just(JoinKind::Semi),
+                Just(JoinKind::Anti)
+            ],
+        )
+            .prop_map(|(rows, m, kind)| Stage::Join { rows, m, kind }),
     ];
     // Terminals that see the rows' order weigh more, so that reordering stages show.
     let end = prop_oneof![
