@@ -28,6 +28,9 @@ const TABLE_SPREAD: i128 = 4;
 const TABLE_MIN_SPAN: i128 = 4096;
 /// The most entries a table takes.
 const TABLE_MAX_SPAN: i128 = 1 << 24;
+/// The most matches of a left row for which the pairs are written one work item per left
+/// row; past it, one work item per pair.
+const ROW_LOOP: u32 = 32;
 /// The number [`constants::user_code`] gives the table's smallest key in the probe kernel.
 const TABLE_MIN_CLOSURE: u32 = u32::MAX - 1024;
 
@@ -359,7 +362,7 @@ fn internal(what: &str) -> Error {
 
 /// The first index of `keys[..m]` (sorted) whose key is not below `key` (`past`: above).
 fn search<K: Int>(keys: Mem<K>, m: Val<u32>, key: Val<K>, past: bool) -> Val<u32> {
-    partition_point(m, |mid| {
+    partition_point(lit(0u32), m, |mid| {
         let at = keys.load(mid);
         if past {
             at.le(key)
@@ -369,12 +372,31 @@ fn search<K: Int>(keys: Mem<K>, m: Val<u32>, key: Val<K>, past: bool) -> Val<u32
     })
 }
 
-/// The first index below `m` where `before` is false (`m` when there is none), for a
+/// The end of the run of `key` in `keys[..m]` (sorted) that starts at `start` (`start`
+/// itself when its key is not `key`): a galloping search, windows of 1, 2, 4, ... keys from
+/// `start` until one ends past the run, then a binary search of the last half window, so a
+/// run of `c` keys takes about `2 log2(c)` steps whatever `m`.
+fn run_end<K: Int>(keys: Mem<K>, m: Val<u32>, start: Val<u32>, key: Val<K>) -> Val<u32> {
+    let width = Var::new("width", 1u32);
+    let room = m - start;
+    while_(
+        || {
+            let w = width.get();
+            w.le(room).and(keys.load(start + w - 1u32).le(key))
+        },
+        || width.set(width.get() * 2u32),
+    );
+    let from = start + (width.get() >> 1u32);
+    let to = start + width.get().min(room);
+    partition_point(from, to, |j| keys.load(j).le(key))
+}
+
+/// The first index in `lo..hi` where `before` is false (`hi` when there is none), for a
 /// `before` true on a prefix of the indices and false after it: a binary search, as
 /// `slice::partition_point`.
-fn partition_point(m: Val<u32>, before: impl Fn(Val<u32>) -> Val<bool>) -> Val<u32> {
-    let lo = Var::new("lo", 0u32);
-    let hi = Var::new("hi", m);
+fn partition_point(lo: Val<u32>, hi: Val<u32>, before: impl Fn(Val<u32>) -> Val<bool>) -> Val<u32> {
+    let lo = Var::new("lo", lo);
+    let hi = Var::new("hi", hi);
     while_(
         || lo.get().lt(hi.get()),
         || {
@@ -409,7 +431,10 @@ fn table<K: Int + Row<Vals = Val<K>>>(
         let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
         // Every key lies within the table's span of `min`, so offsets order them.
         if_then(v.le(span), || {
-            starts.store(v, partition_point(m, |j| offset(keys.load(j), min).lt(v)));
+            starts.store(
+                v,
+                partition_point(lit(0u32), m, |j| offset(keys.load(j), min).lt(v)),
+            );
         });
     };
     let entries = span as usize + 1;
@@ -470,7 +495,7 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
                     let key = key(i);
                     let start = search(keys, m, key, false);
                     first.store(i, start);
-                    count.store(i, search(keys, m, key, true) - start);
+                    count.store(i, run_end(keys, m, start, key) - start);
                 });
             }
             Probe::Table { min, max, .. } => {
@@ -536,9 +561,12 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
 
 /// The pairs of a join, in new device columns, and how many there are: the left rows'
 /// first output places (an exclusive scan of their counts, at least one each for an `outer`
-/// join), then one work item per pair. An outer join's rows hold a `bool` column between
-/// the left and right columns, false (and zero right values) for a left row without match.
-/// Fails with `TooLarge` past [`MAX_LEN`] pairs, and as a scan or launch does.
+/// join), then the pairs: when no left row has more than [`ROW_LOOP`] matches, one work item
+/// per left row writes its run; otherwise one work item per pair, which searches the places
+/// for its left row, so a key with many matches does not hold up one work item. An outer
+/// join's rows hold a `bool` column between the left and right columns, false (and zero
+/// right values) for a left row without match. Fails with `TooLarge` past [`MAX_LEN`]
+/// pairs, and as a scan or launch does.
 fn pairs<A: Row, B: Row>(
     ctx: &Context,
     built: &Built,
@@ -554,13 +582,19 @@ fn pairs<A: Row, B: Row>(
             false => q,
         }
     };
-    let saturating = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-        let (a, b) = (a[0].typed::<u32>(), b[0].typed::<u32>());
-        vec![select(a.gt(u32::MAX - b), u32::MAX, a + b).erase()]
+    let total_and_most = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+        let (sum_a, sum_b) = (a[0].typed::<u32>(), b[0].typed::<u32>());
+        let total = select(sum_a.gt(u32::MAX - sum_b), u32::MAX, sum_a + sum_b);
+        let most = a[1].typed::<u32>().max(b[1].typed::<u32>());
+        vec![total.erase(), most.erase()]
     };
-    let total =
-        places().reduce_projected(&[ScalarValue::U32(0)], &saturating, &|row| row, Order::Any)?[0]
-            .to_bits() as usize;
+    let found = places().reduce_projected(
+        &[ScalarValue::U32(0), ScalarValue::U32(0)],
+        &total_and_most,
+        &|row| vec![row[0].clone(), row[0].clone()],
+        Order::Any,
+    )?;
+    let (total, most) = (found[0].to_bits() as usize, found[1].to_bits() as u32);
     if total > MAX_LEN {
         return Err(Error::TooLarge {
             len: total,
@@ -568,6 +602,7 @@ fn pairs<A: Row, B: Row>(
         });
     }
     let (offsets, _) = places().scan_exclusive(0, |a, b| a + b).into_columns()?;
+    let per_row = most <= ROW_LOOP;
     let (left, right) = (Query::<A>::out_types(), Query::<B>::out_types());
     let flag: &[ScalarType] = if outer { &[ScalarType::Bool] } else { &[] };
     let out_types = [&left[..], flag, &right[..]].concat();
@@ -577,44 +612,60 @@ fn pairs<A: Row, B: Row>(
         let rrows = declare_columns(k, "right", &right, Access::Read);
         let first = k.buffer::<u32>("first", Access::Read);
         let offsets = k.buffer::<u32>("offsets", Access::Read);
-        let count = outer.then(|| k.buffer::<u32>("count", Access::Read));
+        let count = k.buffer::<u32>("count", Access::Read);
         let n = k.value::<u32>("n");
         let total = k.value::<u32>("total");
         let outs = declare_columns(k, "out", &out_types, Access::Write);
-        let p = global_id(Axis::X);
-        if_then(p.lt(total), || {
-            // The left row: the last whose first place is not past `p`.
-            let i = search(offsets, n, p, true) - 1u32;
-            let r = order.load(first.load(i) + p - offsets.load(i));
-            let mut vals = load_row(&lrows, &left, i);
+        // Writes the pair of left row `i` (its values `lvals`) and its match `j` at place
+        // `p` (for an outer join, the row alone when it has no match).
+        let write = |i: Val<u32>, lvals: &[AnyVal], j: Val<u32>, p: Val<u32>| {
+            let r = order.load(first.load(i) + j);
+            let mut vals = lvals.to_vec();
             let matched = load_row(&rrows, &right, r);
-            match count {
-                Some(count) => {
-                    let there = count.load(i).gt(0u32);
-                    vals.push(there.erase());
+            match outer {
+                true => {
+                    let there = count.load(i).gt(0u32).erase();
+                    vals.push(there.clone());
                     vals.extend(matched.iter().zip(&right).map(|(v, t)| {
                         let zero = lit_value(ScalarValue::zero(*t));
-                        select_dyn(&there.erase(), v, &zero)
+                        select_dyn(&there, v, &zero)
                     }));
                 }
-                None => vals.extend(matched),
+                false => vals.extend(matched),
             }
             for (o, v) in outs.iter().zip(&vals) {
                 store_dyn(*o, p, v);
             }
-        });
+        };
+        let g = global_id(Axis::X);
+        match per_row {
+            true => if_then(g.lt(n), || {
+                let lvals = load_row(&lrows, &left, g);
+                let c = count.load(g);
+                let runs = if outer { c.max(1u32) } else { c };
+                let base = offsets.load(g);
+                for_range(0u32, runs, |j| write(g, &lvals, j, base + j));
+            }),
+            false => if_then(g.lt(total), || {
+                // The left row: the last whose first place is not past `g`.
+                let i = search(offsets, n, g, true) - 1u32;
+                let lvals = load_row(&lrows, &left, i);
+                write(i, &lvals, g - offsets.load(i), g);
+            }),
+        }
     };
     let mut plan = Plan::new(
         "join pairs",
         ctx.profile(),
-        ("query_join_pairs", [outer as u32, 0, 0]),
+        ("query_join_pairs", [outer as u32, per_row as u32, 0]),
         Rows::Known(total),
     );
     let kernel = plan.kernel("query_join_pairs");
-    let inputs = left.len() + 1 + right.len() + 2 + outer as usize;
+    let inputs = left.len() + 1 + right.len() + 3;
+    let items = if per_row { n } else { total };
     plan.launch(
         kernel,
-        ctx.profile().per_element_grid(total),
+        ctx.profile().per_element_grid(items),
         (0..inputs)
             .map(Binding::Input)
             .chain([
@@ -626,14 +677,12 @@ fn pairs<A: Row, B: Row>(
     let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
         Ok(vec![Kernel::build_unvalidated("query_join_pairs", body)?])
     })?;
-    let count = outer.then_some(&probed.count);
     let sources: Vec<Source> = probed
         .rows
         .iter()
         .chain([&built.order])
         .chain(&built.rows)
-        .chain([&probed.first, &offsets[0]])
-        .chain(count)
+        .chain([&probed.first, &offsets[0], &probed.count])
         .map(|c| Source::Device(&**c))
         .collect();
     let outs = alloc_rows(ctx, &out_types, total)?;

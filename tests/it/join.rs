@@ -168,6 +168,30 @@ fn joins_match_a_host_hash_join() {
             "left join, absent values read zero, {at}"
         );
 
+        // Many matches per key: pairs written one work item per pair.
+        let crowd: Vec<u32> = (0..400u32).map(|i| spread(i, 4) * 2).collect();
+        let few: Vec<u32> = left.iter().map(|a| a % 9).take(300).collect();
+        let want = hash_left_join(&few, &crowd, |a| *a, |b| *b);
+        let got = c
+            .from(&few)
+            .left_join(c.from(&crowd), |a| a, |b| b)
+            .to_vec();
+        assert_eq!(got.unwrap(), want, "many matches per key, {at}");
+        let want = hash_join(
+            &few,
+            &(0u32..).zip(crowd.iter().copied()).collect::<Vec<_>>(),
+            |a| *a,
+            |b| b.1,
+        );
+        let got = c
+            .from(&few)
+            .join(c.from(&crowd).enumerate(), |a| a, |(_, b)| b);
+        assert_eq!(
+            got.to_vec().unwrap(),
+            want,
+            "many matches, right order, {at}"
+        );
+
         // Sparse keys over most of i32: the right keys span far more values than rows.
         let sparse = |i: u32| (spread(i, 1 << 20) as i32 - (1 << 19)) * 2039;
         let lk: Vec<i32> = (0..n as u32).map(|i| sparse(i % (m as u32 + 9))).collect();

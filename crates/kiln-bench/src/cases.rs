@@ -7,6 +7,7 @@ use kiln::prelude::*;
 
 mod copies;
 mod gallery;
+mod joins;
 mod queries;
 mod resident;
 mod tuned;
@@ -73,6 +74,7 @@ pub fn copy_gbs(b: &Bench, ctx: &Context) -> Result<f64, Error> {
 pub fn all() -> Vec<&'static Case> {
     queries::CASES
         .iter()
+        .chain(joins::CASES)
         .chain(resident::CASES)
         .chain(copies::CASES)
         .chain(gallery::CASES)
