@@ -95,11 +95,14 @@ impl<'a, T: Row> Query<'a, T> {
             .map(|c| c.ty.name())
             .collect();
         let stages: Vec<&str> = self.stages.iter().map(|st| st.name()).collect();
-        let ran: String = self
+        let mut ran: String = self
             .ran
             .iter()
             .map(|r| format!("ran when built: {r}\n"))
             .collect();
+        if let Some(e) = &self.error {
+            ran += &format!("the query's terminal will fail: {e}\n");
+        }
         format!(
             "{ran}source: {} element(s), column types [{}]\nfused stages: {}",
             self.source_len(),

@@ -10,13 +10,18 @@
 //!   4096, at most 2^24): a table holds, for every value from the smallest key to the
 //!   largest, where its run starts, so a left row reads its run's start and end at
 //!   `key - smallest` (two loads);
-//! - **binary search** otherwise: a left row searches the sorted keys for its run's start
-//!   and end (two searches of `log2(m)` steps).
+//! - **hash table** otherwise, past [`SEARCH_MAX`] right rows: a table of `2^k >= 2m`
+//!   slots holds each key's run start (linear probing; a compare-and-swap claims a slot),
+//!   so a left row reads a slot or two;
+//! - **binary search** of the sorted keys for a smaller right side (`log2(m)` steps).
+//!
+//! The end of a run is found by galloping from its start (about `2 log2` of its length).
 //!
 //! A semi (anti) join then keeps the left rows whose run is (is not) empty: a filter on the
-//! run lengths. An inner join scans the lengths into each left row's first output place and
-//! writes one output per match: output `p` searches the places for its left row, so every
-//! work item writes one row however the matches spread over the keys. The output order is
+//! run lengths. An inner (left) join scans the lengths (at least one each) into each left
+//! row's first output place and writes the pairs: one work item per left row while no run
+//! is longer than [`ROW_LOOP`], otherwise one per pair, which searches the places for its
+//! left row, so a key with many matches does not hold up one work item. The output order is
 //! LINQ's `Join`: the left rows in order, each with its matches in the right side's order.
 
 use super::*;
@@ -28,6 +33,9 @@ const TABLE_SPREAD: i128 = 4;
 const TABLE_MIN_SPAN: i128 = 4096;
 /// The most entries a table takes.
 const TABLE_MAX_SPAN: i128 = 1 << 24;
+/// The most right rows a join searches by bisection; a larger side of sparse keys gets a
+/// hash table.
+const SEARCH_MAX: usize = 1024;
 /// The most matches of a left row for which the pairs are written one work item per left
 /// row; past it, one work item per pair.
 const ROW_LOOP: u32 = 32;
@@ -37,8 +45,11 @@ const TABLE_MIN_CLOSURE: u32 = u32::MAX - 1024;
 /// How a join finds each left row's run of matches among the sorted right keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Probe {
-    /// Two binary searches of the sorted keys.
+    /// A binary search of the sorted keys (a small right side).
     Search,
+    /// An open-addressing hash table of `2^bits` slots, each empty or holding the first
+    /// sorted row of one key (a large right side of sparse keys).
+    Hash { bits: u32 },
     /// A table of run starts for every key from `min` to `max`, `span` of them.
     Table {
         min: ScalarValue,
@@ -59,7 +70,10 @@ impl Probe {
                 max,
                 span: span as u32,
             },
-            false => Probe::Search,
+            false if m <= SEARCH_MAX => Probe::Search,
+            false => Probe::Hash {
+                bits: (2 * m).next_power_of_two().ilog2(),
+            },
         }
     }
 
@@ -67,8 +81,14 @@ impl Probe {
     fn describe(&self, m: usize) -> String {
         match self {
             Probe::Search => format!(
-                "join: binary search of {m} sorted right key(s) per left row (the keys span \
-                 more than {TABLE_SPREAD} values per right row)"
+                "join: binary search of {m} sorted right key(s) per left row (at most \
+                 {SEARCH_MAX} right rows, whose keys span more than {TABLE_SPREAD} values per \
+                 row)"
+            ),
+            Probe::Hash { bits } => format!(
+                "join: hash table of {} slots over {m} right row(s) (their keys span more \
+                 than {TABLE_SPREAD} values per row)",
+                1u64 << bits
             ),
             Probe::Table { min, max, span } => format!(
                 "join: direct table of {span} key value(s), {} to {} ({m} right row(s))",
@@ -109,8 +129,9 @@ struct Built {
     keys: Arc<dyn DeviceMemory>,
     order: Arc<dyn DeviceMemory>,
     probe: Probe,
-    /// The run start of every key value the table covers and the end of the last (for
-    /// [`Probe::Table`]).
+    /// What the probe reads besides the keys: the run start of every key value the table
+    /// covers and the end of the last ([`Probe::Table`]), or the hash table's slots
+    /// ([`Probe::Hash`]).
     table: Option<Arc<dyn DeviceMemory>>,
 }
 
@@ -133,7 +154,8 @@ impl<'a, A: Row> Query<'a, A> {
     /// like any query; an error of that run is its terminal's, as is `Unsupported` for a
     /// query of another context and `TooLarge` for more than [`crate::MAX_LEN`] pairs.
     /// `explain` says how the matches were found: a direct table when the right keys are
-    /// dense, binary search otherwise (see the guide).
+    /// dense, a hash table when they are sparse and many, binary search when few (see the
+    /// guide).
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -344,6 +366,7 @@ fn build<B: Row, K: Int + Row<Vals = Val<K>>>(
     let table = match probe {
         Probe::Search => None,
         Probe::Table { min, span, .. } => Some(table::<K>(ctx, &keys, m, min, span)?),
+        Probe::Hash { bits } => Some(hash_table::<K>(ctx, &keys, m, bits)?),
     };
     Ok(Built {
         rows,
@@ -465,6 +488,104 @@ fn table<K: Int + Row<Vals = Val<K>>>(
     Ok(starts)
 }
 
+/// The mark of an empty slot of a hash table.
+const EMPTY: u32 = u32::MAX;
+
+/// The slot a key hashes to in a table of `2^(32 - shift)` slots: its bits folded to 32
+/// (both halves of a 64-bit key), multiplied by an odd constant, the top bits kept.
+fn slot_of<K: Int>(key: Val<K>, shift: Val<u32>) -> Val<u32> {
+    let low = key.cast::<u32>();
+    let folded = match K::TYPE.bits() > 32 {
+        true => low ^ (key.cast::<u64>() >> 32u64).cast::<u32>(),
+        false => low,
+    };
+    (folded * 0x9e37_79b1u32) >> shift
+}
+
+/// The hash table of a sparse join: `2^bits` slots, each [`EMPTY`] or the first index of
+/// one key's run in the `m` sorted `keys`, placed by linear probing from [`slot_of`] (a
+/// compare-and-swap claims a slot). Fails as a launch does.
+fn hash_table<K: Int + Row<Vals = Val<K>>>(
+    ctx: &Context,
+    keys: &Arc<dyn DeviceMemory>,
+    m: usize,
+    bits: u32,
+) -> Result<Arc<dyn DeviceMemory>> {
+    let size = 1usize << bits;
+    let clear = |k: &KernelScope| {
+        let size = k.value::<u32>("size");
+        let slots = k.buffer::<u32>("slots", Access::Write);
+        let s = global_id(Axis::X);
+        if_then(s.lt(size), || slots.store(s, EMPTY));
+    };
+    let insert = |k: &KernelScope| {
+        let keys = k.buffer::<K>("keys", Access::Read);
+        let m = k.value::<u32>("m");
+        let mask = k.value::<u32>("mask");
+        let shift = k.value::<u32>("shift");
+        let slots = k.buffer::<u32>("slots", Access::ReadWrite);
+        let i = global_id(Axis::X);
+        if_then(i.lt(m), || {
+            let key = keys.load(i);
+            // One entry per key: its run's first row.
+            let starts_run = i.eq(0u32).or(keys.load(i - 1u32).ne(key));
+            if_then(starts_run, || {
+                let slot = Var::new("slot", slot_of(key, shift));
+                let placed = Var::new("placed", false);
+                while_(
+                    || placed.get().not(),
+                    || {
+                        let held = slots.atomic_compare_exchange(slot.get(), EMPTY, i);
+                        if_else(
+                            held.eq(EMPTY),
+                            || placed.set(true),
+                            || slot.set((slot.get() + 1u32) & mask),
+                        );
+                    },
+                );
+            });
+        });
+    };
+    let mut plan = Plan::new(
+        "join hash table",
+        ctx.profile(),
+        ("query_join_hash", [0; 3]),
+        Rows::None,
+    );
+    let (cleared, inserted) = (
+        plan.kernel("query_join_hash_clear"),
+        plan.kernel("query_join_hash_insert"),
+    );
+    plan.launch(
+        cleared,
+        ctx.profile().per_element_grid(size),
+        [Binding::Scalar("size", size as u32), Binding::Input(1)],
+    );
+    plan.launch(
+        inserted,
+        ctx.profile().per_element_grid(m),
+        [
+            Binding::Input(0),
+            Binding::Scalar("m", m as u32),
+            Binding::Scalar("mask", (size - 1) as u32),
+            Binding::Scalar("shift", 32 - bits),
+            Binding::Input(1),
+        ],
+    );
+    let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, insert), || {
+        Ok(vec![
+            Kernel::build_unvalidated("query_join_hash_clear", clear)?,
+            Kernel::build_unvalidated("query_join_hash_insert", insert)?,
+        ])
+    })?;
+    // The slots are written and read by both launches: an input of the plan, whose outputs
+    // bind once each.
+    let slots = ctx.backend().alloc(size * 4)?;
+    let sources = [Source::Device(&**keys), Source::Device(&*slots)];
+    Run::start(ctx, plan, compiled, &sources)?.finish(&sources, Vec::new())?;
+    Ok(slots)
+}
+
 /// For each of the `n` left `rows`, its first match among the sorted right keys and how many
 /// there are. Fails as a launch does.
 fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
@@ -498,6 +619,30 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
                     count.store(i, run_end(keys, m, start, key) - start);
                 });
             }
+            Probe::Hash { .. } => {
+                let keys = k.buffer::<K>("keys", Access::Read);
+                let m = k.value::<u32>("m");
+                let slots = k.buffer::<u32>("slots", Access::Read);
+                let mask = k.value::<u32>("mask");
+                let shift = k.value::<u32>("shift");
+                if_then(i.lt(n), || {
+                    let key = key(i);
+                    let slot = Var::new("slot", slot_of(key, shift));
+                    let owner = Var::new("owner", slots.load(slot.get()));
+                    // Linear probing: past the key's own slot and those other keys took.
+                    while_(
+                        || owner.get().ne(EMPTY).and(keys.load(owner.get()).ne(key)),
+                        || {
+                            slot.set((slot.get() + 1u32) & mask);
+                            owner.set(slots.load(slot.get()));
+                        },
+                    );
+                    let found = owner.get().ne(EMPTY);
+                    let start = select(found, owner.get(), 0u32);
+                    first.store(i, start);
+                    count.store(i, select(found, run_end(keys, m, start, key) - start, 0u32));
+                });
+            }
             Probe::Table { min, max, .. } => {
                 let starts = k.buffer::<u32>("starts", Access::Read);
                 let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
@@ -514,17 +659,29 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
             }
         }
     };
-    let is_table = matches!(probe, Probe::Table { .. });
+    let kind = match probe {
+        Probe::Search => 0,
+        Probe::Table { .. } => 1,
+        Probe::Hash { .. } => 2,
+    };
     let mut plan = Plan::new(
         "join probe",
         ctx.profile(),
-        ("query_join_probe", [is_table as u32, 0, 0]),
+        ("query_join_probe", [kind, 0, 0]),
         Rows::Known(n),
     );
     let kernel = plan.kernel("query_join_probe");
+    let m = Binding::Scalar("m", built.m as u32);
     let lookup = match probe {
-        Probe::Search => vec![Binding::Input(width), Binding::Scalar("m", built.m as u32)],
+        Probe::Search => vec![Binding::Input(width), m],
         Probe::Table { .. } => vec![Binding::Input(width)],
+        Probe::Hash { bits } => vec![
+            Binding::Input(width),
+            m,
+            Binding::Input(width + 1),
+            Binding::Scalar("mask", ((1u64 << bits) - 1) as u32),
+            Binding::Scalar("shift", 32 - bits),
+        ],
     };
     plan.launch(
         kernel,
@@ -541,13 +698,14 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
     let compiled = ctx.plan(fingerprint_of(plan.key.0, &plan.key.1, body), || {
         Ok(vec![Kernel::build_unvalidated("query_join_probe", body)?])
     })?;
-    let lookup = match &built.table {
-        Some(t) => t,
-        None => &built.keys,
+    let lookup: Vec<&Arc<dyn DeviceMemory>> = match (&built.probe, &built.table) {
+        (Probe::Table { .. }, Some(starts)) => vec![starts],
+        (Probe::Hash { .. }, Some(slots)) => vec![&built.keys, slots],
+        _ => vec![&built.keys],
     };
     let sources: Vec<Source> = rows
         .iter()
-        .chain([lookup])
+        .chain(lookup)
         .map(|c| Source::Device(&**c))
         .collect();
     let first = ctx.backend().alloc(n * 4)?;

@@ -65,7 +65,8 @@ fn hash_filter<A: Copy, K: Hash + Eq>(
 }
 
 /// Inner, left, semi and anti joins on dense `u32` keys (a direct table; some left keys below and
-/// above every right key), sparse `i32` keys spanning most of the type (binary search),
+/// above every right key), sparse `i32` and `i64` keys spanning most of the type (binary
+/// search up to 1024 right rows, a hash table past it),
 /// negative `i8` keys (a table across zero) and `u16` keys; with filters and maps on both
 /// sides, right rows of two columns, and a sum, a filter, a count and a sort after the join.
 /// `explain` names the way the matches were found.
@@ -200,9 +201,13 @@ fn joins_match_a_host_hash_join() {
             .collect();
         let want = hash_join(&lk, &rk, |a| *a, |b| *b);
         let q = c.from(&lk).join(c.from(&rk), |a| a, |b| b);
-        if m > 3000 {
+        if n >= 1000 {
             let plan = q.explain();
-            assert!(plan.contains("join: binary search"), "{at}: {plan}");
+            let way = match m > 1024 {
+                true => "join: hash table",
+                false => "join: binary search",
+            };
+            assert!(plan.contains(way), "{at}: {plan}");
         }
         assert_eq!(q.to_vec().unwrap(), want, "sparse i32 keys, {at}");
         let count = c.from(&lk).join(c.from(&rk), |a| a, |b| b).count().unwrap();
@@ -213,6 +218,17 @@ fn joins_match_a_host_hash_join() {
         let want: Vec<i32> = hash_filter(&lk, rk.iter().copied(), |a| *a, false);
         let got = c.from(&lk).anti_join(c.from(&rk), |a| a, |b| b);
         assert_eq!(got.to_vec().unwrap(), want, "sparse anti, {at}");
+
+        if c.device().features.int64 {
+            let wide = |i: u32| (spread(i, 1 << 20) as i64 - (1 << 19)) * 0x1_0000_0001;
+            let lk: Vec<i64> = (0..n as u32).map(|i| wide(i % (m as u32 + 9))).collect();
+            let rk: Vec<i64> = (0..m as u32)
+                .map(|i| wide((i * 7) % (m as u32 + 3)))
+                .collect();
+            let want = hash_join(&lk, &rk, |a| *a, |b| *b);
+            let got = c.from(&lk).join(c.from(&rk), |a| a, |b| b).to_vec();
+            assert_eq!(got.unwrap(), want, "sparse i64 keys, {at}");
+        }
 
         // Narrow signed keys across zero, from a wider row: a table over -128..=127.
         let small: Vec<i16> = (0..n as u32).map(|i| spread(i, 300) as i16 - 150).collect();

@@ -89,7 +89,7 @@ pub(super) static CASES: &[Case] = &[
         bytes_per_element: None,
     },
     Case {
-        name: "join + sum (65521 sparse u32 keys, binary search)",
+        name: "join + sum (65521 sparse u32 keys, hash table)",
         needs: Needs::Any,
         kiln: |b, ctx| kiln_side(b, ctx, true),
         baseline: &SPARSE,
