@@ -108,28 +108,21 @@ fn joins_match_a_host_hash_join() {
         let kept: Vec<(u32, f32)> = rows.iter().copied().filter(|(_, w)| *w >= 0.0).collect();
         let doubled: Vec<u32> = left.iter().map(|a| a * 2).filter(|a| a % 3 != 0).collect();
         let want = hash_join(&doubled, &kept, |a| *a / 2, |b| b.0);
-        let got = c
-            .from(&left)
-            .map(|a| a * 2u32)
-            .filter(|a| (a % 3u32).ne(0u32))
-            .join(
-                c.from(&right).zip(&weight).filter(|(_, w)| w.ge(0.0f32)),
-                |a| a / 2u32,
-                |(k, _)| k,
-            );
-        assert_eq!(got.to_vec().unwrap(), want, "filters and maps, {at}");
+        let staged = || {
+            c.from(&left)
+                .map(|a| a * 2u32)
+                .filter(|a| (a % 3u32).ne(0u32))
+                .join(
+                    c.from(&right).zip(&weight).filter(|(_, w)| w.ge(0.0f32)),
+                    |a| a / 2u32,
+                    |(k, _)| k,
+                )
+        };
+        assert_eq!(staged().to_vec().unwrap(), want, "filters and maps, {at}");
         let want_sum = want.iter().fold(0i32, |s, (a, (_, w))| {
             s.wrapping_add((*a as i32).wrapping_mul(*w as i32))
         });
-        let got = c
-            .from(&left)
-            .map(|a| a * 2u32)
-            .filter(|a| (a % 3u32).ne(0u32))
-            .join(
-                c.from(&right).zip(&weight).filter(|(_, w)| w.ge(0.0f32)),
-                |a| a / 2u32,
-                |(k, _)| k,
-            )
+        let got = staged()
             .map(|(a, (_, w))| a.cast::<i32>() * w.cast::<i32>())
             .sum();
         assert_eq!(got.unwrap(), want_sum, "sum after the join, {at}");
