@@ -30,8 +30,8 @@ mod dense;
 mod explain;
 mod tuple;
 
-pub(super) use dense::dense_fold_values;
 use dense::{dense_chunk_on, dense_plan, DENSE_KEYS, RANGES_PER_REDUCTION};
+pub(super) use dense::{dense_fold_values, key_ranges};
 use tuple::dense_fold_tuple;
 
 /// How a grouping's fold combines values, which decides whether its dense plan may add them

@@ -1,10 +1,11 @@
-//! Joins on an integer key: `join` (inner), `semi_join` and `anti_join`, on the device.
+//! Joins on an integer key: `join` (inner), `left_join`, `semi_join` and `anti_join`, on
+//! the device.
 //!
 //! Both sides run first, when the join is called, into device columns (their stages, filters
 //! included). The right side's keys are then sorted, each with its row (the radix sort of
 //! `sort`, stable, so the rows of one key keep their order), and each left row finds the run
-//! of its key among the sorted keys, in one of two ways, picked by the right side's size and
-//! the span of its keys:
+//! of its key among the sorted keys, in one of three ways, picked by the right side's size
+//! and the span of its keys (one reduction finds the smallest and largest):
 //!
 //! - **direct table**, when the keys span at most `4 * m` values (`m` right rows; at least
 //!   4096, at most 2^24): a table holds, for every value from the smallest key to the
@@ -24,6 +25,7 @@
 //! left row, so a key with many matches does not hold up one work item. The output order is
 //! LINQ's `Join`: the left rows in order, each with its matches in the right side's order.
 
+use super::group::key_ranges;
 use super::*;
 
 /// Right rows per value the keys may span for the direct table: a denser right side reads
@@ -51,18 +53,14 @@ enum Probe {
     /// sorted row of one key (a large right side of sparse keys).
     Hash { bits: u32 },
     /// A table of run starts for every key from `min` to `max`, `span` of them.
-    Table {
-        min: ScalarValue,
-        max: ScalarValue,
-        span: u32,
-    },
+    Table { min: i128, max: i128, span: u32 },
 }
 
 impl Probe {
     /// How a join with `m` right rows whose keys run from `min` to `max` finds its matches
     /// (see the module).
-    fn pick(m: usize, min: ScalarValue, max: ScalarValue) -> Probe {
-        let span = as_i128(max) - as_i128(min) + 1;
+    fn pick(m: usize, min: i128, max: i128) -> Probe {
+        let span = max - min + 1;
         let limit = (TABLE_SPREAD * m as i128).max(TABLE_MIN_SPAN);
         match m > 0 && span <= limit.min(TABLE_MAX_SPAN) {
             true => Probe::Table {
@@ -91,25 +89,17 @@ impl Probe {
                 1u64 << bits
             ),
             Probe::Table { min, max, span } => format!(
-                "join: direct table of {span} key value(s), {} to {} ({m} right row(s))",
-                as_i128(*min),
-                as_i128(*max)
+                "join: direct table of {span} key value(s), {min} to {max} ({m} right row(s))"
             ),
         }
     }
 }
 
-/// The integer value of an integer constant.
-fn as_i128(v: ScalarValue) -> i128 {
-    let ty = v.ty();
-    let bits = v.to_bits();
-    match ty.is_signed() {
-        true => {
-            let shift = 128 - ty.bits();
-            ((bits as i128) << shift) >> shift
-        }
-        false => bits as i128,
-    }
+/// The key `v` (a value of `K`) as a constant of user code numbered `closure`.
+fn key_constant<K: Int>(closure: u32, v: i128) -> Val<K> {
+    constants::user_code(closure, || {
+        lit_value(ScalarValue::from_bits(K::TYPE, v as u64)).typed::<K>()
+    })
 }
 
 /// Which left rows a join keeps.
@@ -307,8 +297,8 @@ impl<'a, A: Row> Query<'a, A> {
         .retype()
     }
 
-    /// Runs both sides into device columns, builds the right side (sorted keys, and a table
-    /// when they are dense) and finds each left row's run of matches.
+    /// Runs both sides into device columns, builds the right side (sorted keys, and the
+    /// table its probe reads) and finds each left row's run of matches.
     fn probe<B: Row, K: Int + Row<Vals = Val<K>>>(
         mut self,
         mut other: Query<'_, B>,
@@ -342,8 +332,8 @@ impl<'a, A: Row> Query<'a, A> {
     }
 }
 
-/// Sorts the `m` right rows' keys with the row each came from, and makes the table when the
-/// keys are dense. Fails as the sort and the reductions do.
+/// Sorts the `m` right rows' keys with the row each came from, picks the probe and makes
+/// the table it reads (see the module). Fails as the sort and the reductions do.
 fn build<B: Row, K: Int + Row<Vals = Val<K>>>(
     ctx: &Context,
     rows: Columns,
@@ -358,10 +348,13 @@ fn build<B: Row, K: Int + Row<Vals = Val<K>>>(
     let [keys, order]: [Arc<dyn DeviceMemory>; 2] = sorted
         .try_into()
         .map_err(|_| internal("the sorted keys of a join are not two columns"))?;
-    let sorted = || Query::<K>::over_device(ctx, &[&*keys], m);
-    let probe = match (sorted().min()?, sorted().max()?) {
-        (Some(min), Some(max)) => Probe::pick(m, min.to_value(), max.to_value()),
-        _ => Probe::Search,
+    let probe = match m {
+        0 => Probe::Search,
+        _ => {
+            let sorted = Query::<K>::over_device(ctx, &[&*keys], m);
+            let (min, max) = key_ranges(&sorted, &[K::TYPE])?[0];
+            Probe::pick(m, min, max)
+        }
     };
     let table = match probe {
         Probe::Search => None,
@@ -442,7 +435,7 @@ fn table<K: Int + Row<Vals = Val<K>>>(
     ctx: &Context,
     keys: &Arc<dyn DeviceMemory>,
     m: usize,
-    min: ScalarValue,
+    min: i128,
     span: u32,
 ) -> Result<Arc<dyn DeviceMemory>> {
     let body = |k: &KernelScope| {
@@ -451,7 +444,7 @@ fn table<K: Int + Row<Vals = Val<K>>>(
         let span = k.value::<u32>("span");
         let starts = k.buffer::<u32>("starts", Access::Write);
         let v = global_id(Axis::X);
-        let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
+        let min = key_constant::<K>(TABLE_MIN_CLOSURE, min);
         // Every key lies within the table's span of `min`, so offsets order them.
         if_then(v.le(span), || {
             starts.store(
@@ -645,9 +638,8 @@ fn probe_rows<A: Row, K: Int + Row<Vals = Val<K>>>(
             }
             Probe::Table { min, max, .. } => {
                 let starts = k.buffer::<u32>("starts", Access::Read);
-                let min = constants::user_code(TABLE_MIN_CLOSURE, || lit_value(min).typed::<K>());
-                let max =
-                    constants::user_code(TABLE_MIN_CLOSURE - 1, || lit_value(max).typed::<K>());
+                let min = key_constant::<K>(TABLE_MIN_CLOSURE, min);
+                let max = key_constant::<K>(TABLE_MIN_CLOSURE - 1, max);
                 if_then(i.lt(n), || {
                     let key = key(i);
                     let inside = key.ge(min).and(key.le(max));

@@ -80,7 +80,7 @@ fn key_range<P>(pairs: &Query<'_, P>, ty: ScalarType) -> Result<(i128, i128)> {
 /// The smallest and largest value of each of the first columns of the rows of `pairs`, one
 /// integer column of each of `types` (in each, the largest is below the smallest when no row
 /// is kept). One reduction finds those of up to [`RANGES_PER_REDUCTION`] columns.
-pub(super) fn key_ranges<P>(
+pub(in crate::query) fn key_ranges<P>(
     pairs: &Query<'_, P>,
     types: &[ScalarType],
 ) -> Result<Vec<(i128, i128)>> {
