@@ -573,7 +573,8 @@ pub use kiln_macros::device;
 #[doc(inline)]
 pub use kiln_macros::intrinsic;
 
-/// `#[derive(kiln::Value)]`: a `#[repr(C)]` struct as a kernel value and buffer element.
+/// `#[derive(kiln::Value)]`: a `#[repr(C)]` struct as a kernel value and buffer element, and
+/// as a query row (see [`Vals`](crate::Vals)).
 ///
 /// ```
 /// use kiln::lang::*;
@@ -595,6 +596,9 @@ pub use kiln_macros::intrinsic;
 /// let mut px = vec![Rgb { r: 1.0, g: 0.5, b: 0.0 }, Rgb { r: 0.0, g: 0.0, b: 1.0 }];
 /// ctx.launch(to_gray, 2, (&mut px,))?;
 /// assert_eq!(px, [Rgb { r: 0.5, g: 0.5, b: 0.5 }, Rgb { r: 0.25, g: 0.25, b: 0.25 }]);
+/// // The same struct as query rows.
+/// let bright = ctx.from(&px).filter(|p| p.b.gt(0.3)).to_vec()?;
+/// assert_eq!(bright, [Rgb { r: 0.5, g: 0.5, b: 0.5 }]);
 /// # Ok::<(), kiln::Error>(())
 /// ```
 #[doc(inline)]

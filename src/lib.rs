@@ -65,6 +65,8 @@ mod plan;
 mod plan_cache;
 mod query;
 mod row;
+#[doc(hidden)]
+pub mod struct_row;
 
 pub use buffer::Buffer;
 pub use context::{Context, KernelCache, Stats, DEFAULT_CACHE_CAPACITY};
@@ -82,7 +84,7 @@ pub use plan::{DeviceProfile, PlanShape};
 pub use query::{
     Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, SortKey, Sorted, MAX_LEN,
 };
-pub use row::{IntoRow, Maybe, Row};
+pub use row::{IntoRow, Maybe, Row, Vals};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {

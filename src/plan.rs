@@ -17,7 +17,7 @@ use std::ops::Range;
 mod execute;
 mod profile;
 
-pub(crate) use execute::{read_value, Run, Source};
+pub(crate) use execute::{read_value, HostColumn, Run, Source};
 pub(crate) use profile::{chunks_of, grouped_groups, CHUNK, ITEM_CHUNK};
 pub use profile::{DeviceProfile, PlanShape};
 

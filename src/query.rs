@@ -21,8 +21,8 @@ use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan::{
-    chunks_of, grouped_groups, read_value, temp_bindings, Binding, DeviceProfile, Place, Plan,
-    Rows, Run, Source, Step, CHUNK, ITEM_CHUNK,
+    chunks_of, grouped_groups, read_value, temp_bindings, Binding, DeviceProfile, HostColumn,
+    Place, Plan, Rows, Run, Source, Step, CHUNK, ITEM_CHUNK,
 };
 use crate::plan_cache::{CompiledPlan, Fingerprint};
 use crate::row::{IntoRow, Row};
@@ -376,27 +376,36 @@ impl Context {
         }
     }
 
-    /// Starts a query over a host slice. Inputs longer than [`MAX_LEN`] make the terminal fail
-    /// with [`Error::TooLarge`].
+    /// Starts a query over a host slice. A slice of scalars is read where it is; a slice of
+    /// rows of several columns (tuples, `Option`s, `#[derive(kiln::Value)]` structs) is first
+    /// split into one column per scalar (struct-of-arrays), a copy the query holds. Inputs
+    /// longer than [`MAX_LEN`] make the terminal fail with [`Error::TooLarge`], and a copy
+    /// that does not fit in host memory with [`Error::HostOutOfMemory`].
     ///
     /// ```
     /// # use kiln::prelude::*;
     /// let ctx = Context::with_backend(BackendKind::Cpu)?;
     /// let xs = [1.5f32, 2.0, 3.5];
     /// assert_eq!(ctx.from(&xs).sum()?, 7.0);
+    /// let pairs = [(1u32, 0.5f32), (2, 1.5), (3, -1.0)];
+    /// assert_eq!(ctx.from(&pairs).filter(|(_, w)| w.gt(0.0)).map(|(k, _)| k).sum()?, 3);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn from<'a, T: Scalar>(&self, xs: &'a [T]) -> Query<'a, T> {
-        Query {
-            ctx: self.clone(),
-            len: xs.len(),
-            columns: vec![Input::values(Source::Host(bytes_of(xs)), T::TYPE)],
-            base_columns: 1,
-            stages: Vec::new(),
-            error: too_large(xs.len()),
-            ran: Vec::new(),
-            _t: PhantomData,
+    pub fn from<'a, T: Row>(&self, xs: &'a [T]) -> Query<'a, T> {
+        if let Some(e) = too_large(xs.len()) {
+            return Query::failed(self, e);
         }
+        let sources = match T::as_column(xs) {
+            Some(bytes) => vec![Source::Host(bytes)],
+            None => match split_columns(xs) {
+                Ok(columns) => columns
+                    .into_iter()
+                    .map(|c| Source::Copied(Arc::new(c)))
+                    .collect(),
+                Err(e) => return Query::failed(self, e),
+            },
+        };
+        Query::over_sources(self, sources, xs.len())
     }
 
     /// Starts a query over the numbers `0..n` as `u32`, made on the device: no input is copied
@@ -421,6 +430,17 @@ impl Context {
             _t: PhantomData,
         }
     }
+}
+
+/// The columns of `xs`, one per scalar of `T`.
+fn split_columns<T: Row>(xs: &[T]) -> Result<Vec<HostColumn>> {
+    let mut columns = Query::<T>::out_types()
+        .iter()
+        .map(|t| HostColumn::zeroed(xs.len() * t.size() as usize))
+        .collect::<Result<Vec<_>>>()?;
+    let mut views: Vec<&mut [u8]> = columns.iter_mut().map(HostColumn::bytes_mut).collect();
+    T::write_columns(xs, &mut views);
+    Ok(columns)
 }
 
 /// `TooLarge` for a source of `len` elements past [`MAX_LEN`].

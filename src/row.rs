@@ -48,6 +48,23 @@ pub trait Row: Copy + Send + Sync + 'static {
     /// Element `i` of column buffers holding this row's columns.
     #[doc(hidden)]
     fn read(cols: &[&[u8]], i: usize) -> Self;
+    /// Writes the element as element `i` of column buffers for this row's columns (the
+    /// inverse of [`Row::read`]).
+    #[doc(hidden)]
+    fn write(&self, cols: &mut [&mut [u8]], i: usize);
+    /// Writes `xs` into column buffers for this row's columns, `xs.len()` values each.
+    #[doc(hidden)]
+    fn write_columns(xs: &[Self], cols: &mut [&mut [u8]]) {
+        for (i, x) in xs.iter().enumerate() {
+            x.write(cols, i);
+        }
+    }
+    /// The bytes of `xs` when the row is one column laid out as the slice is (a scalar).
+    #[doc(hidden)]
+    fn as_column(xs: &[Self]) -> Option<&[u8]> {
+        let _ = xs;
+        None
+    }
     /// Allocates room for `n` elements, lets `fill` write the columns (one byte buffer per
     /// column) and return how many elements it wrote, and returns them.
     #[doc(hidden)]
@@ -94,6 +111,44 @@ pub trait Row: Copy + Send + Sync + 'static {
     }
 }
 
+/// The values a closure receives for a row of `T` ([`Row::Vals`]): `Val<T>` for a scalar,
+/// a tuple of them for a tuple, and for a `#[derive(kiln::Value)]` struct a struct with the
+/// same field names (a `Val` for a scalar or vector field, the nested struct's own values for
+/// a kiln value field), which closures read as `p.x` and build as
+/// `kiln::Vals::<P> { x: .., ..p }`. A struct row is stored as one column per scalar
+/// (struct-of-arrays): its scalar fields, its vectors' components and its nested values'
+/// scalars.
+///
+/// ```
+/// # use kiln::prelude::*;
+/// #[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+/// #[repr(C)]
+/// struct Trade {
+///     price: f64,
+///     qty: u32,
+///     venue: u32,
+/// }
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let trades = [
+///     Trade { price: 10.0, qty: 3, venue: 1 },
+///     Trade { price: 12.5, qty: 0, venue: 2 },
+///     Trade { price: 9.0, qty: 5, venue: 1 },
+/// ];
+/// // Fields in closures, structs out.
+/// let doubled: Vec<Trade> = ctx
+///     .from(&trades)
+///     .filter(|t| t.qty.gt(0))
+///     .map(|t| kiln::Vals::<Trade> { qty: t.qty * 2, ..t })
+///     .sort_by_key(|t| t.price)
+///     .to_vec()?;
+/// assert_eq!(doubled, [Trade { price: 9.0, qty: 10, venue: 1 }, Trade { price: 10.0, qty: 6, venue: 1 }]);
+/// // Grouped by a field.
+/// let per_venue = ctx.from(&trades).group_by(|t| t.venue).sum(|t| t.price * t.qty.cast::<f64>())?;
+/// assert_eq!(per_venue, [(1, 75.0), (2, 0.0)]);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+pub type Vals<T> = <T as Row>::Vals;
+
 macro_rules! scalar_row {
     ($($t:ty),*) => {$(
 impl Row for $t {
@@ -124,6 +179,14 @@ impl Row for $t {
         let mut bits = [0u8; 8];
         bits[..size].copy_from_slice(&cols[0][i * size..(i + 1) * size]);
         <$t as Scalar>::from_bits(u64::from_le_bytes(bits))
+    }
+    fn write(&self, cols: &mut [&mut [u8]], i: usize) {
+        let size = <$t as Scalar>::TYPE.size() as usize;
+        let bits = self.to_value().to_bits().to_le_bytes();
+        cols[0][i * size..(i + 1) * size].copy_from_slice(&bits[..size]);
+    }
+    fn as_column(xs: &[$t]) -> Option<&[u8]> {
+        Some(crate::query::bytes_of(xs))
     }
     fn collect(n: usize, fill: &mut FillColumns<'_>) -> crate::Result<Vec<$t>> {
         let mut out: Vec<$t> = crate::error::host_vec(n, "the rows of a result")?;
@@ -176,6 +239,16 @@ macro_rules! tuple_row {
                     at += w;
                     v
                 },)+)
+            }
+            #[allow(non_snake_case, unused_assignments)]
+            fn write(&self, cols: &mut [&mut [u8]], i: usize) {
+                let ($($name,)+) = self;
+                let mut at = 0;
+                $({
+                    let w = <$name as Row>::width();
+                    $name.write(&mut cols[at..at + w], i);
+                    at += w;
+                })+
             }
         }
     };
@@ -272,6 +345,20 @@ impl<T: Row> Row for Option<T> {
     }
     fn read(cols: &[&[u8]], i: usize) -> Self {
         <bool as Row>::read(&cols[..1], i).then(|| T::read(&cols[1..], i))
+    }
+    fn write(&self, cols: &mut [&mut [u8]], i: usize) {
+        self.is_some().write(&mut cols[..1], i);
+        match self {
+            Some(v) => v.write(&mut cols[1..], i),
+            None => {
+                let mut types = Vec::new();
+                T::column_types(&mut types);
+                for (col, t) in cols[1..].iter_mut().zip(types) {
+                    let size = t.size() as usize;
+                    col[i * size..(i + 1) * size].fill(0);
+                }
+            }
+        }
     }
 }
 

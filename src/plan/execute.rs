@@ -18,6 +18,35 @@ pub(crate) enum Source<'a> {
     /// Device memory of the context's backend that the query holds (rows it ran into device
     /// columns before a stage that numbers them).
     Owned(Arc<dyn DeviceMemory>),
+    /// Host bytes the query holds (a column of a host slice of multi-column rows).
+    Copied(Arc<HostColumn>),
+}
+
+/// One column of a host slice of multi-column rows, split out of it; kept in words so that
+/// values of every type lie aligned.
+pub(crate) struct HostColumn {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl HostColumn {
+    /// Zeroed room for `len` bytes, or `HostOutOfMemory`.
+    pub(crate) fn zeroed(len: usize) -> Result<HostColumn> {
+        let words = crate::error::zeroed_host_vec(len.div_ceil(8), "a column of the rows")?;
+        Ok(HostColumn { words, len })
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` bytes fit in the words (`zeroed`), and u64s may be read as bytes.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    }
+
+    /// The bytes, to write.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; every byte pattern is a valid u64.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+    }
 }
 
 /// A temporary's memory.
@@ -257,6 +286,7 @@ fn launch(
                 Some(Source::Host(b)) => LaunchArg::Read(b),
                 Some(Source::Device(m)) => LaunchArg::Device(*m),
                 Some(Source::Owned(m)) => LaunchArg::Device(&**m),
+                Some(Source::Copied(c)) => LaunchArg::Read(c.bytes()),
                 None => return Err(mismatch(plan, format!("reads no input {c}"))),
             },
             (ParamSlot::Buffer(_, access), Some(Binding::Temp(t))) => {

@@ -24,3 +24,4 @@ mod programs;
 mod properties;
 mod queries;
 mod sorts;
+mod struct_rows;

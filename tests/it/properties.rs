@@ -743,10 +743,42 @@ enum Terminal {
     /// Rows of several narrow columns: `(x as u8, x as i16, x > 0, x as u16 & 1 == 1)`, as
     /// `to_vec` (wgpu packs each into 32-bit words).
     NarrowRows,
+    /// Struct rows: each kept `x` as its [`Cell`], `to_vec`; then those cells as a source,
+    /// the non-negative ones' `x ^ byte`.
+    StructRows,
 }
 
 /// A row of [`Terminal::NarrowRows`].
 type Narrow = (u8, i16, bool, bool);
+
+/// A row of [`Terminal::StructRows`]: a struct with a nested one.
+#[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+#[repr(C)]
+struct Cell {
+    x: i32,
+    low: Low,
+}
+
+/// The narrow part of a [`Cell`].
+#[derive(Clone, Copy, Debug, PartialEq, kiln::Value)]
+#[repr(C)]
+struct Low {
+    half: i16,
+    byte: u8,
+    neg: bool,
+}
+
+/// The [`Cell`] of `x`.
+fn cell(x: i32) -> Cell {
+    Cell {
+        x,
+        low: Low {
+            half: x as i16,
+            byte: x as u8,
+            neg: x < 0,
+        },
+    }
+}
 
 /// A query's result on the host: the kept elements for `to_vec`, one value otherwise.
 #[derive(Debug, PartialEq)]
@@ -755,6 +787,7 @@ enum Answer {
     Value(Option<i64>),
     Pairs(Vec<(i32, i32)>),
     Rows(Vec<Narrow>),
+    Cells(Vec<Cell>, Vec<i32>),
 }
 
 /// The host's answer, and for each stage the column it zips (empty for other stages).
@@ -902,6 +935,15 @@ fn answer_on_host(xs: &[i32], stages: &[Stage], end: Terminal) -> (Answer, Vec<V
                 .map(|&x| (x as u8, x as i16, x > 0, x as u16 & 1 == 1))
                 .collect(),
         ),
+        Terminal::StructRows => {
+            let cells: Vec<Cell> = kept.iter().map(|&x| cell(x)).collect();
+            let back = cells
+                .iter()
+                .filter(|c| !c.low.neg)
+                .map(|c| c.x ^ i32::from(c.low.byte))
+                .collect();
+            Answer::Cells(cells, back)
+        }
         Terminal::ByteHistogram => {
             let mut counts = vec![0i32; 200];
             for x in kept {
@@ -1029,6 +1071,24 @@ fn answer_on(
             })
             .to_vec()?,
         ),
+        Terminal::StructRows => {
+            let cells = q
+                .map(|x| kiln::Vals::<Cell> {
+                    x,
+                    low: kiln::Vals::<Low> {
+                        half: x.cast::<i16>(),
+                        byte: x.cast::<u8>(),
+                        neg: x.lt(0),
+                    },
+                })
+                .to_vec()?;
+            let back = c
+                .from(&cells)
+                .filter(|c| c.low.neg.not())
+                .map(|c| c.x ^ c.low.byte.cast::<i32>())
+                .to_vec()?;
+            Answer::Cells(cells, back)
+        }
         Terminal::ByteHistogram => Answer::Elements(
             q.map(|x| x.cast::<u8>())
                 .histogram(200)?
@@ -1044,8 +1104,9 @@ fn answer_on(
 /// (with a source or a mapped one, before or after) and joins (inner, left, semi, anti,
 /// with a few mapped input rows on dense or sparse keys), which with `skip` and
 /// `take` count positions among the rows kept where they follow a filter; then a terminal: a reduction, a scan, a
-/// sort, the first or last element, argmin or argmax, the distinct elements, sums by key or
-/// a histogram of the low bytes) over inputs whose sizes straddle the planner's
+/// sort, the first or last element, argmin or argmax, the distinct elements, sums by key,
+/// a histogram of the low bytes, rows of narrow columns or struct rows, then those structs as
+/// a source) over inputs whose sizes straddle the planner's
 /// chunks give the plain loop's answer on every backend, with both the chunked and the grouped
 /// plan, over host slices and device `Buffer`s. On an adapter with a loop limit, a chunked
 /// plan may fail with `Unsupported` instead.
@@ -1107,6 +1168,7 @@ fn random_queries_match_a_plain_loop_on_every_backend_and_plan() {
         1 => Just(Terminal::GroupSum),
         1 => Just(Terminal::ByteHistogram),
         1 => Just(Terminal::NarrowRows),
+        1 => Just(Terminal::StructRows),
     ];
     let len = prop_oneof![
         Just(0usize),
@@ -1185,5 +1247,11 @@ fn short(a: &Answer) -> String {
         Answer::Value(v) => format!("{v:?}"),
         Answer::Pairs(v) => format!("{} pairs, first {:?}", v.len(), &v[..v.len().min(8)]),
         Answer::Rows(v) => format!("{} rows, first {:?}", v.len(), &v[..v.len().min(8)]),
+        Answer::Cells(v, back) => format!(
+            "{} cells, first {:?}; back {:?}",
+            v.len(),
+            &v[..v.len().min(4)],
+            &back[..back.len().min(8)]
+        ),
     }
 }

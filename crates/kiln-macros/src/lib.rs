@@ -157,7 +157,9 @@ fn is_c_identifier(s: &str) -> bool {
 /// Makes a plain `#[repr(C)]` struct with named fields a kiln value: usable as a kernel or
 /// device function parameter, a local and a buffer element (`View<S>`, host `&[S]`).
 /// Kernels read fields with `p.x`, build values with `S { x: a, y: b }` and
-/// replace fields of `let mut` locals and view elements with `p.x = v`. The struct must have
+/// replace fields of `let mut` locals and view elements with `p.x = v`. The struct is also a
+/// query row (`kiln::Row`): `ctx.from(&structs)`, closures that read `p.x` and build
+/// `kiln::Vals::<S> { x: .., ..p }`, `to_vec()` back into structs. The struct must have
 /// no padding bytes (a compile error otherwise) and fields of kiln value types (scalars,
 /// `Vector`, other kiln values).
 #[proc_macro_derive(Value)]

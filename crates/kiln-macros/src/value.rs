@@ -8,7 +8,9 @@ use syn::{Data, DeriveInput, Fields};
 
 /// Expands the derive: the struct's IR layout (`IrStruct`), a compile-time check that it has
 /// no padding, the struct of field handles kernel code builds and the struct of field names
-/// it reads single fields through (`Value`).
+/// it reads single fields through (`Value`), and the struct as a query row (`Row`: its
+/// columns are its scalar leaves, closures receive and may return the struct of its fields'
+/// row values, `RowVals`).
 pub fn expand_value(input: DeriveInput) -> syn::Result<Tokens> {
     let name = &input.ident;
     if let Some(p) = input.generics.params.first() {
@@ -111,6 +113,76 @@ pub fn expand_value(input: DeriveInput) -> syn::Result<Tokens> {
                 }
                 fn compose(p: Parts) -> ::kiln::ir::Val<Self> {
                     ::kiln::ir::compose::<Self>(&[#(p.#idents.erase()),*])
+                }
+            }
+
+            /// The scalar leaves of this type: its query columns.
+            fn leaves() -> &'static ::kiln::struct_row::Leaves<#name> {
+                static LEAVES: ::std::sync::OnceLock<::kiln::struct_row::Leaves<#name>> =
+                    ::std::sync::OnceLock::new();
+                LEAVES.get_or_init(::kiln::struct_row::Leaves::of)
+            }
+
+            /// The fields of a query row of this type, as closures receive them.
+            #[allow(dead_code, private_interfaces)]
+            #[derive(Clone, Copy)]
+            #vis struct RowVals {
+                #(#vis #idents: <#types as ::kiln::struct_row::RowField>::Vals,)*
+            }
+
+            impl ::kiln::struct_row::RowField for #name {
+                type Vals = RowVals;
+                fn from_columns(
+                    cols: &mut dyn ::core::iter::Iterator<Item = ::kiln::ir::AnyVal>,
+                ) -> RowVals {
+                    <#name as ::kiln::Row>::vals(cols)
+                }
+                fn to_columns(v: RowVals, out: &mut ::std::vec::Vec<::kiln::ir::AnyVal>) {
+                    <#name as ::kiln::Row>::handles(v, out);
+                }
+            }
+
+            impl ::kiln::Row for #name {
+                type Vals = RowVals;
+                fn width() -> usize {
+                    leaves().types().len()
+                }
+                fn column_types(out: &mut ::std::vec::Vec<::kiln::ir::ScalarType>) {
+                    out.extend_from_slice(leaves().types());
+                }
+                fn vals(
+                    cols: &mut dyn ::core::iter::Iterator<Item = ::kiln::ir::AnyVal>,
+                ) -> RowVals {
+                    RowVals {
+                        #(#idents: <#types as ::kiln::struct_row::RowField>::from_columns(cols),)*
+                    }
+                }
+                fn handles(v: RowVals, out: &mut ::std::vec::Vec<::kiln::ir::AnyVal>) {
+                    #(<#types as ::kiln::struct_row::RowField>::to_columns(v.#idents, out);)*
+                }
+                fn to_values(self, out: &mut ::std::vec::Vec<::kiln::ir::ScalarValue>) {
+                    leaves().values(&self, out);
+                }
+                fn from_values(
+                    vals: &mut dyn ::core::iter::Iterator<Item = ::kiln::ir::ScalarValue>,
+                ) -> Self {
+                    leaves().from_values(vals)
+                }
+                fn read(cols: &[&[u8]], i: usize) -> Self {
+                    leaves().read(cols, i)
+                }
+                fn write(&self, cols: &mut [&mut [u8]], i: usize) {
+                    leaves().write(self, cols, i);
+                }
+                fn write_columns(xs: &[Self], cols: &mut [&mut [u8]]) {
+                    leaves().write_columns(xs, cols);
+                }
+            }
+
+            impl ::kiln::IntoRow for RowVals {
+                type Row = #name;
+                fn into_handles(self, out: &mut ::std::vec::Vec<::kiln::ir::AnyVal>) {
+                    <#name as ::kiln::Row>::handles(self, out);
                 }
             }
         };

@@ -681,15 +681,19 @@ impl Backend for WgpuBackend {
             .iter()
             .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
             .count() as u32;
-        if buffers + 1 > self.shared.limits.max_storage_buffers_per_shader_stage {
+        // kiln's own: the argument buffer, and the loop fault word where loops are counted.
+        let own = 1 + u32::from(shader.fault_binding.is_some());
+        if buffers + own > self.shared.limits.max_storage_buffers_per_shader_stage {
             return Err(BackendError::Unsupported {
                 backend: BackendKind::Wgpu,
                 feature: format!(
-                    "{} buffers in one kernel (`{}`): {} binds {} storage buffers per shader, one of them kiln's argument buffer",
+                    "{} buffers in one kernel (`{}`): {} binds {} storage buffers per shader, {} of them kiln's own (arguments{})",
                     buffers,
                     kernel.name,
                     self.shared.info.name,
-                    self.shared.limits.max_storage_buffers_per_shader_stage
+                    self.shared.limits.max_storage_buffers_per_shader_stage,
+                    own,
+                    if own > 1 { ", loop fault word" } else { "" }
                 ),
             });
         }

@@ -630,3 +630,46 @@ pub fn compose<S: IrStruct>(fields: &[AnyVal]) -> Val<S> {
         &raws,
     )
 }
+
+/// Builds a vector or struct value of type `ty` from its parts (the untyped [`compose`]: a
+/// vector's components, a struct's fields in declaration order). Parts of the wrong number or
+/// types, or a `ty` that has no parts, make the kernel fail validation.
+pub fn compose_any(ty: Type, parts: &[AnyVal]) -> AnyVal {
+    let raws: Vec<Raw> = parts.iter().map(|p| p.raw).collect();
+    let raw = push(
+        Expr::Compose {
+            ty: ty.clone(),
+            parts: raws.iter().map(|r| r.h).collect(),
+        },
+        &raws,
+    );
+    AnyVal { raw, ty }
+}
+
+impl AnyVal {
+    /// Part `index` of a vector or struct value (a component or a field); records a build
+    /// error and returns a placeholder of the value's own type when it has no such part.
+    pub fn part(&self, index: u32) -> AnyVal {
+        let ty = match &self.ty {
+            Type::Vector(s, n) if index < *n as u32 => Type::Scalar(*s),
+            Type::Struct(st) if (index as usize) < st.fields.len() => {
+                st.fields[index as usize].ty.clone()
+            }
+            t => {
+                record(format!("{t} has no component {index}"));
+                return AnyVal {
+                    raw: POISON,
+                    ty: self.ty.clone(),
+                };
+            }
+        };
+        let raw = push(
+            Expr::Extract {
+                base: self.raw.h,
+                index,
+            },
+            &[self.raw],
+        );
+        AnyVal { raw, ty }
+    }
+}
