@@ -4,16 +4,16 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::query::bytes_of;
 use kiln_backend::{Backend, DeviceMemory};
-use kiln_ir::Scalar;
+use kiln_ir::IrType;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// `len` elements of `T` in the memory of one context's device. Made by [`Context::upload`]
-/// or a query's `to_buffer`; queries (`ctx.from_buffer`) and launches take it where it is, so
-/// chained work copies nothing through the host until [`Buffer::download`]. The memory is
-/// freed when the buffer is dropped.
+/// `len` elements of `T` (a scalar, a `Vector` or a `#[derive(kiln::Value)]` struct) in the
+/// memory of one context's device, side by side as in a slice. Made by [`Context::upload`],
+/// [`Context::zeroed`] or a query's `to_buffer`; queries (`ctx.from_buffer`) and launches
+/// take it where it is, so chained work copies nothing through the host until
+/// [`Buffer::download`]. The memory is freed when the buffer is dropped.
 ///
 /// ```
 /// # use kiln::prelude::*;
@@ -32,7 +32,7 @@ pub struct Buffer<T> {
     _t: PhantomData<fn() -> T>,
 }
 
-impl<T: Scalar> Buffer<T> {
+impl<T: IrType> Buffer<T> {
     pub(crate) fn new(
         memory: Arc<dyn DeviceMemory>,
         backend: Arc<dyn Backend>,
@@ -143,7 +143,7 @@ impl<T: Scalar> Buffer<T> {
                 right: xs.len(),
             });
         }
-        Ok(self.backend.upload(&*self.memory, bytes_of(xs))?)
+        Ok(self.backend.upload(&*self.memory, value_bytes(xs))?)
     }
 
     /// Overwrites this buffer with the elements of `src`, copied on the device (after earlier
@@ -221,10 +221,10 @@ impl Context {
     /// assert_eq!(ctx.from_buffer(&on_device).count()?, 1000);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn upload<T: Scalar>(&self, xs: &[T]) -> Result<Buffer<T>> {
+    pub fn upload<T: IrType>(&self, xs: &[T]) -> Result<Buffer<T>> {
         let backend = self.backend().clone();
         let memory = backend.alloc(std::mem::size_of_val(xs))?;
-        backend.upload(&*memory, bytes_of(xs))?;
+        backend.upload(&*memory, value_bytes(xs))?;
         Ok(Buffer::new(memory, backend, xs.len()))
     }
 
@@ -241,13 +241,13 @@ impl Context {
     /// assert_eq!(counts.download()?, [0, 0, 0, 0]);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn zeroed<T: Scalar>(&self, n: usize) -> Result<Buffer<T>> {
+    pub fn zeroed<T: IrType>(&self, n: usize) -> Result<Buffer<T>> {
         let bytes = n.saturating_mul(std::mem::size_of::<T>());
         let zeros: Vec<u64> =
             crate::error::zeroed_host_vec(bytes.div_ceil(8), "the zeros of a new buffer")?;
         let backend = self.backend().clone();
         let memory = backend.alloc(bytes)?;
-        backend.upload(&*memory, &bytes_of(&zeros)[..bytes])?;
+        backend.upload(&*memory, &value_bytes(&zeros)[..bytes])?;
         Ok(Buffer::new(memory, backend, n))
     }
 
@@ -267,7 +267,7 @@ impl Context {
     }
 
     /// Ok if `b` lives on this context's device.
-    pub(crate) fn check_buffer<T: Scalar>(&self, b: &Buffer<T>) -> Result<()> {
+    pub(crate) fn check_buffer<T: IrType>(&self, b: &Buffer<T>) -> Result<()> {
         if Arc::ptr_eq(b.backend(), self.backend()) {
             Ok(())
         } else {
@@ -277,4 +277,10 @@ impl Context {
             })
         }
     }
+}
+
+/// The bytes of `xs`.
+fn value_bytes<T: IrType>(xs: &[T]) -> &[u8] {
+    // SAFETY: kiln values are plain data without padding (scalars, `Vector`, `IrStruct`s).
+    unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
 }

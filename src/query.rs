@@ -42,6 +42,7 @@ mod materialize;
 mod reduce;
 mod scan;
 mod sort;
+mod split;
 mod top;
 mod window;
 use concat::Piece;
@@ -353,29 +354,6 @@ fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
 }
 
 impl Context {
-    /// Starts a query over a buffer in device memory; the query runs where the data is. A
-    /// buffer of another context makes the terminal fail with `Unsupported`.
-    ///
-    /// ```
-    /// # use kiln::prelude::*;
-    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
-    /// let b = ctx.upload(&[1u32, 2, 3, 4])?;
-    /// assert_eq!(ctx.from_buffer(&b).map(|x| x * 10).to_vec()?, [10, 20, 30, 40]);
-    /// # Ok::<(), kiln::Error>(())
-    /// ```
-    pub fn from_buffer<'a, T: Scalar>(&self, b: &'a Buffer<T>) -> Query<'a, T> {
-        Query {
-            ctx: self.clone(),
-            len: b.len(),
-            columns: vec![Input::values(Source::Device(b.memory()), T::TYPE)],
-            base_columns: 1,
-            stages: Vec::new(),
-            error: self.check_buffer(b).err(),
-            ran: Vec::new(),
-            _t: PhantomData,
-        }
-    }
-
     /// Starts a query over a host slice. A slice of scalars is read where it is; a slice of
     /// rows of several columns (tuples, `Option`s, `#[derive(kiln::Value)]` structs) is first
     /// split into one column per scalar (struct-of-arrays), a copy the query holds. Inputs

@@ -177,7 +177,20 @@ impl<T: Scalar + Row<Vals = Val<T>>, const N: usize> RowField for Vector<T, N> {
         compose_any(Self::ir_type(), &parts).typed()
     }
     fn to_columns(v: Val<Vector<T, N>>, out: &mut Vec<AnyVal>) {
-        let v = v.erase();
-        out.extend((0..N as u32).map(|i| v.part(i)));
+        leaf_values(v.erase(), out);
+    }
+}
+
+/// Appends the scalar leaves of `v` (itself when it is a scalar; a vector's components and a
+/// struct's fields' leaves in order).
+pub(crate) fn leaf_values(v: AnyVal, out: &mut Vec<AnyVal>) {
+    let parts = match &v.ty {
+        Type::Scalar(_) => return out.push(v),
+        Type::Vector(_, n) => u32::from(*n),
+        Type::Array(_, n) => *n,
+        Type::Struct(st) => st.fields.len() as u32,
+    };
+    for i in 0..parts {
+        leaf_values(v.part(i), out);
     }
 }

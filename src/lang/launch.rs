@@ -406,7 +406,7 @@ impl<'a, T: IrType> HostArg<'a, ViewMut<T>> for &'a mut Vec<T> {
 }
 macro_rules! buffer_arg {
     ($($p:ident),*) => {$(
-        impl<'a, T: Scalar> HostArg<'a, $p<T>> for &'a Buffer<T> {
+        impl<'a, T: IrType> HostArg<'a, $p<T>> for &'a Buffer<T> {
             fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
                 ctx.check_buffer(self)?;
                 out.push(LaunchArg::Device(self.memory()));
@@ -538,7 +538,7 @@ impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a mut [T]> {
     }
 }
 
-impl<'a, T: Scalar> HostArg<'a, View2D<T>> for Slice2D<&'a Buffer<T>> {
+impl<'a, T: IrType> HostArg<'a, View2D<T>> for Slice2D<&'a Buffer<T>> {
     fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
         ctx.check_buffer(self.data)?;
         out.push(LaunchArg::Device(self.data.memory()));
@@ -546,7 +546,7 @@ impl<'a, T: Scalar> HostArg<'a, View2D<T>> for Slice2D<&'a Buffer<T>> {
         Ok(())
     }
 }
-impl<'a, T: Scalar> HostArg<'a, View2DMut<T>> for Slice2D<&'a Buffer<T>> {
+impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a Buffer<T>> {
     fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
         HostArg::<'a, View2D<T>>::push_args(self, ctx, out)
     }
@@ -579,7 +579,7 @@ impl<T, S: AsRef<[T]>> Elements<T> for S {
         self.as_ref().len()
     }
 }
-impl<T: Scalar> Elements<T> for &Buffer<T> {
+impl<T: IrType> Elements<T> for &Buffer<T> {
     fn elements(&self) -> usize {
         self.len()
     }

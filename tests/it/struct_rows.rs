@@ -5,6 +5,7 @@
 
 use crate::common::{every_backend_plan_and_size, has_f64, has_i64, on_gl, spread};
 use kiln::ir::{vector, Vector};
+use kiln::lang::{Index1D, ViewMut};
 use kiln::Vals;
 use std::collections::BTreeMap;
 
@@ -300,5 +301,79 @@ fn tuple_and_option_slices_are_sources() {
         let filled = c.from(&options).map(|o| o.unwrap_or(1000)).sum().unwrap();
         let want: u32 = options.iter().map(|o| o.unwrap_or(1000)).sum();
         assert_eq!(filled, want, "{at}");
+    });
+}
+
+#[kiln::kernel]
+fn age_readings(i: Index1D, rs: ViewMut<Reading>, by: i32) {
+    let r = rs[i];
+    rs[i] = Reading {
+        sensor: r.sensor + by,
+        valid: !r.valid,
+        ..r
+    };
+}
+
+/// Buffers of structs: uploaded, zeroed and overwritten, changed in place by a kernel,
+/// downloaded, and queried where they are (split into columns on the device).
+#[test]
+fn struct_buffers_match_plain_rust() {
+    every_backend_plan_and_size(&[0, 1, 77, 16385], |c, n, at| {
+        let rows = readings(n);
+        let b = c.upload(&rows).unwrap();
+        assert_eq!(b.download().unwrap(), rows, "{at}");
+        c.launch(age_readings, n, (&b, 5i32)).unwrap();
+        let aged: Vec<Reading> = rows
+            .iter()
+            .map(|r| Reading {
+                sensor: r.sensor + 5,
+                valid: !r.valid,
+                ..*r
+            })
+            .collect();
+        assert_eq!(b.download().unwrap(), aged, "{at}");
+
+        let q = c
+            .from_buffer(&b)
+            .filter(|r| r.valid)
+            .map(|r| r.value * 2.0 + 1.0);
+        let want: Vec<f32> = aged
+            .iter()
+            .filter(|r| r.valid)
+            .map(|r| r.value * 2.0 + 1.0)
+            .collect();
+        assert_eq!(q.to_vec().unwrap(), want, "{at}");
+        let sorted = c.from_buffer(&b).sort_by_key(|r| r.delta).to_vec().unwrap();
+        let mut want = aged.clone();
+        want.sort_by_key(|r| r.delta);
+        assert_eq!(sorted, want, "{at}");
+        let explained = c.from_buffer(&b).explain();
+        assert!(
+            explained.contains(&format!("split: {n} structs into 5 columns")),
+            "{explained}"
+        );
+
+        let mut z = c.zeroed::<Segment>(n).unwrap();
+        let zero = Segment {
+            a: Point { x: 0.0, y: 0.0 },
+            b: Point { x: 0.0, y: 0.0 },
+            dir: Vector([0.0; 2]),
+            id: 0,
+        };
+        assert_eq!(z.download().unwrap(), vec![zero; n], "{at}");
+        let segments: Vec<Segment> = (0..n as u32)
+            .map(|i| Segment {
+                id: i * 3,
+                dir: Vector([i as f32, 1.0]),
+                ..zero
+            })
+            .collect();
+        z.write_from(&segments).unwrap();
+        let ids = c
+            .from_buffer(&z)
+            .map(|s| s.id + s.dir.at(0).cast::<u32>())
+            .to_vec();
+        let want: Vec<u32> = (0..n as u32).map(|i| i * 4).collect();
+        assert_eq!(ids.unwrap(), want, "{at}");
     });
 }
