@@ -67,6 +67,27 @@ pub enum Error {
         /// largest row, column or stride count kiln's indexing allows
         max: usize,
     },
+    /// A 3D view whose planes and rows do not fit its data, or that 32-bit indexing cannot
+    /// address.
+    #[error("a 3D view of {planes} planes x {rows} rows x {cols} columns with strides {row_stride} (rows) and {plane_stride} (planes) needs {need} elements (at most {max}); the data has {len}")]
+    VolumeOutOfBounds {
+        /// planes asked for
+        planes: usize,
+        /// rows per plane asked for
+        rows: usize,
+        /// columns asked for
+        cols: usize,
+        /// elements from one row to the next
+        row_stride: usize,
+        /// elements from one plane to the next
+        plane_stride: usize,
+        /// elements the view spans
+        need: usize,
+        /// elements in the data
+        len: usize,
+        /// largest count or span kiln's indexing allows
+        max: usize,
+    },
     /// Host memory for a result or a table the query sizes (a histogram's bins, a
     /// `to_vec`'s elements) could not be allocated; nothing was aborted.
     #[error("the host could not allocate {bytes} bytes for {what}")]

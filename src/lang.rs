@@ -23,7 +23,8 @@
 //! Parameters are an optional first index (`Index1D`, `Index2D`, `Index3D`: the work item's
 //! position; launches with an extent run the body only inside it), then views of device or
 //! host memory (`View<T>` read-only, `ViewMut<T>` read-write, `View2D<T>`/`View2DMut<T>`
-//! row-major with a stride) and values (`f32`, `u32`, ... ). Inside the body, values are
+//! row-major with a stride, `View3D<T>`/`View3DMut<T>` planes of rows with two strides) and
+//! values (`f32`, `u32`, ... ). Inside the body, values are
 //! [`Val`]s; see the README's kernel guide for the Rust subset.
 //!
 //! Structs derive [`Value`] to be kernel values, and `kiln::lambda!` writes a kernel as a
@@ -798,7 +799,9 @@ mod launch;
 mod memory;
 mod ops;
 mod values;
+mod volume;
 pub use launch::*;
 pub use memory::*;
 pub use ops::*;
 pub use values::*;
+pub use volume::*;

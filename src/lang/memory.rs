@@ -496,9 +496,9 @@ impl IndexValue for Val<u32> {
 
 /// Rejects a store into a read-only view while the kernel is built (the kernel fails to build
 /// with this message).
-fn read_only(what: &str) {
+pub(super) fn read_only(what: &str) {
     kiln_ir::record_error(format!(
-        "`{what}` is read-only: declare the parameter as ViewMut<T> (or View2DMut<T>) to write it"
+        "`{what}` is read-only: declare the parameter as ViewMut<T> (View2DMut<T>, View3DMut<T>) to write it"
     ));
 }
 

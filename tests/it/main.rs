@@ -25,3 +25,4 @@ mod properties;
 mod queries;
 mod sorts;
 mod struct_rows;
+mod volumes;

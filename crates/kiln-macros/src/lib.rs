@@ -20,7 +20,7 @@ use syn::{parse_macro_input, FnArg, ItemFn, Pat, ReturnType, Type};
 
 /// Turns a function into a kiln kernel. Its parameters are an optional index first
 /// (`Index1D`, `Index2D`, `Index3D`), then views (`View<T>`, `ViewMut<T>`, `View2D<T>`,
-/// `View2DMut<T>`) and values. The function becomes one that returns the kernel's
+/// `View2DMut<T>`, `View3D<T>`, `View3DMut<T>`) and values. The function becomes one that returns the kernel's
 /// `kiln::lang::KernelFn`, which `Context::launch`, `launch_grouped` and `launch_grid` take
 /// (as `saxpy` or `saxpy::<f32>` for a generic one).
 #[proc_macro_attribute]
