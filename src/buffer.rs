@@ -4,6 +4,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::query::bytes_of;
 use kiln_backend::{Backend, DeviceMemory};
 use kiln_ir::IrType;
 use std::marker::PhantomData;
@@ -143,7 +144,7 @@ impl<T: IrType> Buffer<T> {
                 right: xs.len(),
             });
         }
-        Ok(self.backend.upload(&*self.memory, value_bytes(xs))?)
+        Ok(self.backend.upload(&*self.memory, bytes_of(xs))?)
     }
 
     /// Overwrites this buffer with the elements of `src`, copied on the device (after earlier
@@ -224,7 +225,7 @@ impl Context {
     pub fn upload<T: IrType>(&self, xs: &[T]) -> Result<Buffer<T>> {
         let backend = self.backend().clone();
         let memory = backend.alloc(std::mem::size_of_val(xs))?;
-        backend.upload(&*memory, value_bytes(xs))?;
+        backend.upload(&*memory, bytes_of(xs))?;
         Ok(Buffer::new(memory, backend, xs.len()))
     }
 
@@ -247,7 +248,7 @@ impl Context {
             crate::error::zeroed_host_vec(bytes.div_ceil(8), "the zeros of a new buffer")?;
         let backend = self.backend().clone();
         let memory = backend.alloc(bytes)?;
-        backend.upload(&*memory, &value_bytes(&zeros)[..bytes])?;
+        backend.upload(&*memory, &bytes_of(&zeros)[..bytes])?;
         Ok(Buffer::new(memory, backend, n))
     }
 
@@ -277,10 +278,4 @@ impl Context {
             })
         }
     }
-}
-
-/// The bytes of `xs`.
-fn value_bytes<T: IrType>(xs: &[T]) -> &[u8] {
-    // SAFETY: kiln values are plain data without padding (scalars, `Vector`, `IrStruct`s).
-    unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
 }

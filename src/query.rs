@@ -240,9 +240,10 @@ impl<'a> Input<'a> {
     }
 }
 
-/// The bytes of `xs`.
-pub(crate) fn bytes_of<T: Scalar>(xs: &[T]) -> &[u8] {
-    // SAFETY: kiln scalars are plain numbers (bool is one byte 0/1) without padding.
+/// The bytes of `xs`, kiln values (scalars, `Vector`s, `IrStruct`s).
+pub(crate) fn bytes_of<T: IrType>(xs: &[T]) -> &[u8] {
+    // SAFETY: kiln values are plain data without padding (scalars, `Vector`, `IrStruct`s,
+    // whose contract rules padding out), so every byte is initialized.
     unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
 }
 

@@ -3,6 +3,7 @@
 //! values' leaves, in declaration order) are its query columns. A kiln value has no padding
 //! bytes, so its leaves also lie back to back in its memory and the host side moves bytes.
 
+use crate::query::bytes_of;
 use crate::Row;
 use kiln_ir::{
     compose_any, AnyVal, IrStruct, IrType, Scalar, ScalarType, ScalarValue, Type, Val, Vector,
@@ -118,13 +119,6 @@ impl<S: IrStruct> Leaves<S> {
         let views: Vec<&[u8]> = cols.iter_mut().map(|c| &c[..]).collect();
         self.read(&views, 0)
     }
-}
-
-/// The bytes of `xs`.
-fn bytes_of<S: IrStruct>(xs: &[S]) -> &[u8] {
-    // SAFETY: a kiln value has no padding (the `IrStruct` contract), so all its bytes are
-    // initialized.
-    unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) }
 }
 
 /// Copies the `N`-byte leaf at offset `at` of every `stride`-byte element into `col`.
