@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::plan::{DeviceProfile, PlanShape};
 use crate::plan_cache::{CompiledPlan, Fingerprint, PlanCache};
 use kiln_backend::{Backend, BackendError, CompiledKernel, DeviceInfo, Grid, LaunchArg};
-use kiln_ir::{kernel_hash, Kernel, KernelHash};
+use kiln_ir::{kernel_hash, CompileOptions, Kernel, KernelHash};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -260,6 +260,7 @@ struct Inner {
     disk_hits: AtomicU64,
     disk: Option<DiskCache>,
     plan_shape: Mutex<PlanShape>,
+    options: Mutex<CompileOptions>,
 }
 
 /// A device plus its kernel and plan caches: where queries start (`ctx.from`) and kernels
@@ -316,6 +317,7 @@ impl Context {
                 disk_hits: AtomicU64::new(0),
                 disk: DiskCache::from_env(),
                 plan_shape: Mutex::new(PlanShape::Auto),
+                options: Mutex::new(CompileOptions::default()),
             }),
         }
     }
@@ -336,6 +338,59 @@ impl Context {
             .plan_shape
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = shape;
+    }
+
+    /// Sets how this context compiles every kernel from now on, queries' and launched ones
+    /// alike (all clones of this context share it): fast math and a register limit. A kernel
+    /// launched with options of its own ([`KernelFn::with_options`](crate::lang::KernelFn::with_options))
+    /// keeps the ones it sets. The options are part of every cache key, so kernels compiled
+    /// before stay cached under theirs. Fails with `Unsupported`, changing nothing, when the
+    /// device has no such option ([`kiln::Features`](crate::Features)`::fast_math` and
+    /// `register_limit` say which it has: WGSL and the CPU backend have no fast math, only
+    /// CUDA takes a register limit) and for launch bounds, which bound one kernel's launches
+    /// and so are given with that kernel.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// use kiln::CompileOptions;
+    /// let ctx = Context::new()?; // the best device present
+    /// if ctx.device().features.fast_math {
+    ///     ctx.set_compile_options(CompileOptions::new().fast_math(true))?;
+    ///     let xs: Vec<f32> = (1..=1000).map(|i| i as f32).collect();
+    ///     let s = ctx.from(&xs).map(|x| x.sqrt() / 3.0).sum()?;
+    ///     let want: f64 = xs.iter().map(|&x| (x as f64).sqrt() / 3.0).sum();
+    ///     assert!((s as f64 - want).abs() < 1e-3 * want, "{s} {want}");
+    /// } else {
+    ///     let e = ctx.set_compile_options(CompileOptions::new().fast_math(true));
+    ///     assert!(matches!(e, Err(kiln::Error::Backend(kiln::BackendError::Unsupported { .. }))));
+    /// }
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn set_compile_options(&self, options: CompileOptions) -> Result<()> {
+        if let Some(n) = options.launch_bounds {
+            return Err(crate::Error::Unsupported {
+                backend: self.device().backend,
+                what: format!(
+                    "launch bounds ({n}) for a whole context: they bound one kernel's launches, \
+                     so give them with that kernel (KernelFn::with_options)"
+                ),
+            });
+        }
+        kiln_backend::check_options(self.device(), &options)?;
+        *self.inner.options.lock().unwrap_or_else(|p| p.into_inner()) = options;
+        Ok(())
+    }
+
+    /// The compile options set by [`Context::set_compile_options`] (nothing set at first).
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// assert_eq!(ctx.compile_options(), kiln::CompileOptions::new());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn compile_options(&self) -> CompileOptions {
+        *self.inner.options.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The plan shape queries use now: `Auto` resolved for this device.
@@ -487,6 +542,26 @@ impl Context {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn compile(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
+        self.compile_under(kernel, &self.compile_options())
+    }
+
+    /// [`Context::compile`] with the options the kernel leaves unset taken from `context`.
+    fn compile_under(
+        &self,
+        kernel: &Kernel,
+        context: &CompileOptions,
+    ) -> Result<Arc<dyn CompiledKernel>> {
+        let options = kernel.options.or(context);
+        if options != kernel.options {
+            let mut with = kernel.clone();
+            with.options = options;
+            return self.compile_as_given(&with);
+        }
+        self.compile_as_given(kernel)
+    }
+
+    /// [`Context::compile`] with the kernel's own options, whatever the context's.
+    fn compile_as_given(&self, kernel: &Kernel) -> Result<Arc<dyn CompiledKernel>> {
         // The kernel is hashed once per call, whether it is found or compiled.
         let hash = kernel_hash(kernel);
         if let Some(hit) = self.inner.cache.lookup(kernel, hash) {
@@ -603,9 +678,15 @@ impl Context {
         fingerprint: Option<Fingerprint>,
         build: impl FnOnce() -> Result<Vec<Kernel>>,
     ) -> Result<CompiledPlan> {
+        // The context's options are part of the plan's key, as of each kernel's.
+        let options = self.compile_options();
+        let fingerprint = fingerprint.map(|mut f| {
+            f.shape.options = options;
+            f
+        });
         self.inner
             .plans
-            .get_or_build(fingerprint, build, |k| self.compile(k))
+            .get_or_build(fingerprint, build, |k| self.compile_under(k, &options))
     }
 
     /// Launches `compiled` (kernel `name`) on `grid` with `args`, counted in

@@ -79,7 +79,9 @@ use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use kiln_backend::{Grid, LaunchArg};
-use kiln_ir::{Access, Axis, Builtin, IrType, Kernel, KernelScope, Mem, Scalar, SharedLen};
+use kiln_ir::{
+    Access, Axis, Builtin, CompileOptions, IrType, Kernel, KernelScope, Mem, Scalar, SharedLen,
+};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};

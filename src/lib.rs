@@ -77,7 +77,7 @@ pub use kiln_backend::{
     BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,
 };
 pub use kiln_ir as ir;
-pub use kiln_ir::{select, Val};
+pub use kiln_ir::{select, CompileOptions, Val};
 pub use lang::Value;
 pub use lang::{device, intrinsic, kernel, lambda};
 pub use plan::{DeviceProfile, PlanShape};

@@ -26,6 +26,7 @@ pub struct KernelFn<P> {
     name: &'static str,
     dims: usize,
     build: fn(&KernelScope),
+    options: CompileOptions,
     _p: PhantomData<fn(P)>,
 }
 
@@ -44,8 +45,40 @@ impl<P> KernelFn<P> {
             name,
             dims,
             build,
+            options: CompileOptions::new(),
             _p: PhantomData,
         }
+    }
+
+    /// This kernel compiled with `options` (fast math, launch bounds, a register limit),
+    /// wherever it is launched; the options it leaves unset come from the context's
+    /// ([`Context::set_compile_options`]). The options are part of the kernel's cache key:
+    /// the kernel with and without them are two compiled kernels. Its launches fail with
+    /// `Unsupported` where the device has no such option, and with `InvalidLaunch` for groups
+    /// larger than its launch bounds ([`Context::launch`] picks groups within them).
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// #[kiln::kernel]
+    /// fn twice(i: Index1D, x: ViewMut<u32>) {
+    ///     x[i] = x[i] * 2u32;
+    /// }
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let bounded = twice().with_options(kiln::CompileOptions::new().launch_bounds(64));
+    /// let mut x: Vec<u32> = (0..1000).collect();
+    /// ctx.launch(bounded, x.len(), (&mut x,))?; // groups of at most 64
+    /// assert!(x.iter().enumerate().all(|(i, &v)| v == 2 * i as u32));
+    /// let too_large = ctx.launch_grouped(bounded, 1u32, 128u32, (&mut x,));
+    /// assert!(matches!(too_large, Err(kiln::Error::Backend(kiln::BackendError::InvalidLaunch { .. }))));
+    /// // The CPU backend has no fast math: a typed error, nothing runs.
+    /// let fast = twice().with_options(kiln::CompileOptions::new().fast_math(true));
+    /// assert!(ctx.launch(fast, x.len(), (&mut x,)).is_err());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn with_options(mut self, options: CompileOptions) -> KernelFn<P> {
+        self.options = options;
+        self
     }
 
     /// The kernel's IR, built once per process (and per generic instantiation). Returns the
@@ -64,7 +97,7 @@ impl<P> KernelFn<P> {
     /// ```
     pub fn ir(&self) -> Result<Arc<Kernel>> {
         let build = self.build;
-        cached_ir(build as usize, self.name, build)
+        cached_ir(build as usize, self.options, self.name, build)
     }
 
     /// Dimensions of the kernel's index (0 when it takes none).
@@ -82,15 +115,24 @@ impl<P> KernelFn<P> {
     }
 }
 
-/// The IR built by the build function at address `key`, built on first use.
-fn cached_ir(key: usize, name: &str, build: impl FnOnce(&KernelScope)) -> Result<Arc<Kernel>> {
+/// The IR built by the build function at address `key`, with `options`, built on first use.
+fn cached_ir(
+    key: usize,
+    options: CompileOptions,
+    name: &str,
+    build: impl FnOnce(&KernelScope),
+) -> Result<Arc<Kernel>> {
     type Built = std::result::Result<Arc<Kernel>, kiln_ir::IrError>;
-    static BUILT: OnceLock<Mutex<HashMap<usize, Built>>> = OnceLock::new();
+    static BUILT: OnceLock<Mutex<HashMap<(usize, CompileOptions), Built>>> = OnceLock::new();
     let map = BUILT.get_or_init(Default::default);
+    let key = (key, options);
     if let Some(hit) = map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(hit.clone()?);
     }
-    let built = Kernel::build(name, build).map(Arc::new);
+    let built = Kernel::build(name, build).map(|mut k| {
+        k.options = options;
+        Arc::new(k)
+    });
     map.lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(key, built.clone());
@@ -116,6 +158,7 @@ fn cached_ir(key: usize, name: &str, build: impl FnOnce(&KernelScope)) -> Result
 pub struct Lambda<P, C> {
     name: &'static str,
     dims: usize,
+    options: CompileOptions,
     captured: C,
     build: fn(&KernelScope, PhantomData<C>),
     _p: PhantomData<fn(P)>,
@@ -141,6 +184,7 @@ impl<P, C: Captures> Lambda<P, C> {
         Lambda {
             name,
             dims,
+            options: CompileOptions::new(),
             captured,
             build,
             _p: PhantomData,
@@ -166,7 +210,29 @@ impl<P, C: Captures> Lambda<P, C> {
     /// ```
     pub fn ir(&self) -> Result<Arc<Kernel>> {
         let build = self.build;
-        cached_ir(build as usize, self.name, |scope| build(scope, PhantomData))
+        cached_ir(build as usize, self.options, self.name, |scope| {
+            build(scope, PhantomData)
+        })
+    }
+
+    /// This closure kernel compiled with `options`, as [`KernelFn::with_options`].
+    ///
+    /// ```
+    /// use kiln::lang::*;
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let k = 3i32;
+    /// let add = kiln::lambda!(move |i: Index1D, x: ViewMut<i32>| x[i] = x[i] + k)
+    ///     .with_options(kiln::CompileOptions::new().launch_bounds(32));
+    /// assert_eq!(add.ir()?.options.launch_bounds, Some(32));
+    /// let mut x = vec![1, 2, 3];
+    /// ctx.launch(add, x.len(), (&mut x,))?;
+    /// assert_eq!(x, [4, 5, 6]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn with_options(mut self, options: CompileOptions) -> Lambda<P, C> {
+        self.options = options;
+        self
     }
 }
 
@@ -703,7 +769,13 @@ impl Context {
             });
         }
         let extent = extent.into().0;
-        let size = auto_group_size(k.dims, self.device().max_group_size);
+        let largest =
+            k.ir.options
+                .launch_bounds
+                .map_or(self.device().max_group_size, |b| {
+                    b.min(self.device().max_group_size)
+                });
+        let size = auto_group_size(k.dims, largest);
         let mut groups = [1u32; 3];
         for d in 0..3 {
             let what = match i64::try_from(extent[d]) {

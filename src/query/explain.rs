@@ -112,8 +112,14 @@ impl<'a, T: Row> Query<'a, T> {
     }
 }
 
-/// The first line of every `explain()`: the context's backend and device name.
+/// The first line of every `explain()`: the context's backend and device name, and the
+/// compile options it set, if any.
 pub(super) fn device_line(ctx: &Context) -> String {
     let device = ctx.device();
-    format!("device: {} ({})\n", device.backend, device.name)
+    let options = ctx.compile_options();
+    let options = match options.is_default() {
+        true => String::new(),
+        false => format!("\ncompile options: {options}"),
+    };
+    format!("device: {} ({}){options}\n", device.backend, device.name)
 }

@@ -11,6 +11,7 @@ mod gallery;
 mod backends;
 mod buffers;
 mod cache;
+mod compile_options;
 mod concat;
 mod disk_cache;
 mod dynamic;

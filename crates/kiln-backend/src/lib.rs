@@ -9,7 +9,7 @@ mod pool;
 
 pub use pool::{pool_capacity, MemoryPool};
 
-use kiln_ir::{IrType, Kernel, KernelInfo};
+use kiln_ir::{CompileOptions, IrType, Kernel, KernelInfo};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
@@ -77,6 +77,11 @@ pub struct Features {
     pub subgroups: bool,
     /// 64-bit integer atomics.
     pub atomics64: bool,
+    /// Relaxed floating-point math ([`CompileOptions::fast_math`]): CUDA and OpenCL have it;
+    /// WGSL and the CPU backend's Cranelift have no such mode.
+    pub fast_math: bool,
+    /// A limit on registers per work item ([`CompileOptions::max_registers`]): CUDA only.
+    pub register_limit: bool,
 }
 
 /// What a device is and can do.
@@ -491,6 +496,26 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// Ok when `info`'s device compiles kernels with `options`; `Unsupported` naming the first
+/// option it has no way to honour otherwise (fast math without
+/// [`Features::fast_math`], a register limit without [`Features::register_limit`]). Launch
+/// bounds hold everywhere: [`check_launch`] enforces them. Every backend's
+/// [`Backend::prepare`] checks this first.
+pub fn check_options(info: &DeviceInfo, options: &CompileOptions) -> Result<(), BackendError> {
+    let missing = if options.relaxed_math() && !info.features.fast_math {
+        "fast math (`CompileOptions::fast_math`): its compiler has no relaxed floating-point \
+         mode, so kernels keep IEEE results"
+    } else if options.max_registers.is_some() && !info.features.register_limit {
+        "a register limit (`CompileOptions::max_registers`): its compiler takes none"
+    } else {
+        return Ok(());
+    };
+    Err(BackendError::Unsupported {
+        backend: info.backend,
+        feature: missing.into(),
+    })
+}
+
 /// Ok when `src` and `dst` both hold at least `bytes`; `InvalidLaunch` naming `backend`
 /// otherwise. Every backend's [`Backend::copy`] checks this first.
 pub fn check_copy(
@@ -516,8 +541,8 @@ pub fn check_copy(
 }
 
 /// Checks launch arguments against a kernel's parameters (count, kinds, access, element size,
-/// alignment, 32-bit lengths) and the grid (non-empty groups within `max_group_size`, sizes
-/// of dynamic shared arrays). Returns the element count of each buffer argument (0 for
+/// alignment, 32-bit lengths) and the grid (non-empty groups within `max_group_size` and the
+/// kernel's [`CompileOptions::launch_bounds`], sizes of dynamic shared arrays). Returns the element count of each buffer argument (0 for
 /// values) and of each shared array, for backends to pass to the kernel.
 pub fn check_launch(
     backend: BackendKind,
@@ -602,6 +627,13 @@ pub fn check_launch(
     if items == 0 || items > max_group_size as u64 {
         return Err(invalid(format!(
             "group size {:?} must have between 1 and {max_group_size} work items",
+            grid.group_size
+        )));
+    }
+    if let Some(bound) = kernel.options.launch_bounds.filter(|&b| items > b as u64) {
+        return Err(invalid(format!(
+            "group size {:?} has {items} work items, more than the kernel's launch bounds \
+             ({bound})",
             grid.group_size
         )));
     }

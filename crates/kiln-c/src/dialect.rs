@@ -1,7 +1,7 @@
 //! What differs between OpenCL C and CUDA C, as one trait with an implementation per dialect:
 //! the writer asks its dialect and never matches on which one it writes.
 
-use kiln_ir::{Builtin, Function, Kernel, ScalarType};
+use kiln_ir::{Builtin, CompileOptions, Function, Kernel, ScalarType};
 use kiln_writer::{AtomicCall, Helpers};
 
 mod cuda;
@@ -36,8 +36,9 @@ pub(crate) trait CDialect {
     fn function_prefix(&self, noinline: bool) -> &'static str;
     /// The native function an intrinsic binds in this dialect.
     fn native<'f>(&self, f: &'f Function) -> Option<&'f str>;
-    /// The kernel's first line, up to its opening brace.
-    fn kernel_head(&self, name: &str, params: &str) -> String;
+    /// The kernel's first line, up to its opening brace, with what the dialect says of
+    /// `options` there (launch bounds, a register limit).
+    fn kernel_head(&self, name: &str, params: &str, options: &CompileOptions) -> String;
     /// The parameter that passes dynamic shared array `name`'s memory, where the dialect
     /// passes it (after the array's length).
     fn dynamic_shared_memory(&self, name: &str) -> Option<String>;

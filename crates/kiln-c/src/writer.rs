@@ -35,7 +35,11 @@ impl Writer {
         }
         self.block(&cx, &k.body.block, &mut inner, 1)?;
         self.end_lines(&mut inner);
-        let _ = writeln!(text, "{}", self.d.kernel_head(&k.name, &params.join(", ")));
+        let _ = writeln!(
+            text,
+            "{}",
+            self.d.kernel_head(&k.name, &params.join(", "), &k.options)
+        );
         text += &inner;
         text += "}\n";
         let mut out = String::new();

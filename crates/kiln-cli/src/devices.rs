@@ -73,6 +73,8 @@ fn device_json(d: &DeviceInfo) -> Value {
         "int64": d.features.int64,
         "atomics64": d.features.atomics64,
         "subgroups": d.features.subgroups,
+        "fast_math": d.features.fast_math,
+        "register_limit": d.features.register_limit,
         "unusable": d.unusable,
     })
 }

@@ -65,6 +65,8 @@ fn devices_lists_what_the_library_finds_as_json_and_as_a_table() {
         assert_eq!(j["f64"], d.features.f64);
         assert_eq!(j["int64"], d.features.int64);
         assert_eq!(j["atomics64"], d.features.atomics64);
+        assert_eq!(j["fast_math"], d.features.fast_math);
+        assert_eq!(j["register_limit"], d.features.register_limit);
         assert_eq!(j["unusable"].as_str(), d.unusable.as_deref());
     }
     // Every backend is either listed or said absent, with the reason opening it gives.

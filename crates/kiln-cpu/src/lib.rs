@@ -121,6 +121,8 @@ impl CpuBackend {
                 int64: true,
                 subgroups: true,
                 atomics64: true,
+                fast_math: false,
+                register_limit: false,
             },
             unusable: None,
         };
@@ -154,7 +156,8 @@ impl Backend for CpuBackend {
 
     /// Cranelift compiles the IR itself: nothing is written; what validation found goes to
     /// the lowering.
-    fn prepare(&self, _kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+    fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        check_options(&self.info, &kernel.options)?;
         Ok(Prepared {
             text: None,
             written: Box::new(info.clone()),

@@ -26,7 +26,7 @@ pub use runtime::{CudaBackend, DRIVER_LIBRARY};
 
 use kiln_backend::{BackendError, BackendKind};
 use kiln_c::{write_kernel, write_validated, Dialect, Source};
-use kiln_ir::{Kernel, KernelInfo};
+use kiln_ir::{CompileOptions, Kernel, KernelInfo};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -35,6 +35,22 @@ use std::process::Command;
 /// generated source map the code to Rust lines in debuggers and profilers (no effect on the
 /// code itself).
 pub const NVRTC_OPTIONS: [&str; 2] = ["--fmad=false", "--generate-line-info"];
+
+/// The NVRTC options of a kernel compiled with `options`, besides the architecture:
+/// [`NVRTC_OPTIONS`], or with fast math `--use_fast_math` (which turns contraction back on)
+/// and line information. Launch bounds and a register limit are in the source (so they reach
+/// PTX too), except a register limit beside launch bounds, which CUDA C cannot state on one
+/// kernel: that one is `--maxrregcount=N`, which binds the cubin NVRTC makes, not its PTX.
+pub fn nvrtc_options(options: &CompileOptions) -> Vec<String> {
+    let mut all: Vec<String> = match options.relaxed_math() {
+        true => vec!["--use_fast_math".into(), "--generate-line-info".into()],
+        false => NVRTC_OPTIONS.iter().map(|o| o.to_string()).collect(),
+    };
+    if let (Some(_), Some(n)) = (options.launch_bounds, options.max_registers) {
+        all.push(format!("--maxrregcount={n}"));
+    }
+    all
+}
 
 /// Ok if NVRTC can be loaded; `Unavailable` listing where kiln looked otherwise.
 pub fn nvrtc_available() -> Result<(), BackendError> {
@@ -88,7 +104,7 @@ pub fn compile_ptx_with(
         &kernel.name,
         &source.text,
         arch,
-        &NVRTC_OPTIONS,
+        &nvrtc_options(&kernel.options),
         Output::Ptx,
     )?;
     Ok(Compiled {

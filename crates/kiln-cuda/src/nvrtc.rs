@@ -247,7 +247,7 @@ impl Nvrtc {
         kernel: &str,
         source: &str,
         arch: &str,
-        options: &[&str],
+        options: &[impl AsRef<str>],
         output: Output,
     ) -> Result<Vec<u8>, BackendError> {
         let fail = |log: String| BackendError::Compile {
@@ -260,7 +260,7 @@ impl Nvrtc {
         let src = cstr(source)?;
         let name = cstr(&format!("{kernel}.cu"))?;
         let mut all = vec![format!("--gpu-architecture={arch}")];
-        all.extend(options.iter().map(|o| o.to_string()));
+        all.extend(options.iter().map(|o| o.as_ref().to_string()));
         let owned = all.iter().map(|o| cstr(o)).collect::<Result<Vec<_>, _>>()?;
         let pointers: Vec<*const c_char> = owned.iter().map(|o| o.as_ptr()).collect();
         let mut prog: Program = std::ptr::null_mut();

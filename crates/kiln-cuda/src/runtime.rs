@@ -4,7 +4,7 @@
 //! the device), loads the module and launches on one stream.
 
 use crate::staging::HostCopies;
-use crate::{write_validated_cuda, Nvrtc, Output, NVRTC_OPTIONS};
+use crate::{nvrtc_options, write_validated_cuda, Nvrtc, Output, NVRTC_OPTIONS};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{
@@ -163,6 +163,8 @@ impl CudaBackend {
                 int64: true,
                 subgroups: true,
                 atomics64: true,
+                fast_math: true,
+                register_limit: true,
             },
             unusable: None,
         };
@@ -267,6 +269,19 @@ impl Backend for CudaBackend {
     }
 
     fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        check_options(&self.info, &kernel.options)?;
+        let o = &kernel.options;
+        if self.output == Output::Ptx && o.launch_bounds.is_some() && o.max_registers.is_some() {
+            return Err(BackendError::Unsupported {
+                backend: BackendKind::Cuda,
+                feature: format!(
+                    "a register limit beside launch bounds on {}, for which NVRTC makes PTX \
+                     only (CUDA C states one of them per kernel; the other is an option of \
+                     NVRTC's own cubin): give one of the two",
+                    self.arch
+                ),
+            });
+        }
         let source = write_validated_cuda(kernel, info)?;
         Ok(Prepared {
             text: Some(source.text.clone()),
@@ -284,7 +299,7 @@ impl Backend for CudaBackend {
             &kernel.name,
             &source.text,
             &self.arch,
-            &NVRTC_OPTIONS,
+            &nvrtc_options(&kernel.options),
             self.output,
         )?;
         Ok((self.load(kernel, source, binary.clone())?, Some(binary)))

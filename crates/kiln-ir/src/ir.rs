@@ -712,6 +712,9 @@ pub struct Kernel {
     /// ignore it; equality and the structural hash include it (the same build gives the same
     /// record).
     pub user_literals: Vec<(Handle, crate::constants::ConstantSlot)>,
+    /// How backends compile the kernel (nothing set by the builder); part of equality and the
+    /// structural hash, so a kernel compiled with other options is another cache entry.
+    pub options: crate::CompileOptions,
 }
 
 impl Kernel {

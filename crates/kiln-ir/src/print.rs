@@ -33,6 +33,9 @@ pub fn print_kernel(k: &Kernel) -> String {
         print_body(&mut out, &f.body, k);
         out.push_str("}\n");
     }
+    if !k.options.is_default() {
+        let _ = writeln!(out, "#[options({})]", k.options);
+    }
     let params: Vec<String> = k.params.iter().map(param).collect();
     let _ = writeln!(out, "kernel {}({}) {{", k.name, params.join(", "));
     for s in &k.shared {

@@ -76,6 +76,13 @@ pub fn validate(kernel: &Kernel) -> Result<KernelInfo, IrError> {
             "kernel name is not an identifier".into(),
         ));
     }
+    if kernel.options.launch_bounds == Some(0) || kernel.options.max_registers == Some(0) {
+        return Err(err(
+            None,
+            "options".into(),
+            "launch bounds and a register limit must be at least 1".into(),
+        ));
+    }
     for (i, p) in kernel.params.iter().enumerate() {
         if !is_identifier(&p.name) {
             return Err(err(

@@ -11,7 +11,7 @@
 #![deny(missing_docs)]
 use kiln_backend::*;
 use kiln_c::{write_validated, Dialect, ScalarArg, Slot};
-use kiln_ir::{Kernel, KernelInfo, ParamKind};
+use kiln_ir::{CompileOptions, Kernel, KernelInfo, ParamKind};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -27,6 +27,18 @@ use std::sync::{Arc, Mutex};
 /// Build options: correctly rounded single-precision divide and square root, so results match
 /// the other backends bit for bit.
 pub const BUILD_OPTIONS: &str = "-cl-fp32-correctly-rounded-divide-sqrt";
+
+/// Build options with relaxed math ([`CompileOptions::fast_math`]): the compiler may
+/// reassociate, contract, flush denormals and approximate divide and square root.
+pub const FAST_MATH_OPTIONS: &str = "-cl-fast-relaxed-math";
+
+/// The build options of a kernel compiled with `options`.
+pub fn build_options(options: &CompileOptions) -> &'static str {
+    match options.relaxed_math() {
+        true => FAST_MATH_OPTIONS,
+        false => BUILD_OPTIONS,
+    }
+}
 
 /// The library opencl3 loads.
 pub const LIBRARY: &str = "libOpenCL.so.1";
@@ -219,6 +231,8 @@ impl OpenClBackend {
                 subgroups: false,
                 atomics64: extensions.contains("cl_khr_int64_base_atomics")
                     && extensions.contains("cl_khr_int64_extended_atomics"),
+                fast_math: true,
+                register_limit: false,
             },
             unusable: None,
         };
@@ -255,6 +269,7 @@ impl Backend for OpenClBackend {
     }
 
     fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        check_options(&self.shared.info, &kernel.options)?;
         let src = write_validated(kernel, info, Dialect::OpenCl).map_err(|e| {
             BackendError::Unsupported {
                 backend: BackendKind::OpenCl,
@@ -375,14 +390,17 @@ impl Backend for OpenClBackend {
         prepared: Prepared,
     ) -> Result<(Arc<dyn CompiledKernel>, Option<Vec<u8>>), BackendError> {
         let src = self.source(&prepared)?;
-        let program =
-            Program::create_and_build_from_source(&self.shared.context, &src.text, BUILD_OPTIONS)
-                .map_err(|log| BackendError::Compile {
-                backend: BackendKind::OpenCl,
-                kernel: kernel.name.clone(),
-                log,
-                source_text: src.text.clone(),
-            })?;
+        let program = Program::create_and_build_from_source(
+            &self.shared.context,
+            &src.text,
+            build_options(&kernel.options),
+        )
+        .map_err(|log| BackendError::Compile {
+            backend: BackendKind::OpenCl,
+            kernel: kernel.name.clone(),
+            log,
+            source_text: src.text.clone(),
+        })?;
         let binary = program
             .get_binaries()
             .ok()
@@ -398,14 +416,17 @@ impl Backend for OpenClBackend {
         binary: &[u8],
     ) -> Result<Arc<dyn CompiledKernel>, BackendError> {
         let src = self.source(prepared)?;
-        let program =
-            Program::create_and_build_from_binary(&self.shared.context, &[binary], BUILD_OPTIONS)
-                .map_err(|e| BackendError::Compile {
-                backend: BackendKind::OpenCl,
-                kernel: kernel.name.clone(),
-                log: format!("loading a cached program binary: {e}"),
-                source_text: src.text.clone(),
-            })?;
+        let program = Program::create_and_build_from_binary(
+            &self.shared.context,
+            &[binary],
+            build_options(&kernel.options),
+        )
+        .map_err(|e| BackendError::Compile {
+            backend: BackendKind::OpenCl,
+            kernel: kernel.name.clone(),
+            log: format!("loading a cached program binary: {e}"),
+            source_text: src.text.clone(),
+        })?;
         self.finish(kernel, src, program)
     }
 }

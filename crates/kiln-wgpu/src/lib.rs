@@ -339,6 +339,8 @@ impl WgpuBackend {
                 int64: features.contains(wgpu::Features::SHADER_INT64),
                 subgroups,
                 atomics64: false,
+                fast_math: false,
+                register_limit: false,
             },
             unusable: None,
         };
@@ -555,6 +557,7 @@ impl Backend for WgpuBackend {
     }
 
     fn prepare(&self, kernel: &Kernel, info: &KernelInfo) -> Result<Prepared, BackendError> {
+        check_options(self.info(), &kernel.options)?;
         let shader = self.write(kernel, info)?;
         Ok(Prepared {
             text: Some(shader.text.clone()),

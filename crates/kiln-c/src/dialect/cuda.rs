@@ -3,7 +3,9 @@
 
 use super::{shared_layout, CDialect};
 use crate::storage::cuda_fixed_shared_in_dynamic_region;
-use kiln_ir::{AtomicOp, Axis, Builtin, Function, Kernel, ScalarType, SharedDecl, SharedLen};
+use kiln_ir::{
+    AtomicOp, Axis, Builtin, CompileOptions, Function, Kernel, ScalarType, SharedDecl, SharedLen,
+};
 use kiln_writer::{AtomicCall, Helpers};
 use std::fmt::Write as _;
 
@@ -117,8 +119,16 @@ impl CDialect for CudaC {
         f.native.cuda.as_deref()
     }
 
-    fn kernel_head(&self, name: &str, params: &str) -> String {
-        format!("extern \"C\" __global__ void {name}({params}) {{")
+    /// Launch bounds as `__launch_bounds__`, else a register limit as `__maxnreg__`: CUDA
+    /// allows only one of them on a kernel, so with launch bounds the register limit is an
+    /// NVRTC option instead (see `kiln_cuda::nvrtc_options`).
+    fn kernel_head(&self, name: &str, params: &str, options: &CompileOptions) -> String {
+        let bounds = match (options.launch_bounds, options.max_registers) {
+            (Some(n), _) => format!("__launch_bounds__({n}) "),
+            (None, Some(n)) => format!("__maxnreg__({n}) "),
+            (None, None) => String::new(),
+        };
+        format!("extern \"C\" __global__ void {bounds}{name}({params}) {{")
     }
 
     fn dynamic_shared_memory(&self, _: &str) -> Option<String> {

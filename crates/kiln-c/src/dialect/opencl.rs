@@ -2,7 +2,7 @@
 //! subgroups of one lane.
 
 use super::{shared_layout, CDialect};
-use kiln_ir::{AtomicOp, Axis, Builtin, Function, Kernel, ScalarType, SharedLen};
+use kiln_ir::{AtomicOp, Axis, Builtin, CompileOptions, Function, Kernel, ScalarType, SharedLen};
 use kiln_writer::{AtomicCall, Helpers};
 use std::fmt::Write as _;
 
@@ -85,7 +85,9 @@ impl CDialect for OpenClC {
         f.native.opencl.as_deref()
     }
 
-    fn kernel_head(&self, name: &str, params: &str) -> String {
+    /// OpenCL C can require one exact group size, not bound it: launch bounds are checked
+    /// at launch only.
+    fn kernel_head(&self, name: &str, params: &str, _: &CompileOptions) -> String {
         format!("__kernel void {name}({params}) {{")
     }
 

@@ -47,6 +47,7 @@ impl Kernel {
             functions: state.functions,
             body: f.body,
             user_literals: state.user_literals,
+            options: Default::default(),
         };
         if let Some(e) = state.errors.into_iter().next() {
             return Err(IrError {
