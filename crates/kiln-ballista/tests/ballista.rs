@@ -255,7 +255,15 @@ fn q1_and_q6_on_a_ballista_cluster_equal_datafusion() {
         .collect();
     for kiln in common::contexts() {
         let device = format!("{} ({})", kiln.device().backend, kiln.device().name);
-        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        // The scheduler, both executors and the client share this runtime, and kiln's
+        // kernels (and their first compiles) run on its workers: with one worker per core of
+        // a 2-core machine, both can be busy long enough for the scheduler's task launches to
+        // fail and the executors to be dropped. More workers than cores keep it answering.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(8)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
         runtime.block_on(async {
             let (scheduler, counts) = start_cluster(&kiln).await;
             let url = format!("df://{scheduler}");
