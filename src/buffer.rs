@@ -5,10 +5,47 @@
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::query::bytes_of;
-use kiln_backend::{Backend, DeviceMemory};
+use kiln_backend::{Backend, DeviceMemory, LaunchArg};
 use kiln_ir::IrType;
 use std::marker::PhantomData;
 use std::sync::Arc;
+
+mod slice;
+pub use slice::BufferSlice;
+
+/// Device memory that a launch binds in place: a whole [`Buffer`] or a [`BufferSlice`].
+pub(crate) trait OnDevice<'a> {
+    /// The memory, valid for `'a`.
+    fn device_memory(self) -> &'a dyn DeviceMemory;
+    /// The backend it belongs to.
+    fn device_backend(&self) -> &Arc<dyn Backend>;
+}
+
+impl<'a, T: IrType> OnDevice<'a> for &'a Buffer<T> {
+    fn device_memory(self) -> &'a dyn DeviceMemory {
+        &*self.memory
+    }
+    fn device_backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+}
+
+impl<'a, T: IrType> OnDevice<'a> for &'a BufferSlice<'_, T> {
+    fn device_memory(self) -> &'a dyn DeviceMemory {
+        &**self.memory()
+    }
+    fn device_backend(&self) -> &Arc<dyn Backend> {
+        self.backend()
+    }
+}
+
+impl Context {
+    /// `data` as a launch argument, after checking it lives on this context's device.
+    pub(crate) fn device_arg<'a>(&self, data: impl OnDevice<'a>) -> Result<LaunchArg<'a>> {
+        self.check_device(data.device_backend())?;
+        Ok(LaunchArg::Device(data.device_memory()))
+    }
+}
 
 /// `len` elements of `T` (a scalar, a `Vector` or a `#[derive(kiln::Value)]` struct) in the
 /// memory of one context's device, side by side as in a slice. Made by [`Context::upload`],
@@ -269,7 +306,12 @@ impl Context {
 
     /// Ok if `b` lives on this context's device.
     pub(crate) fn check_buffer<T: IrType>(&self, b: &Buffer<T>) -> Result<()> {
-        if Arc::ptr_eq(b.backend(), self.backend()) {
+        self.check_device(b.backend())
+    }
+
+    /// Ok if memory of `backend` lives on this context's device.
+    pub(crate) fn check_device(&self, backend: &Arc<dyn Backend>) -> Result<()> {
+        if Arc::ptr_eq(backend, self.backend()) {
             Ok(())
         } else {
             Err(Error::Unsupported {

@@ -88,6 +88,16 @@ pub enum Error {
         /// largest count or span kiln's indexing allows
         max: usize,
     },
+    /// A range of a buffer's elements that does not lie inside it (`Buffer::slice`).
+    #[error("the slice {start}..{end} does not lie inside a buffer of {len} elements")]
+    SliceOutOfBounds {
+        /// first element asked for
+        start: usize,
+        /// element after the last asked for
+        end: usize,
+        /// elements in the buffer or slice it was taken from
+        len: usize,
+    },
     /// Host memory for a result or a table the query sizes (a histogram's bins, a
     /// `to_vec`'s elements) could not be allocated; nothing was aborted.
     #[error("the host could not allocate {bytes} bytes for {what}")]

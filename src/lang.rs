@@ -75,7 +75,7 @@
 //! }
 //! ```
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, BufferSlice};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use kiln_backend::{Grid, LaunchArg};

@@ -68,7 +68,7 @@ mod row;
 #[doc(hidden)]
 pub mod struct_row;
 
-pub use buffer::Buffer;
+pub use buffer::{Buffer, BufferSlice};
 pub use context::{Context, KernelCache, Stats, DEFAULT_CACHE_CAPACITY};
 pub use disk_cache::{CacheUsage, DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
@@ -89,6 +89,7 @@ pub use row::{IntoRow, Maybe, Row, Vals};
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        select, BackendKind, Buffer, Context, DeviceClass, DeviceInfo, Error, Query, Target, Val,
+        select, BackendKind, Buffer, BufferSlice, Context, DeviceClass, DeviceInfo, Error, Query,
+        Target, Val,
     };
 }

@@ -17,7 +17,7 @@
 //! fits the CPU backend (one tight loop per chunk) and fixes the reduction order for a given
 //! input, so results are the same on every run.
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, BufferSlice};
 use crate::context::Context;
 use crate::error::{zeroed_host_vec, Error, Result};
 use crate::plan::{
@@ -946,7 +946,8 @@ impl<'a, T: Row> Query<'a, T> {
         self.zip_column(column, |kept| held.min(kept))
     }
 
-    /// Like [`Query::zip`], with a column in device memory.
+    /// Like [`Query::zip`], with a column in device memory: a `&Buffer` or a
+    /// [`BufferSlice`] of one.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -956,10 +957,11 @@ impl<'a, T: Row> Query<'a, T> {
     /// assert_eq!(sums, [11, 22, 33]);
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn zip_buffer<U: Scalar>(self, other: &'a Buffer<U>) -> Query<'a, (T, U)> {
+    pub fn zip_buffer<U: Scalar>(self, other: impl Into<BufferSlice<'a, U>>) -> Query<'a, (T, U)> {
+        let other = other.into();
         let len = other.len();
-        let foreign = self.ctx.check_buffer(other).err();
-        let column = Input::values(Source::Device(other.memory()), U::TYPE);
+        let foreign = self.ctx.check_device(other.backend()).err();
+        let column = Input::values(Source::Owned(other.memory().clone()), U::TYPE);
         let mut q = self.zip_column(column, |_| len);
         if q.error.is_none() {
             q.error = foreign;

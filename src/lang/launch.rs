@@ -474,8 +474,13 @@ macro_rules! buffer_arg {
     ($($p:ident),*) => {$(
         impl<'a, T: IrType> HostArg<'a, $p<T>> for &'a Buffer<T> {
             fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
-                ctx.check_buffer(self)?;
-                out.push(LaunchArg::Device(self.memory()));
+                out.push(ctx.device_arg(self)?);
+                Ok(())
+            }
+        }
+        impl<'a, T: IrType> HostArg<'a, $p<T>> for &'a BufferSlice<'_, T> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                out.push(ctx.device_arg(self)?);
                 Ok(())
             }
         }
@@ -604,19 +609,23 @@ impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a mut [T]> {
     }
 }
 
-impl<'a, T: IrType> HostArg<'a, View2D<T>> for Slice2D<&'a Buffer<T>> {
-    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
-        ctx.check_buffer(self.data)?;
-        out.push(LaunchArg::Device(self.data.memory()));
-        out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
-        Ok(())
-    }
+macro_rules! buffer_arg_2d {
+    ($($data:ty),*) => {$(
+        impl<'a, T: IrType> HostArg<'a, View2D<T>> for Slice2D<$data> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                out.push(ctx.device_arg(self.data)?);
+                out.extend([self.rows, self.cols, self.stride].map(LaunchArg::value));
+                Ok(())
+            }
+        }
+        impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<$data> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                HostArg::<'a, View2D<T>>::push_args(self, ctx, out)
+            }
+        }
+    )*};
 }
-impl<'a, T: IrType> HostArg<'a, View2DMut<T>> for Slice2D<&'a Buffer<T>> {
-    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
-        HostArg::<'a, View2D<T>>::push_args(self, ctx, out)
-    }
-}
+buffer_arg_2d!(&'a Buffer<T>, &'a BufferSlice<'_, T>);
 
 /// What a [`Slice2D`] can view: slices and vectors of `T` (anything `AsRef<[T]>`, mutable or
 /// not) and `&Buffer<T>`, whose rows then stay in device memory (a buffer serves both
@@ -646,6 +655,11 @@ impl<T, S: AsRef<[T]>> Elements<T> for S {
     }
 }
 impl<T: IrType> Elements<T> for &Buffer<T> {
+    fn elements(&self) -> usize {
+        self.len()
+    }
+}
+impl<T: IrType> Elements<T> for &BufferSlice<'_, T> {
     fn elements(&self) -> usize {
         self.len()
     }

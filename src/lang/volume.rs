@@ -292,16 +292,20 @@ impl<'a, T: IrType> HostArg<'a, View3DMut<T>> for Slice3D<&'a mut [T]> {
         Ok(())
     }
 }
-impl<'a, T: IrType> HostArg<'a, View3D<T>> for Slice3D<&'a Buffer<T>> {
-    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
-        ctx.check_buffer(self.data)?;
-        out.push(LaunchArg::Device(self.data.memory()));
-        out.extend(self.shape.map(LaunchArg::value));
-        Ok(())
-    }
+macro_rules! buffer_arg_3d {
+    ($($data:ty),*) => {$(
+        impl<'a, T: IrType> HostArg<'a, View3D<T>> for Slice3D<$data> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                out.push(ctx.device_arg(self.data)?);
+                out.extend(self.shape.map(LaunchArg::value));
+                Ok(())
+            }
+        }
+        impl<'a, T: IrType> HostArg<'a, View3DMut<T>> for Slice3D<$data> {
+            fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
+                HostArg::<'a, View3D<T>>::push_args(self, ctx, out)
+            }
+        }
+    )*};
 }
-impl<'a, T: IrType> HostArg<'a, View3DMut<T>> for Slice3D<&'a Buffer<T>> {
-    fn push_args(self, ctx: &Context, out: &mut Vec<LaunchArg<'a>>) -> Result<()> {
-        HostArg::<'a, View3D<T>>::push_args(self, ctx, out)
-    }
-}
+buffer_arg_3d!(&'a Buffer<T>, &'a BufferSlice<'_, T>);

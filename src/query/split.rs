@@ -6,11 +6,11 @@ use super::*;
 use crate::struct_row::leaf_values;
 
 impl Context {
-    /// Starts a query over a buffer in device memory; the query runs where the data is. A
-    /// buffer of scalars is read where it is; a buffer of `#[derive(kiln::Value)]` structs
-    /// is first split on the device into one column per scalar field (one kernel, when this
-    /// is called; `explain` says so). A buffer of another context makes the terminal fail
-    /// with `Unsupported`.
+    /// Starts a query over a buffer in device memory (`&buffer`, or a [`BufferSlice`] of
+    /// one: `b.slice(10..20)?`); the query runs where the data is. A buffer of scalars is
+    /// read where it is; a buffer of `#[derive(kiln::Value)]` structs is first split on the
+    /// device into one column per scalar field (one kernel, when this is called; `explain`
+    /// says so). A buffer of another context makes the terminal fail with `Unsupported`.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -26,17 +26,23 @@ impl Context {
     /// let hits = ctx.upload(&[Hit { energy: 1.5, layer: 2 }, Hit { energy: 4.0, layer: 0 }])?;
     /// let deep = ctx.from_buffer(&hits).filter(|h| h.layer.gt(0)).map(|h| h.energy).sum()?;
     /// assert_eq!(deep, 1.5);
+    /// let xs = ctx.upload(&[5i32, -2, 7, 1, -9])?;
+    /// assert_eq!(ctx.from_buffer(xs.slice(1..4)?).max()?, Some(7));
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn from_buffer<'a, T: Row + IrType>(&self, b: &'a Buffer<T>) -> Query<'a, T> {
-        if let Err(e) = self.check_buffer(b) {
+    pub fn from_buffer<'a, T: Row + IrType>(
+        &self,
+        b: impl Into<BufferSlice<'a, T>>,
+    ) -> Query<'a, T> {
+        let b = b.into();
+        if let Err(e) = self.check_device(b.backend()) {
             return Query::failed(self, e);
         }
         let types = Query::<T>::out_types();
         if matches!(T::ir_type(), Type::Scalar(_)) {
-            return Query::over_sources(self, [Source::Device(b.memory())], b.len());
+            return Query::over_sources(self, [Source::Owned(b.memory().clone())], b.len());
         }
-        match split(self, b, &types) {
+        match split(self, &b, &types) {
             Ok(columns) => {
                 let mut q =
                     Query::over_sources(self, columns.into_iter().map(Source::Owned), b.len());
@@ -53,7 +59,7 @@ impl Context {
 }
 
 /// One device column per leaf of `T` (of `types`), written from the structs of `b`.
-fn split<T: IrType>(ctx: &Context, b: &Buffer<T>, types: &[ScalarType]) -> Result<Columns> {
+fn split<T: IrType>(ctx: &Context, b: &BufferSlice<T>, types: &[ScalarType]) -> Result<Columns> {
     let n = b.len();
     let body = |k: &KernelScope| {
         let rows = k.buffer::<T>("rows", Access::Read);
@@ -87,7 +93,7 @@ fn split<T: IrType>(ctx: &Context, b: &Buffer<T>, types: &[ScalarType]) -> Resul
         Ok(vec![Kernel::build_unvalidated("query_split_rows", body)?])
     })?;
     let columns = alloc_rows(ctx, types, n)?;
-    let sources = [Source::Device(b.memory())];
+    let sources = [Source::Device(&**b.memory())];
     let outs = columns.iter().map(|c| LaunchArg::Device(&**c)).collect();
     Run::start(ctx, plan, compiled, &sources)?.finish(&sources, outs)?;
     Ok(columns)

@@ -9,6 +9,7 @@ mod common;
 mod gallery;
 
 mod backends;
+mod buffer_slices;
 mod buffers;
 mod cache;
 mod compile_options;

@@ -471,14 +471,30 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<(), BackendError>;
 
     /// Copies the first `bytes` of `src` into `dst` on the device, after earlier launches and
-    /// before later ones (it may return before the copy is done). Fails when either memory is
-    /// not this backend's or holds fewer than `bytes` ([`check_copy`]).
+    /// before later ones (it may return before the copy is done). `src` and `dst` may be views
+    /// ([`Backend::view`]) of one allocation when they are the same range or do not overlap.
+    /// Fails when either memory is not this backend's or holds fewer than `bytes`
+    /// ([`check_copy`]).
     fn copy(
         &self,
         src: &dyn DeviceMemory,
         dst: &dyn DeviceMemory,
         bytes: usize,
     ) -> Result<(), BackendError>;
+
+    /// A view of the `bytes` bytes of `mem` that start `offset` bytes in: memory of its own to
+    /// launches, uploads, downloads, copies and further views, whose writes land in `mem`, and
+    /// which keeps `mem`'s allocation alive. No bytes move when it is made; a backend that
+    /// cannot bind memory at that offset (an OpenCL sub-buffer or a wgpu binding off the
+    /// device's alignment) copies the range to aligned memory around each launch that uses
+    /// it, and back when the kernel may write it. Fails with `InvalidLaunch` when the range
+    /// does not lie inside `mem` ([`check_view`]) or `mem` is another backend's.
+    fn view(
+        &self,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceMemory>, BackendError>;
 
     /// Rebuilds a kernel from a binary made by [`Backend::compile_prepared`] for the same
     /// prepared kernel, device and compiler. Fails with `Unsupported` when the backend has no
@@ -514,6 +530,27 @@ pub fn check_options(info: &DeviceInfo, options: &CompileOptions) -> Result<(), 
         backend: info.backend,
         feature: missing.into(),
     })
+}
+
+/// Ok when `offset + bytes` lies inside `mem`; `InvalidLaunch` naming `backend` otherwise.
+/// Every backend's [`Backend::view`] checks this first.
+pub fn check_view(
+    backend: BackendKind,
+    mem: &dyn DeviceMemory,
+    offset: usize,
+    bytes: usize,
+) -> Result<(), BackendError> {
+    match offset.checked_add(bytes) {
+        Some(end) if end <= mem.byte_len() => Ok(()),
+        _ => Err(BackendError::InvalidLaunch {
+            backend,
+            kernel: String::new(),
+            reason: format!(
+                "a view of {bytes} bytes at byte {offset} of device memory of {} bytes",
+                mem.byte_len()
+            ),
+        }),
+    }
 }
 
 /// Ok when `src` and `dst` both hold at least `bytes`; `InvalidLaunch` naming `backend`

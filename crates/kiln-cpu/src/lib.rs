@@ -183,10 +183,29 @@ impl Backend for CpuBackend {
                 reason: "the allocator refused".into(),
             })?,
         };
-        Ok(Arc::new(HostMemory {
+        let allocation = Arc::new(HostAllocation {
             words,
-            bytes,
             pool: self.pool.clone(),
+        });
+        Ok(Arc::new(HostMemory {
+            allocation,
+            origin: 0,
+            bytes,
+        }))
+    }
+
+    fn view(
+        &self,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        check_view(BackendKind::Cpu, &**mem, offset, bytes)?;
+        let m = host_view(&**mem)?;
+        Ok(Arc::new(HostMemory {
+            allocation: m.allocation.clone(),
+            origin: m.origin + offset,
+            bytes,
         }))
     }
 
@@ -226,7 +245,13 @@ impl Backend for CpuBackend {
         if from == to {
             return Ok(());
         }
-        // SAFETY: two distinct memories holding at least `bytes` each (checked above); no
+        if from.abs_diff(to) < bytes as u64 {
+            // SAFETY: overlapping views of one allocation, each holding `bytes` (checked
+            // above); `copy` moves as if through a temporary.
+            unsafe { std::ptr::copy(from as *const u8, to as *mut u8, bytes) };
+            return Ok(());
+        }
+        // SAFETY: two disjoint memories holding at least `bytes` each (checked above); no
         // launch runs concurrently (CPU launches finish before they return).
         let (from, to) = unsafe {
             (
@@ -343,16 +368,14 @@ fn new_words(words: usize) -> Option<Words> {
     Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
 }
 
-/// CPU "device" memory: a host allocation that kernels read and write in place. New memory is
-/// zeroed; reused memory holds what was last written to it. Dropped, its words go back to the
-/// backend's pool.
-struct HostMemory {
+/// A host allocation that kernels read and write in place. New memory is zeroed; reused memory
+/// holds what was last written to it. Dropped, its words go back to the backend's pool.
+struct HostAllocation {
     words: Words,
-    bytes: usize,
     pool: Arc<MemoryPool<Words>>,
 }
 
-impl Drop for HostMemory {
+impl Drop for HostAllocation {
     fn drop(&mut self) {
         let words = std::mem::take(&mut self.words);
         if !words.is_empty() {
@@ -363,7 +386,15 @@ impl Drop for HostMemory {
 
 // SAFETY: the memory is only written by kernels (whose work items write disjoint elements or
 // use atomics, as on every backend) and by upload/download between launches.
-unsafe impl Sync for HostMemory {}
+unsafe impl Sync for HostAllocation {}
+
+/// CPU "device" memory: `bytes` bytes of an allocation from byte `origin` (0 unless it is a
+/// view).
+struct HostMemory {
+    allocation: Arc<HostAllocation>,
+    origin: usize,
+    bytes: usize,
+}
 
 impl DeviceMemory for HostMemory {
     fn byte_len(&self) -> usize {
@@ -374,15 +405,18 @@ impl DeviceMemory for HostMemory {
     }
 }
 
+/// `mem` as CPU device memory, or `InvalidLaunch` for another backend's memory.
+fn host_view(mem: &dyn DeviceMemory) -> Result<&HostMemory, BackendError> {
+    downcast_memory::<HostMemory>(mem).map_err(|reason| BackendError::InvalidLaunch {
+        backend: BackendKind::Cpu,
+        kernel: String::new(),
+        reason: reason.into(),
+    })
+}
+
 /// The address of CPU device memory, or `InvalidLaunch` for another backend's memory.
 fn host_memory(mem: &dyn DeviceMemory) -> Result<u64, BackendError> {
-    downcast_memory::<HostMemory>(mem)
-        .map(|m| m.words.as_ptr() as u64)
-        .map_err(|reason| BackendError::InvalidLaunch {
-            backend: BackendKind::Cpu,
-            kernel: String::new(),
-            reason: reason.into(),
-        })
+    host_view(mem).map(|m| m.allocation.words.as_ptr() as u64 + m.origin as u64)
 }
 
 fn copy_error(want: usize, have: usize) -> BackendError {

@@ -326,7 +326,26 @@ impl Backend for CudaBackend {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Arc::new(CudaMemory { slice, bytes }))
+        Ok(Arc::new(CudaMemory {
+            allocation: Arc::new(CudaAllocation { slice }),
+            origin: 0,
+            bytes,
+        }))
+    }
+
+    fn view(
+        &self,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        check_view(BackendKind::Cuda, &**mem, offset, bytes)?;
+        let m = cuda_memory(&**mem).map_err(|e| self.copy_err("view", e))?;
+        Ok(Arc::new(CudaMemory {
+            allocation: m.allocation.clone(),
+            origin: m.origin + offset,
+            bytes,
+        }))
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -344,7 +363,7 @@ impl Backend for CudaBackend {
         if data.is_empty() {
             return Ok(());
         }
-        let dst = device_ptr(&m.slice, &self.stream);
+        let dst = m.ptr(&self.stream);
         bind(&self.stream)
             // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized
             // before `data` can go away.
@@ -368,7 +387,7 @@ impl Backend for CudaBackend {
         if out.is_empty() {
             return Ok(());
         }
-        let src = device_ptr(&m.slice, &self.stream);
+        let src = m.ptr(&self.stream);
         bind(&self.stream)
             // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
             // `out` is used again.
@@ -386,15 +405,13 @@ impl Backend for CudaBackend {
         check_copy(BackendKind::Cuda, src, dst, bytes)?;
         let s = cuda_memory(src).map_err(|e| self.copy_err("device copy", e))?;
         let d = cuda_memory(dst).map_err(|e| self.copy_err("device copy", e))?;
-        let (from, to) = (
-            device_ptr(&s.slice, &self.stream),
-            device_ptr(&d.slice, &self.stream),
-        );
+        let (from, to) = (s.ptr(&self.stream), d.ptr(&self.stream));
         if bytes == 0 || from == to {
             return Ok(());
         }
         bind(&self.stream)
-            // SAFETY: both allocations hold at least `bytes` (checked above) and are distinct;
+            // SAFETY: both memories hold at least `bytes` (checked above) and do not overlap
+            // (`Backend::copy`'s contract);
             // the copy is ordered on the one stream every command uses.
             .and_then(|_| unsafe {
                 cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
@@ -542,7 +559,7 @@ impl CompiledKernel for CudaKernel {
             match (&p.kind, a) {
                 (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
                     let mem = cuda_memory(*m).map_err(|e| self.err(&format!("argument {i}"), e))?;
-                    pointers.push(Some(device_ptr(&mem.slice, stream)));
+                    pointers.push(Some(mem.ptr(stream)));
                     temps.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
@@ -652,19 +669,33 @@ impl CompiledKernel for CudaKernel {
     }
 }
 
-/// CUDA device memory.
-struct CudaMemory {
+/// One allocation of CUDA device memory.
+struct CudaAllocation {
     slice: CudaSlice<u8>,
-    bytes: usize,
 }
 
-impl Drop for CudaMemory {
+impl Drop for CudaAllocation {
     /// Makes the context current before the slice frees its memory: a `Buffer` may be dropped
     /// on a thread that never made it current, where the free would fail (cudarc records the
     /// error in the context, and the next call there reports it).
     fn drop(&mut self) {
         let context = self.slice.stream().context();
         context.record_err(context.bind_to_thread());
+    }
+}
+
+/// CUDA device memory: `bytes` bytes of an allocation from byte `origin` (0 unless it is a
+/// view).
+struct CudaMemory {
+    allocation: Arc<CudaAllocation>,
+    origin: usize,
+    bytes: usize,
+}
+
+impl CudaMemory {
+    /// The device address of the memory's first byte.
+    fn ptr(&self, stream: &CudaStream) -> u64 {
+        device_ptr(&self.allocation.slice, stream) + self.origin as u64
     }
 }
 

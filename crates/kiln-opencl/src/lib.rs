@@ -11,7 +11,7 @@
 #![deny(missing_docs)]
 use kiln_backend::*;
 use kiln_c::{write_validated, Dialect, ScalarArg, Slot};
-use kiln_ir::{CompileOptions, Kernel, KernelInfo, ParamKind};
+use kiln_ir::{Access, CompileOptions, Kernel, KernelInfo, ParamKind};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -54,6 +54,33 @@ struct Shared {
     host_unified: bool,
     /// The most work items of a group along x, y and z (`CL_DEVICE_MAX_WORK_ITEM_SIZES`).
     item_sizes: [u64; 3],
+    /// The byte alignment of a sub-buffer's origin (`CL_DEVICE_MEM_BASE_ADDR_ALIGN`), when
+    /// the driver says.
+    sub_buffer_align: Option<usize>,
+}
+
+/// What a launch binds for an argument in device memory.
+enum DeviceSide {
+    /// The memory's own buffer (a whole allocation, or an empty view).
+    Whole(cl_mem),
+    /// A sub-buffer for a view at an aligned origin.
+    Sub(Buffer<u8>),
+    /// A pooled copy of a view's `bytes` bytes at an origin off the alignment, copied back to
+    /// `back` (buffer, origin) after the kernel when it may write them.
+    Staged {
+        buf: Buffer<u8>,
+        bytes: usize,
+        back: Option<(cl_mem, usize)>,
+    },
+}
+
+impl DeviceSide {
+    fn mem(&self) -> cl_mem {
+        match self {
+            DeviceSide::Whole(m) => *m,
+            DeviceSide::Sub(b) | DeviceSide::Staged { buf: b, .. } => b.get(),
+        }
+    }
 }
 
 /// A host argument's device side during a launch.
@@ -70,6 +97,62 @@ enum HostBuffer {
 }
 
 impl Shared {
+    /// Queues a copy of `bytes` bytes from `(buffer, byte offset)` `from` to `to`, after
+    /// earlier commands (the queue is in order). The regions must lie inside their buffers and
+    /// not overlap. Fails with the driver's error.
+    fn copy_region(
+        &self,
+        from: (cl_mem, usize),
+        to: (cl_mem, usize),
+        bytes: usize,
+    ) -> Result<(), String> {
+        // SAFETY: both regions lie inside live buffers and do not overlap (the caller's
+        // promise); the event is released at once.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_copy_buffer(
+                self.queue.get(),
+                from.0,
+                to.0,
+                from.1,
+                to.1,
+                bytes,
+                0,
+                std::ptr::null(),
+            )
+        }
+        .map_err(|e| format!("copying device memory: OpenCL error {e}"))?;
+        drop(opencl3::event::Event::new(event));
+        Ok(())
+    }
+
+    /// How a launch binds `mem`: its buffer when it starts there or is empty, a sub-buffer
+    /// when its origin is on the device's alignment, otherwise a copy in a pooled buffer
+    /// (queued now), which is copied back after the kernel when `written`. Fails with the
+    /// driver's error.
+    fn device_side(&self, mem: &ClMemory, written: bool) -> Result<DeviceSide, String> {
+        if mem.origin == 0 || mem.bytes == 0 {
+            return Ok(DeviceSide::Whole(mem.buffer()));
+        }
+        if self.sub_buffer_align.is_some_and(|a| mem.origin.is_multiple_of(a)) {
+            // SAFETY: the region lies inside the live buffer (checked when the view was made).
+            let sub = unsafe {
+                mem.allocation
+                    .buf
+                    .create_sub_buffer(CL_MEM_READ_WRITE, mem.origin, mem.bytes)
+            };
+            return sub
+                .map(DeviceSide::Sub)
+                .map_err(|e| format!("making a sub-buffer: {e}"));
+        }
+        let buf = self.create_buffer(mem.bytes).map_err(|e| e.to_string())?;
+        self.copy_region((mem.buffer(), mem.origin), (buf.get(), 0), mem.bytes)?;
+        Ok(DeviceSide::Staged {
+            buf,
+            bytes: mem.bytes,
+            back: written.then_some((mem.buffer(), mem.origin)),
+        })
+    }
+
     /// Keeps `buf`, made by [`Shared::create_buffer`] for `bytes`, for a later allocation of
     /// that size. The queue is in order: a command reusing it runs after every earlier one.
     fn release(&self, bytes: usize, buf: Buffer<u8>) {
@@ -252,6 +335,11 @@ impl OpenClBackend {
                     let sizes = device.max_work_item_sizes().unwrap_or_default();
                     std::array::from_fn(|d| sizes.get(d).map_or(1, |&n| n as u64))
                 },
+                sub_buffer_align: device
+                    .mem_base_addr_align()
+                    .ok()
+                    .filter(|&bits| bits >= 8)
+                    .map(|bits| bits as usize / 8),
                 info,
             }),
             version,
@@ -284,10 +372,30 @@ impl Backend for OpenClBackend {
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
-        Ok(Arc::new(ClMemory {
+        let allocation = Arc::new(ClAllocation {
             buf: ManuallyDrop::new(buf),
             bytes,
             shared: self.shared.clone(),
+        });
+        Ok(Arc::new(ClMemory {
+            allocation,
+            origin: 0,
+            bytes,
+        }))
+    }
+
+    fn view(
+        &self,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        check_view(BackendKind::OpenCl, &**mem, offset, bytes)?;
+        let m = cl_memory(&**mem).map_err(|e| self.copy_err(e.to_string()))?;
+        Ok(Arc::new(ClMemory {
+            allocation: m.allocation.clone(),
+            origin: m.origin + offset,
+            bytes,
         }))
     }
 
@@ -308,9 +416,9 @@ impl Backend for OpenClBackend {
         let event = unsafe {
             opencl3::command_queue::enqueue_write_buffer(
                 self.shared.queue.get(),
-                m.buf.get(),
+                m.buffer(),
                 CL_BLOCKING,
-                0,
+                m.origin,
                 data.len(),
                 data.as_ptr() as *const std::ffi::c_void,
                 0,
@@ -334,14 +442,23 @@ impl Backend for OpenClBackend {
         if out.is_empty() {
             return Ok(());
         }
-        // SAFETY: blocking read after earlier launches (in-order queue) into a live slice.
-        unsafe {
-            self.shared
-                .queue
-                .enqueue_read_buffer(&m.buf, CL_BLOCKING, 0, out, &[])
+        // SAFETY: blocking read after earlier launches (in-order queue) into a live slice;
+        // the buffer holds `out.len()` bytes from `origin`; the event is released at once.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_read_buffer(
+                self.shared.queue.get(),
+                m.buffer(),
+                CL_BLOCKING,
+                m.origin,
+                out.len(),
+                out.as_mut_ptr() as *mut std::ffi::c_void,
+                0,
+                std::ptr::null(),
+            )
         }
-        .map(|_| ())
-        .map_err(|e| self.copy_err(e.to_string()))
+        .map_err(|e| self.copy_err(format!("reading device memory: OpenCL error {e}")))?;
+        drop(opencl3::event::Event::new(event));
+        Ok(())
     }
 
     fn copy(
@@ -355,26 +472,12 @@ impl Backend for OpenClBackend {
             cl_memory(src).map_err(|e| self.copy_err(e.to_string()))?,
             cl_memory(dst).map_err(|e| self.copy_err(e.to_string()))?,
         );
-        if bytes == 0 || s.buf.get() == d.buf.get() {
+        if bytes == 0 || (s.buffer() == d.buffer() && s.origin == d.origin) {
             return Ok(());
         }
-        // SAFETY: both buffers hold at least `bytes` (checked above) and are distinct; the
-        // in-order queue orders the copy after earlier launches; the event is released at once.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_copy_buffer(
-                self.shared.queue.get(),
-                s.buf.get(),
-                d.buf.get(),
-                0,
-                0,
-                bytes,
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(|e| self.copy_err(format!("copying device memory: OpenCL error {e}")))?;
-        drop(opencl3::event::Event::new(event));
-        Ok(())
+        self.shared
+            .copy_region((s.buffer(), s.origin), (d.buffer(), d.origin), bytes)
+            .map_err(|e| self.copy_err(e))
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
@@ -551,14 +654,21 @@ impl CompiledKernel for OpenClKernel {
             .collect();
         // Host arguments' device sides, released after the launch.
         let mut buffers: Vec<Option<HostBuffer>> = Vec::new();
+        // Device arguments' sides, held until the kernel is queued.
+        let mut sides: Vec<DeviceSide> = Vec::new();
         // Each buffer parameter's memory object.
         let mut memory: Vec<Option<cl_mem>> = Vec::new();
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
-                (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
-                    let mem =
-                        cl_memory(*m).map_err(|e| self.launch_err(&format!("argument {i}"), e))?;
-                    memory.push(Some(mem.buf.get()));
+                (ParamKind::Buffer { access, .. }, LaunchArg::Device(m)) => {
+                    let argument = format!("argument {i}");
+                    let mem = cl_memory(*m).map_err(|e| self.launch_err(&argument, e))?;
+                    let side = self
+                        .shared
+                        .device_side(mem, *access != Access::Read)
+                        .map_err(|e| self.launch_err(&argument, e))?;
+                    memory.push(Some(side.mem()));
+                    sides.push(side);
                     buffers.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
@@ -659,7 +769,9 @@ impl CompiledKernel for OpenClKernel {
         }
         // Once the kernel is queued, the launch finishes the queue before it returns, error
         // or not, so that nothing writes or reads the host bytes after it.
-        let downloads = self.queue_host_results(args, &buffers);
+        let downloads = self
+            .copy_back_views(&sides)
+            .and_then(|_| self.queue_host_results(args, &buffers));
         let host_outputs = args
             .iter()
             .any(|a| matches!(a, LaunchArg::ReadWrite(_) | LaunchArg::Write(_)));
@@ -676,11 +788,33 @@ impl CompiledKernel for OpenClKernel {
                 self.shared.release(bytes, buf);
             }
         }
+        for side in sides {
+            if let DeviceSide::Staged { buf, bytes, .. } = side {
+                self.shared.release(bytes, buf);
+            }
+        }
         Ok(())
     }
 }
 
 impl OpenClKernel {
+    /// Queues the copies of staged views the kernel may have written back to their buffers.
+    fn copy_back_views(&self, sides: &[DeviceSide]) -> Result<(), BackendError> {
+        for side in sides {
+            if let DeviceSide::Staged {
+                buf,
+                bytes,
+                back: Some(to),
+            } = side
+            {
+                self.shared
+                    .copy_region((buf.get(), 0), *to, *bytes)
+                    .map_err(|e| self.launch_err("copying a view back", e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Queues what brings the kernel's writes to host arguments back to the host: a read of
     /// each copied one, a map and unmap of each one used in place.
     fn queue_host_results(
@@ -734,18 +868,33 @@ impl OpenClKernel {
     }
 }
 
-/// OpenCL device memory; dropped, its buffer goes back to the backend's pool.
-struct ClMemory {
+/// One OpenCL buffer; dropped, it goes back to the backend's pool.
+struct ClAllocation {
     buf: ManuallyDrop<Buffer<u8>>,
     bytes: usize,
     shared: Arc<Shared>,
 }
 
-impl Drop for ClMemory {
+impl Drop for ClAllocation {
     fn drop(&mut self) {
         // SAFETY: `buf` is not used again after this.
         let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
         self.shared.release(self.bytes, buf);
+    }
+}
+
+/// OpenCL device memory: `bytes` bytes of a buffer from byte `origin` (0 unless it is a
+/// view).
+struct ClMemory {
+    allocation: Arc<ClAllocation>,
+    origin: usize,
+    bytes: usize,
+}
+
+impl ClMemory {
+    /// The whole buffer the memory lies in.
+    fn buffer(&self) -> cl_mem {
+        self.allocation.buf.get()
     }
 }
 

@@ -135,6 +135,12 @@ impl CompiledKernel for WgpuKernel {
         let mut words = vec![0u32; self.shader.args_words.max(4) as usize];
         words[..3].copy_from_slice(&grid.groups);
         let mut host_buffers: Vec<Option<wgpu::Buffer>> = Vec::new();
+        // What each buffer parameter binds: a buffer and the byte offset in it.
+        let mut bound: Vec<Option<(wgpu::Buffer, u64)>> = Vec::new();
+        // Device memory bound in place, and whether the kernel may write it.
+        let mut in_place: Vec<(wgpu::Buffer, bool)> = Vec::new();
+        // Copies of views that the kernel may write, with the memory they go back to.
+        let mut staged: Vec<(wgpu::Buffer, &WgpuMemory)> = Vec::new();
         for (i, ((p, a), slot)) in k
             .params
             .iter()
@@ -143,26 +149,55 @@ impl CompiledKernel for WgpuKernel {
             .enumerate()
         {
             match (&p.kind, a, slot) {
-                (ParamKind::Buffer { .. }, a, ParamSlot::Buffer { len_word, .. }) => {
+                (ParamKind::Buffer { access, .. }, a, ParamSlot::Buffer { len_word, .. }) => {
                     words[*len_word as usize] = shape.buffer_lengths[i] as u32;
-                    host_buffers.push(match a {
-                        LaunchArg::Device(m) => {
-                            wgpu_memory(*m)
-                                .map_err(|e| self.invalid(format!("argument {i}: {e}")))?;
-                            None
+                    if let LaunchArg::Device(m) = a {
+                        let mem = wgpu_memory(*m)
+                            .map_err(|e| self.invalid(format!("argument {i}: {e}")))?;
+                        let written = *access != Access::Read;
+                        // A binding starts on the adapter's alignment and holds what a
+                        // buffer of the memory's size would (at least one of every element).
+                        let aligned = mem
+                            .origin
+                            .is_multiple_of(limits.min_storage_buffer_offset_alignment as u64)
+                            && mem.buf.size() - mem.origin >= alloc_size(mem.bytes);
+                        // wgpu refuses one buffer bound both writable and otherwise.
+                        let clash = in_place
+                            .iter()
+                            .any(|(b, w)| *b == mem.buf && (*w || written));
+                        if aligned && !clash {
+                            in_place.push((mem.buf.clone(), written));
+                            bound.push(Some((mem.buf.clone(), mem.origin)));
+                        } else {
+                            let copy = shared.create_buffer(mem.bytes)?;
+                            shared.copy_region(
+                                (&mem.buf, mem.origin),
+                                (&copy, 0),
+                                mem.bytes,
+                                true,
+                            )?;
+                            if written {
+                                staged.push((copy.clone(), mem));
+                            }
+                            bound.push(Some((copy, 0)));
                         }
+                        host_buffers.push(None);
+                        continue;
+                    }
+                    host_buffers.push(match a {
                         LaunchArg::Read(b) => {
                             let buf = shared.create_buffer(b.len())?;
-                            shared.write(&buf, b);
+                            shared.write(&buf, 0, b);
                             Some(buf)
                         }
                         LaunchArg::ReadWrite(b) => {
                             let buf = shared.create_buffer(b.len())?;
-                            shared.write(&buf, b);
+                            shared.write(&buf, 0, b);
                             Some(buf)
                         }
                         _ => Some(shared.create_buffer(a.byte_len())?),
                     });
+                    bound.push(host_buffers[i].clone().map(|b| (b, 0)));
                 }
                 (ParamKind::Value(t), LaunchArg::Value(bytes), ParamSlot::Value { first_word }) => {
                     let mut w = *first_word as usize;
@@ -185,6 +220,7 @@ impl CompiledKernel for WgpuKernel {
                         }
                     }
                     host_buffers.push(None);
+                    bound.push(None);
                 }
                 _ => {
                     return Err(self.invalid(format!(
@@ -206,20 +242,18 @@ impl CompiledKernel for WgpuKernel {
             binding: 0,
             resource: args_buf.as_entire_binding(),
         }];
-        for ((a, slot), host) in args.iter().zip(&self.shader.params).zip(&host_buffers) {
+        for (slot, bound) in self.shader.params.iter().zip(&bound) {
             if let ParamSlot::Buffer { binding, .. } = slot {
-                let buf = match (a, host) {
-                    (_, Some(b)) => b,
-                    (LaunchArg::Device(m), None) => {
-                        &wgpu_memory(*m)
-                            .map_err(|e| self.invalid(e.to_string()))?
-                            .buf
-                    }
-                    _ => return Err(self.invalid("a buffer argument has no buffer".into())),
+                let Some((buffer, offset)) = bound else {
+                    return Err(self.invalid("a buffer argument has no buffer".into()));
                 };
                 entries.push(wgpu::BindGroupEntry {
                     binding: *binding,
-                    resource: buf.as_entire_binding(),
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset: *offset,
+                        size: None,
+                    }),
                 });
             }
         }
@@ -247,19 +281,40 @@ impl CompiledKernel for WgpuKernel {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(self.invalid(format!("wgpu rejected the dispatch: {e}")));
         }
-        let mut copies: Vec<(&wgpu::Buffer, &mut [u8])> = Vec::new();
+        for (copy, mem) in staged {
+            let bytes = mem.bytes;
+            shared.copy_region(
+                (&copy, 0),
+                (&mem.buf, mem.origin),
+                bytes,
+                mem.ends_at(bytes),
+            )?;
+        }
+        let mut copies: Vec<Readback<'_>> = Vec::new();
         for (a, host) in args.iter_mut().zip(&host_buffers) {
             let Some(buf) = host else { continue };
             let Some(out) = a.host_output() else { continue };
-            copies.push((buf, out));
+            copies.push((buf, 0, out));
         }
         shared.read_back(copies)
     }
 }
 
+/// wgpu device memory: `bytes` bytes of a buffer from byte `origin` (0 unless it is a view)
+/// of an allocation of `allocation_bytes`.
 pub(crate) struct WgpuMemory {
     pub(crate) buf: wgpu::Buffer,
+    pub(crate) origin: u64,
     pub(crate) bytes: usize,
+    pub(crate) allocation_bytes: usize,
+}
+
+impl WgpuMemory {
+    /// True when `bytes` bytes from the memory's start reach the end of its allocation, so
+    /// the padding after them in the last word is free.
+    pub(crate) fn ends_at(&self, bytes: usize) -> bool {
+        self.origin + bytes as u64 == self.allocation_bytes as u64
+    }
 }
 
 impl DeviceMemory for WgpuMemory {

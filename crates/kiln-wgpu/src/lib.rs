@@ -406,6 +406,10 @@ fn alloc_size(bytes: usize) -> u64 {
     (bytes.max(16) as u64).div_ceil(8) * 8
 }
 
+/// A read of device memory: the buffer, a byte offset that is a multiple of 4, and the host
+/// bytes it fills.
+type Readback<'b> = (&'b wgpu::Buffer, u64, &'b mut [u8]);
+
 /// Bytes rounded up to whole 32-bit words, at least one (wgpu copies whole words).
 fn word_len(bytes: usize) -> u64 {
     (bytes.max(4) as u64).div_ceil(4) * 4
@@ -433,17 +437,90 @@ impl Shared {
         Ok(buf)
     }
 
-    fn write(&self, buf: &wgpu::Buffer, data: &[u8]) {
+    /// Queues a write of `data` at byte `offset` (a multiple of 4) of `buf`, zero-padded to
+    /// whole words.
+    fn write(&self, buf: &wgpu::Buffer, offset: u64, data: &[u8]) {
         if data.is_empty() {
             return;
         }
         if data.len().is_multiple_of(4) {
-            self.queue.write_buffer(buf, 0, data);
+            self.queue.write_buffer(buf, offset, data);
         } else {
             let mut words = data.to_vec();
             words.resize(word_len(data.len()) as usize, 0);
-            self.queue.write_buffer(buf, 0, &words);
+            self.queue.write_buffer(buf, offset, &words);
         }
+    }
+
+    /// Writes `data` at byte `offset` of `buf`, keeping the other bytes of the words it
+    /// touches unless `tail_free` (nothing after `data` is in use), reading them back first
+    /// when it must. Fails like [`Shared::read_back`].
+    fn write_at(
+        &self,
+        buf: &wgpu::Buffer,
+        offset: u64,
+        data: &[u8],
+        tail_free: bool,
+    ) -> Result<(), BackendError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if offset.is_multiple_of(4) && (data.len().is_multiple_of(4) || tail_free) {
+            self.write(buf, offset, data);
+            return Ok(());
+        }
+        let start = offset & !3;
+        let skip = (offset - start) as usize;
+        let mut words = vec![0u8; word_len(skip + data.len()) as usize];
+        self.read_back(vec![(buf, start, &mut words[..])])?;
+        words[skip..skip + data.len()].copy_from_slice(data);
+        self.queue.write_buffer(buf, start, &words);
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes of `buf` from byte `offset`, waiting for the device. Fails
+    /// like [`Shared::read_back`].
+    fn read_at(&self, buf: &wgpu::Buffer, offset: u64, out: &mut [u8]) -> Result<(), BackendError> {
+        if offset.is_multiple_of(4) {
+            return self.read_back(vec![(buf, offset, out)]);
+        }
+        let start = offset & !3;
+        let skip = (offset - start) as usize;
+        let mut words = vec![0u8; word_len(skip + out.len()) as usize];
+        self.read_back(vec![(buf, start, &mut words[..])])?;
+        let n = out.len();
+        out.copy_from_slice(&words[skip..skip + n]);
+        Ok(())
+    }
+
+    /// Copies `bytes` bytes from `(buffer, byte offset)` `from` to `to` (regions that do not
+    /// overlap) after earlier commands: on the device when both offsets are whole words and
+    /// the copy ends on a word or `tail_free` (nothing after it in `to` is in use), otherwise
+    /// through the host. Fails like [`Shared::read_back`].
+    fn copy_region(
+        &self,
+        from: (&wgpu::Buffer, u64),
+        to: (&wgpu::Buffer, u64),
+        bytes: usize,
+        tail_free: bool,
+    ) -> Result<(), BackendError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let words = from.1.is_multiple_of(4) && to.1.is_multiple_of(4);
+        if from.0 == to.0 || !words || !(bytes.is_multiple_of(4) || tail_free) {
+            let mut data = vec![0u8; bytes];
+            self.read_at(from.0, from.1, &mut data)?;
+            return self.write_at(to.0, to.1, &data, tail_free);
+        }
+        // Buffers are allocated in whole 8-byte units, so the copy rounded up to whole words
+        // stays inside both.
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(from.0, from.1, to.0, to.1, word_len(bytes));
+        self.queue.submit([encoder.finish()]);
+        Ok(())
     }
 
     fn wait(&self) -> Result<(), BackendError> {
@@ -457,17 +534,21 @@ impl Shared {
             })
     }
 
-    /// Copies the first `outs[i].len()` bytes of each buffer to its host slice; on an adapter
-    /// with a loop limit, fails like [`Shared::loop_fault`] when a work item reached it, even
-    /// when every slice is empty (a launch with host outputs is waited for).
-    fn read_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
+    /// Copies `copies[i].2.len()` bytes of each buffer from its byte offset (a multiple of 4)
+    /// to its host slice; on an adapter with a loop limit, fails like [`Shared::loop_fault`]
+    /// when a work item reached it, even when every slice is empty (a launch with host
+    /// outputs is waited for).
+    fn read_back(&self, copies: Vec<Readback<'_>>) -> Result<(), BackendError> {
         if copies.is_empty() {
             return Ok(());
         }
-        let mut copies: Vec<_> = copies.into_iter().filter(|(_, h)| !h.is_empty()).collect();
+        let mut copies: Vec<_> = copies
+            .into_iter()
+            .filter(|(_, _, h)| !h.is_empty())
+            .collect();
         let mut fault = [0u8; 4];
         if let Some(f) = &self.loop_faults {
-            copies.push((&f.buf, &mut fault[..]));
+            copies.push((&f.buf, 0, &mut fault[..]));
         }
         if copies.is_empty() {
             return Ok(());
@@ -476,14 +557,14 @@ impl Shared {
         self.loop_fault(u32::from_le_bytes(fault))
     }
 
-    /// Copies the first `copies[i].1.len()` bytes (at least one) of each buffer to its host
-    /// slice, waiting for the device.
-    fn copy_back(&self, copies: Vec<(&wgpu::Buffer, &mut [u8])>) -> Result<(), BackendError> {
+    /// Copies `copies[i].2.len()` bytes (at least one) of each buffer from its byte offset (a
+    /// multiple of 4) to its host slice, waiting for the device.
+    fn copy_back(&self, copies: Vec<Readback<'_>>) -> Result<(), BackendError> {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         let mut staging = Vec::new();
-        for (buf, host) in &copies {
+        for (buf, offset, host) in &copies {
             let size = word_len(host.len());
             let s = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("kiln readback"),
@@ -491,7 +572,7 @@ impl Shared {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            encoder.copy_buffer_to_buffer(buf, 0, &s, 0, size);
+            encoder.copy_buffer_to_buffer(buf, *offset, &s, 0, size);
             staging.push(s);
         }
         self.queue.submit([encoder.finish()]);
@@ -512,7 +593,7 @@ impl Shared {
             r.clone()
                 .map_err(|e| copy_err(format!("mapping a read-back buffer: {e}")))?;
         }
-        for (s, (_, host)) in staging.iter().zip(copies) {
+        for (s, (_, _, host)) in staging.iter().zip(copies) {
             let view = s
                 .get_mapped_range(..)
                 .map_err(|e| copy_err(format!("reading a mapped buffer: {e}")))?;
@@ -567,7 +648,28 @@ impl Backend for WgpuBackend {
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
-        Ok(Arc::new(WgpuMemory { buf, bytes }))
+        Ok(Arc::new(WgpuMemory {
+            buf,
+            origin: 0,
+            bytes,
+            allocation_bytes: bytes,
+        }))
+    }
+
+    fn view(
+        &self,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+        check_view(BackendKind::Wgpu, &**mem, offset, bytes)?;
+        let m = wgpu_memory(&**mem).map_err(copy_err)?;
+        Ok(Arc::new(WgpuMemory {
+            buf: m.buf.clone(),
+            origin: m.origin + offset as u64,
+            bytes,
+            allocation_bytes: m.allocation_bytes,
+        }))
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -579,16 +681,8 @@ impl Backend for WgpuBackend {
                 m.bytes
             )));
         }
-        if !data.len().is_multiple_of(4) && data.len() < m.bytes {
-            // The last partial word is written whole: keep the bytes after `data` in it.
-            let mut tail = vec![0u8; (word_len(data.len()) as usize).min(m.bytes)];
-            self.shared.read_back(vec![(&m.buf, &mut tail[..])])?;
-            tail[..data.len()].copy_from_slice(data);
-            self.shared.write(&m.buf, &tail);
-            return Ok(());
-        }
-        self.shared.write(&m.buf, data);
-        Ok(())
+        self.shared
+            .write_at(&m.buf, m.origin, data, m.ends_at(data.len()))
     }
 
     fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
@@ -600,7 +694,7 @@ impl Backend for WgpuBackend {
                 m.bytes
             )));
         }
-        self.shared.read_back(vec![(&m.buf, out)])
+        self.shared.read_at(&m.buf, m.origin, out)
     }
 
     fn copy(
@@ -614,25 +708,15 @@ impl Backend for WgpuBackend {
             wgpu_memory(src).map_err(copy_err)?,
             wgpu_memory(dst).map_err(copy_err)?,
         );
-        if bytes == 0 || s.buf == d.buf {
+        if s.buf == d.buf && s.origin == d.origin {
             return Ok(());
         }
-        if !bytes.is_multiple_of(4) && d.bytes > bytes {
-            // wgpu copies whole words, and the bytes after `bytes` in the last word of `dst`
-            // must stay: go through the host, as `upload` keeps them.
-            let mut data = vec![0u8; bytes];
-            self.shared.read_back(vec![(&s.buf, &mut data[..])])?;
-            return self.upload(dst, &data);
-        }
-        // Every buffer is allocated in whole 8-byte units, so the copy rounded up to whole
-        // words stays inside both.
-        let mut encoder = self
-            .shared
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        encoder.copy_buffer_to_buffer(&s.buf, 0, &d.buf, 0, word_len(bytes));
-        self.shared.queue.submit([encoder.finish()]);
-        Ok(())
+        self.shared.copy_region(
+            (&s.buf, s.origin),
+            (&d.buf, d.origin),
+            bytes,
+            d.ends_at(bytes),
+        )
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
@@ -641,7 +725,7 @@ impl Backend for WgpuBackend {
             // the loop limit.
             Some(f) => {
                 let mut fault = [0u8; 4];
-                self.shared.copy_back(vec![(&f.buf, &mut fault[..])])?;
+                self.shared.copy_back(vec![(&f.buf, 0, &mut fault[..])])?;
                 self.shared.loop_fault(u32::from_le_bytes(fault))
             }
             None => self.shared.wait(),
