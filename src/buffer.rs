@@ -119,15 +119,7 @@ impl<T: IrType> Buffer<T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn download(&self) -> Result<Vec<T>> {
-        let mut out: Vec<T> = crate::error::host_vec(self.len, "a downloaded buffer")?;
-        let bytes = self.len * std::mem::size_of::<T>();
-        // SAFETY: the spare capacity of a Vec<T> viewed as bytes; the download initializes
-        // all of them with valid values of T (written by kiln kernels or uploaded from T).
-        let view = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes) };
-        self.backend.download(&*self.memory, view)?;
-        // SAFETY: every element was just written.
-        unsafe { out.set_len(self.len) };
-        Ok(out)
+        BufferSlice::from(self).download()
     }
 
     /// Copies the elements into `out`, which must have the buffer's length, after every
@@ -200,22 +192,7 @@ impl<T: IrType> Buffer<T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn copy_from(&mut self, src: &Buffer<T>) -> Result<()> {
-        if !Arc::ptr_eq(&self.backend, &src.backend) {
-            return Err(Error::Unsupported {
-                backend: self.backend.info().backend,
-                what: "a device copy from a buffer of another context; download it, or upload \
-                       it to this one"
-                    .into(),
-            });
-        }
-        if self.len != src.len {
-            return Err(Error::LengthMismatch {
-                left: self.len,
-                right: src.len,
-            });
-        }
-        let bytes = self.len * std::mem::size_of::<T>();
-        Ok(self.backend.copy(&*src.memory, &*self.memory, bytes)?)
+        BufferSlice::from(&*self).copy_from(src)
     }
 
     /// A new buffer on the same device with the same elements, copied on the device. Fails
@@ -230,10 +207,7 @@ impl<T: IrType> Buffer<T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn try_clone(&self) -> Result<Buffer<T>> {
-        let memory = self.backend.alloc(self.len * std::mem::size_of::<T>())?;
-        let mut out = Buffer::new(memory, self.backend.clone(), self.len);
-        out.copy_from(self)?;
-        Ok(out)
+        BufferSlice::from(self).to_buffer()
     }
 
     pub(crate) fn memory(&self) -> &dyn DeviceMemory {

@@ -173,7 +173,7 @@ impl<'a, T: IrType> BufferSlice<'a, T> {
             self.memory.clone()
         } else {
             self.backend
-                .view(&self.memory, r.start * size, r.len() * size)?
+                .view(&*self.memory, r.start * size, r.len() * size)?
         };
         Ok(BufferSlice {
             memory,

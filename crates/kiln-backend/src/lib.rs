@@ -194,6 +194,66 @@ pub trait DeviceMemory: Send + Sync {
     fn as_any(&self) -> &dyn std::any::Any;
 }
 
+/// Device memory as backends hold it: the `bytes` bytes of an allocation `A` (a backend's
+/// buffer handle, freed or pooled when the last region of it is dropped) that start `origin`
+/// bytes in; 0 for memory made by [`Backend::alloc`], more for a [`Backend::view`].
+pub struct Region<A> {
+    /// The allocation, shared by every view of it.
+    pub allocation: Arc<A>,
+    /// Where the region starts in the allocation, in bytes.
+    pub origin: usize,
+    /// The region's size in bytes.
+    pub bytes: usize,
+}
+
+impl<A> Region<A> {
+    /// All `bytes` bytes of a new allocation.
+    pub fn whole(allocation: A, bytes: usize) -> Region<A> {
+        Region {
+            allocation: Arc::new(allocation),
+            origin: 0,
+            bytes,
+        }
+    }
+
+    /// True when `bytes` bytes from the region's start reach `end`, the allocation's size.
+    pub fn ends_at(&self, bytes: usize, end: usize) -> bool {
+        self.origin + bytes == end
+    }
+}
+
+impl<A: Send + Sync + 'static> DeviceMemory for Region<A> {
+    fn byte_len(&self) -> usize {
+        self.bytes
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// [`Backend::view`] for a backend whose memory is a [`Region<A>`]: the `bytes` bytes of
+/// `mem` from `offset`, a region of the same allocation. Fails with `InvalidLaunch` naming
+/// `backend` when the range is outside `mem` ([`check_view`]) or `mem` is not a `Region<A>`.
+pub fn view_region<A: Send + Sync + 'static>(
+    backend: BackendKind,
+    mem: &dyn DeviceMemory,
+    offset: usize,
+    bytes: usize,
+) -> Result<Arc<dyn DeviceMemory>, BackendError> {
+    check_view(backend, mem, offset, bytes)?;
+    let region =
+        downcast_memory::<Region<A>>(mem).map_err(|reason| BackendError::InvalidLaunch {
+            backend,
+            kernel: String::new(),
+            reason: reason.into(),
+        })?;
+    Ok(Arc::new(Region {
+        allocation: region.allocation.clone(),
+        origin: region.origin + offset,
+        bytes,
+    }))
+}
+
 /// `mem` as the device memory type `M` of one backend; an error saying so for another
 /// backend's memory.
 pub fn downcast_memory<M: DeviceMemory + 'static>(
@@ -488,10 +548,11 @@ pub trait Backend: Send + Sync {
     /// cannot bind memory at that offset (an OpenCL sub-buffer or a wgpu binding off the
     /// device's alignment) copies the range to aligned memory around each launch that uses
     /// it, and back when the kernel may write it. Fails with `InvalidLaunch` when the range
-    /// does not lie inside `mem` ([`check_view`]) or `mem` is another backend's.
+    /// does not lie inside `mem` ([`check_view`]) or `mem` is another backend's
+    /// ([`view_region`] does both for backends whose memory is a [`Region`]).
     fn view(
         &self,
-        mem: &Arc<dyn DeviceMemory>,
+        mem: &dyn DeviceMemory,
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError>;

@@ -183,30 +183,20 @@ impl Backend for CpuBackend {
                 reason: "the allocator refused".into(),
             })?,
         };
-        let allocation = Arc::new(HostAllocation {
+        let allocation = HostAllocation {
             words,
             pool: self.pool.clone(),
-        });
-        Ok(Arc::new(HostMemory {
-            allocation,
-            origin: 0,
-            bytes,
-        }))
+        };
+        Ok(Arc::new(HostMemory::whole(allocation, bytes)))
     }
 
     fn view(
         &self,
-        mem: &Arc<dyn DeviceMemory>,
+        mem: &dyn DeviceMemory,
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        check_view(BackendKind::Cpu, &**mem, offset, bytes)?;
-        let m = host_view(&**mem)?;
-        Ok(Arc::new(HostMemory {
-            allocation: m.allocation.clone(),
-            origin: m.origin + offset,
-            bytes,
-        }))
+        view_region::<HostAllocation>(BackendKind::Cpu, mem, offset, bytes)
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -388,22 +378,8 @@ impl Drop for HostAllocation {
 // use atomics, as on every backend) and by upload/download between launches.
 unsafe impl Sync for HostAllocation {}
 
-/// CPU "device" memory: `bytes` bytes of an allocation from byte `origin` (0 unless it is a
-/// view).
-struct HostMemory {
-    allocation: Arc<HostAllocation>,
-    origin: usize,
-    bytes: usize,
-}
-
-impl DeviceMemory for HostMemory {
-    fn byte_len(&self) -> usize {
-        self.bytes
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
+/// CPU "device" memory: a region of a host allocation.
+type HostMemory = Region<HostAllocation>;
 
 /// `mem` as CPU device memory, or `InvalidLaunch` for another backend's memory.
 fn host_view(mem: &dyn DeviceMemory) -> Result<&HostMemory, BackendError> {

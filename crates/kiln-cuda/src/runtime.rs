@@ -326,26 +326,16 @@ impl Backend for CudaBackend {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Arc::new(CudaMemory {
-            allocation: Arc::new(CudaAllocation { slice }),
-            origin: 0,
-            bytes,
-        }))
+        Ok(Arc::new(CudaMemory::whole(CudaAllocation { slice }, bytes)))
     }
 
     fn view(
         &self,
-        mem: &Arc<dyn DeviceMemory>,
+        mem: &dyn DeviceMemory,
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        check_view(BackendKind::Cuda, &**mem, offset, bytes)?;
-        let m = cuda_memory(&**mem).map_err(|e| self.copy_err("view", e))?;
-        Ok(Arc::new(CudaMemory {
-            allocation: m.allocation.clone(),
-            origin: m.origin + offset,
-            bytes,
-        }))
+        view_region::<CudaAllocation>(BackendKind::Cuda, mem, offset, bytes)
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -363,7 +353,7 @@ impl Backend for CudaBackend {
         if data.is_empty() {
             return Ok(());
         }
-        let dst = m.ptr(&self.stream);
+        let dst = address(m, &self.stream);
         bind(&self.stream)
             // SAFETY: `dst` holds at least `data.len()` bytes; the stream is synchronized
             // before `data` can go away.
@@ -387,7 +377,7 @@ impl Backend for CudaBackend {
         if out.is_empty() {
             return Ok(());
         }
-        let src = m.ptr(&self.stream);
+        let src = address(m, &self.stream);
         bind(&self.stream)
             // SAFETY: `src` holds at least `out.len()` bytes; the stream is synchronized before
             // `out` is used again.
@@ -405,7 +395,7 @@ impl Backend for CudaBackend {
         check_copy(BackendKind::Cuda, src, dst, bytes)?;
         let s = cuda_memory(src).map_err(|e| self.copy_err("device copy", e))?;
         let d = cuda_memory(dst).map_err(|e| self.copy_err("device copy", e))?;
-        let (from, to) = (s.ptr(&self.stream), d.ptr(&self.stream));
+        let (from, to) = (address(s, &self.stream), address(d, &self.stream));
         if bytes == 0 || from == to {
             return Ok(());
         }
@@ -559,7 +549,7 @@ impl CompiledKernel for CudaKernel {
             match (&p.kind, a) {
                 (ParamKind::Buffer { .. }, LaunchArg::Device(m)) => {
                     let mem = cuda_memory(*m).map_err(|e| self.err(&format!("argument {i}"), e))?;
-                    pointers.push(Some(mem.ptr(stream)));
+                    pointers.push(Some(address(mem, stream)));
                     temps.push(None);
                 }
                 (ParamKind::Buffer { .. }, _) => {
@@ -684,28 +674,12 @@ impl Drop for CudaAllocation {
     }
 }
 
-/// CUDA device memory: `bytes` bytes of an allocation from byte `origin` (0 unless it is a
-/// view).
-struct CudaMemory {
-    allocation: Arc<CudaAllocation>,
-    origin: usize,
-    bytes: usize,
-}
+/// CUDA device memory: a region of an allocation.
+type CudaMemory = Region<CudaAllocation>;
 
-impl CudaMemory {
-    /// The device address of the memory's first byte.
-    fn ptr(&self, stream: &CudaStream) -> u64 {
-        device_ptr(&self.allocation.slice, stream) + self.origin as u64
-    }
-}
-
-impl DeviceMemory for CudaMemory {
-    fn byte_len(&self) -> usize {
-        self.bytes
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
+/// The device address of the first byte of `mem`.
+fn address(mem: &CudaMemory, stream: &CudaStream) -> u64 {
+    device_ptr(&mem.allocation.slice, stream) + mem.origin as u64
 }
 
 /// The device address of `slice` (event tracking is off, so nothing is recorded).

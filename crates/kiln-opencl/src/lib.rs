@@ -131,9 +131,12 @@ impl Shared {
     /// driver's error.
     fn device_side(&self, mem: &ClMemory, written: bool) -> Result<DeviceSide, String> {
         if mem.origin == 0 || mem.bytes == 0 {
-            return Ok(DeviceSide::Whole(mem.buffer()));
+            return Ok(DeviceSide::Whole(buffer(mem)));
         }
-        if self.sub_buffer_align.is_some_and(|a| mem.origin.is_multiple_of(a)) {
+        if self
+            .sub_buffer_align
+            .is_some_and(|a| mem.origin.is_multiple_of(a))
+        {
             // SAFETY: the region lies inside the live buffer (checked when the view was made).
             let sub = unsafe {
                 mem.allocation
@@ -145,11 +148,11 @@ impl Shared {
                 .map_err(|e| format!("making a sub-buffer: {e}"));
         }
         let buf = self.create_buffer(mem.bytes).map_err(|e| e.to_string())?;
-        self.copy_region((mem.buffer(), mem.origin), (buf.get(), 0), mem.bytes)?;
+        self.copy_region((buffer(mem), mem.origin), (buf.get(), 0), mem.bytes)?;
         Ok(DeviceSide::Staged {
             buf,
             bytes: mem.bytes,
-            back: written.then_some((mem.buffer(), mem.origin)),
+            back: written.then_some((buffer(mem), mem.origin)),
         })
     }
 
@@ -372,31 +375,21 @@ impl Backend for OpenClBackend {
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
-        let allocation = Arc::new(ClAllocation {
+        let allocation = ClAllocation {
             buf: ManuallyDrop::new(buf),
             bytes,
             shared: self.shared.clone(),
-        });
-        Ok(Arc::new(ClMemory {
-            allocation,
-            origin: 0,
-            bytes,
-        }))
+        };
+        Ok(Arc::new(ClMemory::whole(allocation, bytes)))
     }
 
     fn view(
         &self,
-        mem: &Arc<dyn DeviceMemory>,
+        mem: &dyn DeviceMemory,
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        check_view(BackendKind::OpenCl, &**mem, offset, bytes)?;
-        let m = cl_memory(&**mem).map_err(|e| self.copy_err(e.to_string()))?;
-        Ok(Arc::new(ClMemory {
-            allocation: m.allocation.clone(),
-            origin: m.origin + offset,
-            bytes,
-        }))
+        view_region::<ClAllocation>(BackendKind::OpenCl, mem, offset, bytes)
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -416,7 +409,7 @@ impl Backend for OpenClBackend {
         let event = unsafe {
             opencl3::command_queue::enqueue_write_buffer(
                 self.shared.queue.get(),
-                m.buffer(),
+                buffer(m),
                 CL_BLOCKING,
                 m.origin,
                 data.len(),
@@ -447,7 +440,7 @@ impl Backend for OpenClBackend {
         let event = unsafe {
             opencl3::command_queue::enqueue_read_buffer(
                 self.shared.queue.get(),
-                m.buffer(),
+                buffer(m),
                 CL_BLOCKING,
                 m.origin,
                 out.len(),
@@ -472,11 +465,11 @@ impl Backend for OpenClBackend {
             cl_memory(src).map_err(|e| self.copy_err(e.to_string()))?,
             cl_memory(dst).map_err(|e| self.copy_err(e.to_string()))?,
         );
-        if bytes == 0 || (s.buffer() == d.buffer() && s.origin == d.origin) {
+        if bytes == 0 || (buffer(s) == buffer(d) && s.origin == d.origin) {
             return Ok(());
         }
         self.shared
-            .copy_region((s.buffer(), s.origin), (d.buffer(), d.origin), bytes)
+            .copy_region((buffer(s), s.origin), (buffer(d), d.origin), bytes)
             .map_err(|e| self.copy_err(e))
     }
 
@@ -883,28 +876,12 @@ impl Drop for ClAllocation {
     }
 }
 
-/// OpenCL device memory: `bytes` bytes of a buffer from byte `origin` (0 unless it is a
-/// view).
-struct ClMemory {
-    allocation: Arc<ClAllocation>,
-    origin: usize,
-    bytes: usize,
-}
+/// OpenCL device memory: a region of a buffer.
+type ClMemory = Region<ClAllocation>;
 
-impl ClMemory {
-    /// The whole buffer the memory lies in.
-    fn buffer(&self) -> cl_mem {
-        self.allocation.buf.get()
-    }
-}
-
-impl DeviceMemory for ClMemory {
-    fn byte_len(&self) -> usize {
-        self.bytes
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
+/// The whole buffer a region lies in.
+fn buffer(mem: &ClMemory) -> cl_mem {
+    mem.allocation.buf.get()
 }
 
 fn cl_memory(mem: &dyn DeviceMemory) -> Result<&ClMemory, &'static str> {

@@ -157,25 +157,18 @@ impl CompiledKernel for WgpuKernel {
                         let written = *access != Access::Read;
                         // A binding starts on the adapter's alignment and holds what a
                         // buffer of the memory's size would (at least one of every element).
-                        let aligned = mem
-                            .origin
+                        let (buf, origin) = place(mem);
+                        let aligned = origin
                             .is_multiple_of(limits.min_storage_buffer_offset_alignment as u64)
-                            && mem.buf.size() - mem.origin >= alloc_size(mem.bytes);
+                            && buf.size() - origin >= alloc_size(mem.bytes);
                         // wgpu refuses one buffer bound both writable and otherwise.
-                        let clash = in_place
-                            .iter()
-                            .any(|(b, w)| *b == mem.buf && (*w || written));
+                        let clash = in_place.iter().any(|(b, w)| b == buf && (*w || written));
                         if aligned && !clash {
-                            in_place.push((mem.buf.clone(), written));
-                            bound.push(Some((mem.buf.clone(), mem.origin)));
+                            in_place.push((buf.clone(), written));
+                            bound.push(Some((buf.clone(), origin)));
                         } else {
                             let copy = shared.create_buffer(mem.bytes)?;
-                            shared.copy_region(
-                                (&mem.buf, mem.origin),
-                                (&copy, 0),
-                                mem.bytes,
-                                true,
-                            )?;
+                            shared.copy_region(place(mem), (&copy, 0), mem.bytes, true)?;
                             if written {
                                 staged.push((copy.clone(), mem));
                             }
@@ -283,12 +276,7 @@ impl CompiledKernel for WgpuKernel {
         }
         for (copy, mem) in staged {
             let bytes = mem.bytes;
-            shared.copy_region(
-                (&copy, 0),
-                (&mem.buf, mem.origin),
-                bytes,
-                mem.ends_at(bytes),
-            )?;
+            shared.copy_region((&copy, 0), place(mem), bytes, ends_at(mem, bytes))?;
         }
         let mut copies: Vec<Readback<'_>> = Vec::new();
         for (a, host) in args.iter_mut().zip(&host_buffers) {
@@ -300,30 +288,24 @@ impl CompiledKernel for WgpuKernel {
     }
 }
 
-/// wgpu device memory: `bytes` bytes of a buffer from byte `origin` (0 unless it is a view)
-/// of an allocation of `allocation_bytes`.
-pub(crate) struct WgpuMemory {
+/// One wgpu buffer holding `bytes` bytes (it is larger: see `alloc_size`).
+pub(crate) struct WgpuAllocation {
     pub(crate) buf: wgpu::Buffer,
-    pub(crate) origin: u64,
     pub(crate) bytes: usize,
-    pub(crate) allocation_bytes: usize,
 }
 
-impl WgpuMemory {
-    /// True when `bytes` bytes from the memory's start reach the end of its allocation, so
-    /// the padding after them in the last word is free.
-    pub(crate) fn ends_at(&self, bytes: usize) -> bool {
-        self.origin + bytes as u64 == self.allocation_bytes as u64
-    }
+/// wgpu device memory: a region of a buffer.
+pub(crate) type WgpuMemory = Region<WgpuAllocation>;
+
+/// The buffer of `mem` and where `mem` starts in it.
+pub(crate) fn place(mem: &WgpuMemory) -> (&wgpu::Buffer, u64) {
+    (&mem.allocation.buf, mem.origin as u64)
 }
 
-impl DeviceMemory for WgpuMemory {
-    fn byte_len(&self) -> usize {
-        self.bytes
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
+/// True when `bytes` bytes from the start of `mem` reach the end of its allocation, so the
+/// padding after them in the last word is free.
+pub(crate) fn ends_at(mem: &WgpuMemory, bytes: usize) -> bool {
+    mem.ends_at(bytes, mem.allocation.bytes)
 }
 
 pub(crate) fn wgpu_memory(mem: &dyn DeviceMemory) -> Result<&WgpuMemory, &'static str> {

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 mod kernel;
-use kernel::{copy_err, wgpu_memory, WgpuKernel, WgpuMemory};
+use kernel::{copy_err, ends_at, place, wgpu_memory, WgpuAllocation, WgpuKernel, WgpuMemory};
 
 /// What the backend looks for, named in `BackendError::Unavailable`.
 pub const LIBRARY: &str =
@@ -648,28 +648,19 @@ impl Backend for WgpuBackend {
 
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         let buf = self.shared.create_buffer(bytes)?;
-        Ok(Arc::new(WgpuMemory {
-            buf,
-            origin: 0,
+        Ok(Arc::new(WgpuMemory::whole(
+            WgpuAllocation { buf, bytes },
             bytes,
-            allocation_bytes: bytes,
-        }))
+        )))
     }
 
     fn view(
         &self,
-        mem: &Arc<dyn DeviceMemory>,
+        mem: &dyn DeviceMemory,
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
-        check_view(BackendKind::Wgpu, &**mem, offset, bytes)?;
-        let m = wgpu_memory(&**mem).map_err(copy_err)?;
-        Ok(Arc::new(WgpuMemory {
-            buf: m.buf.clone(),
-            origin: m.origin + offset as u64,
-            bytes,
-            allocation_bytes: m.allocation_bytes,
-        }))
+        view_region::<WgpuAllocation>(BackendKind::Wgpu, mem, offset, bytes)
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
@@ -681,8 +672,9 @@ impl Backend for WgpuBackend {
                 m.bytes
             )));
         }
+        let (buf, origin) = place(m);
         self.shared
-            .write_at(&m.buf, m.origin, data, m.ends_at(data.len()))
+            .write_at(buf, origin, data, ends_at(m, data.len()))
     }
 
     fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
@@ -694,7 +686,8 @@ impl Backend for WgpuBackend {
                 m.bytes
             )));
         }
-        self.shared.read_at(&m.buf, m.origin, out)
+        let (buf, origin) = place(m);
+        self.shared.read_at(buf, origin, out)
     }
 
     fn copy(
@@ -708,15 +701,11 @@ impl Backend for WgpuBackend {
             wgpu_memory(src).map_err(copy_err)?,
             wgpu_memory(dst).map_err(copy_err)?,
         );
-        if s.buf == d.buf && s.origin == d.origin {
+        if place(s) == place(d) {
             return Ok(());
         }
-        self.shared.copy_region(
-            (&s.buf, s.origin),
-            (&d.buf, d.origin),
-            bytes,
-            d.ends_at(bytes),
-        )
+        self.shared
+            .copy_region(place(s), place(d), bytes, ends_at(d, bytes))
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
