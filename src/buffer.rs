@@ -209,14 +209,6 @@ impl<T: IrType> Buffer<T> {
     pub fn try_clone(&self) -> Result<Buffer<T>> {
         BufferSlice::from(self).to_buffer()
     }
-
-    pub(crate) fn memory(&self) -> &dyn DeviceMemory {
-        &*self.memory
-    }
-
-    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
-    }
 }
 
 impl Context {
@@ -276,11 +268,6 @@ impl Context {
     /// ```
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.backend().synchronize()?)
-    }
-
-    /// Ok if `b` lives on this context's device.
-    pub(crate) fn check_buffer<T: IrType>(&self, b: &Buffer<T>) -> Result<()> {
-        self.check_device(b.backend())
     }
 
     /// Ok if memory of `backend` lives on this context's device.

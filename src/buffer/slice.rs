@@ -134,6 +134,13 @@ impl<'a, T: IrType> From<&'a Buffer<T>> for BufferSlice<'a, T> {
     }
 }
 
+impl<'a, T: IrType> From<&'a mut Buffer<T>> for BufferSlice<'a, T> {
+    /// The whole buffer, as a slice (no copy).
+    fn from(b: &'a mut Buffer<T>) -> BufferSlice<'a, T> {
+        BufferSlice::from(&*b)
+    }
+}
+
 impl<'a, T: IrType> From<&BufferSlice<'a, T>> for BufferSlice<'a, T> {
     fn from(s: &BufferSlice<'a, T>) -> BufferSlice<'a, T> {
         s.clone()

@@ -386,8 +386,9 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
         Ok(kept)
     }
 
-    /// Writes the elements, in input order, into the start of the device buffer `out`
-    /// without leaving the device; returns how many were written (the rest of `out` keeps its
+    /// Writes the elements, in input order, into the start of the device buffer `out` (`&mut
+    /// buffer`, or a [`BufferSlice`](crate::BufferSlice) of one: `b.slice(100..)?`) without
+    /// leaving the device; returns how many were written (the rest of `out` keeps its
     /// contents). Fails with `OutputTooShort` when `out` has fewer elements, or `Unsupported`
     /// when `out` belongs to another context.
     ///
@@ -398,15 +399,18 @@ impl<'a, T: Scalar + Row> Query<'a, T> {
     /// let mut out = ctx.upload(&[7u32; 4])?;
     /// let n = ctx.from_buffer(&xs).map(|x| x * 3).write_to_buffer(&mut out)?;
     /// assert_eq!((n, out.download()?), (3, vec![3, 6, 9, 7]));
+    /// let n = ctx.from(&[5u32, 6]).write_to_buffer(out.slice(2..)?)?;
+    /// assert_eq!((n, out.download()?), (2, vec![3, 6, 5, 6]));
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn write_to_buffer(mut self, out: &mut Buffer<T>) -> Result<usize> {
+    pub fn write_to_buffer<'b>(mut self, out: impl Into<BufferSlice<'b, T>>) -> Result<usize> {
         let _span = self.plan_span("write_to_buffer");
+        let out = out.into();
         self.check()?;
-        self.ctx.check_buffer(out)?;
+        self.ctx.check_device(out.backend())?;
         let mut run = self.prepare()?;
         let kept = check_output(out.len(), run.rows())?;
-        run.finish(&self.sources(), vec![LaunchArg::Device(out.memory())])?;
+        run.finish(&self.sources(), vec![LaunchArg::Device(&**out.memory())])?;
         Ok(kept)
     }
 }

@@ -204,6 +204,24 @@ fn slices_as_query_sources() {
             sorted.sort();
             assert_eq!(q().sort().to_vec().unwrap(), sorted, "{at}");
         }
+        // Results written into a slice of another buffer, the rest of it kept.
+        let before = vec![-1i32; n];
+        let mut out = c.upload(&before).unwrap();
+        for r in [0..0, 3..40, 64..n, 1..n, 128..4000] {
+            out.write_from(&before).unwrap();
+            let target = out.slice(n - r.len()..).unwrap();
+            let written = c
+                .from_buffer(bx.slice(r.clone()).unwrap())
+                .map(|x| x * 2)
+                .write_to_buffer(target)
+                .unwrap();
+            assert_eq!(written, r.len());
+            let mut want = before.clone();
+            for (w, x) in want[n - r.len()..].iter_mut().zip(&xs[r.clone()]) {
+                *w = x * 2;
+            }
+            assert_eq!(out.download().unwrap(), want, "write_to_buffer {r:?}");
+        }
         // A slice of a slice, and a slice of structs (split into columns on the device).
         let inner = bx.slice(100..4000).unwrap().slice(250..260).unwrap();
         assert_eq!(inner.range(), 350..360);
