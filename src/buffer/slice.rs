@@ -41,18 +41,14 @@ use std::sync::Arc;
 pub struct BufferSlice<'a, T> {
     memory: Arc<dyn DeviceMemory>,
     backend: Arc<dyn Backend>,
-    /// The whole buffer's memory, which tells slices of one buffer apart from others.
-    root: *const (),
+    /// The address of the whole buffer's memory object, which tells slices of one buffer
+    /// apart from others.
+    root: usize,
     /// Elements of the whole buffer before this slice's first.
     start: usize,
     len: usize,
     _buffer: PhantomData<&'a Buffer<T>>,
 }
-
-// SAFETY: `root` is only compared, never read; the rest is `Send + Sync`.
-unsafe impl<T> Send for BufferSlice<'_, T> {}
-// SAFETY: as for `Send`.
-unsafe impl<T> Sync for BufferSlice<'_, T> {}
 
 impl<T> Clone for BufferSlice<'_, T> {
     fn clone(&self) -> Self {
@@ -126,7 +122,7 @@ impl<'a, T: IrType> From<&'a Buffer<T>> for BufferSlice<'a, T> {
         BufferSlice {
             memory: b.memory.clone(),
             backend: b.backend.clone(),
-            root: Arc::as_ptr(&b.memory) as *const (),
+            root: Arc::as_ptr(&b.memory) as *const () as usize,
             start: 0,
             len: b.len(),
             _buffer: PhantomData,

@@ -654,12 +654,12 @@ impl CompiledKernel for OpenClKernel {
         for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
             match (&p.kind, a) {
                 (ParamKind::Buffer { access, .. }, LaunchArg::Device(m)) => {
-                    let argument = format!("argument {i}");
-                    let mem = cl_memory(*m).map_err(|e| self.launch_err(&argument, e))?;
+                    let argument = |e| self.launch_err(&format!("argument {i}"), e);
+                    let mem = cl_memory(*m).map_err(|e| argument(e.to_string()))?;
                     let side = self
                         .shared
                         .device_side(mem, *access != Access::Read)
-                        .map_err(|e| self.launch_err(&argument, e))?;
+                        .map_err(argument)?;
                     memory.push(Some(side.mem()));
                     sides.push(side);
                     buffers.push(None);
