@@ -167,13 +167,7 @@ impl<T: IrType> Buffer<T> {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn write_from(&mut self, xs: &[T]) -> Result<()> {
-        if xs.len() != self.len {
-            return Err(Error::LengthMismatch {
-                left: self.len,
-                right: xs.len(),
-            });
-        }
-        Ok(self.backend.upload(&*self.memory, bytes_of(xs))?)
+        BufferSlice::from(&*self).write_from(xs)
     }
 
     /// Overwrites this buffer with the elements of `src`, copied on the device (after earlier

@@ -201,8 +201,8 @@ impl<'a, T: IrType> BufferSlice<'a, T> {
     pub fn download(&self) -> Result<Vec<T>> {
         let mut out: Vec<T> = crate::error::host_vec(self.len, "a downloaded slice")?;
         let bytes = self.len * std::mem::size_of::<T>();
-        // SAFETY: as in `Buffer::download`: the download initializes every byte with valid
-        // values of T.
+        // SAFETY: the spare capacity of a Vec<T> viewed as bytes; the download initializes
+        // all of them with valid values of T (written by kiln kernels or uploaded from T).
         let view = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, bytes) };
         self.backend.download(&*self.memory, view)?;
         // SAFETY: every element was just written.

@@ -215,11 +215,6 @@ impl<A> Region<A> {
             bytes,
         }
     }
-
-    /// True when `bytes` bytes from the region's start reach `end`, the allocation's size.
-    pub fn ends_at(&self, bytes: usize, end: usize) -> bool {
-        self.origin + bytes == end
-    }
 }
 
 impl<A: Send + Sync + 'static> DeviceMemory for Region<A> {

@@ -381,18 +381,15 @@ unsafe impl Sync for HostAllocation {}
 /// CPU "device" memory: a region of a host allocation.
 type HostMemory = Region<HostAllocation>;
 
-/// `mem` as CPU device memory, or `InvalidLaunch` for another backend's memory.
-fn host_view(mem: &dyn DeviceMemory) -> Result<&HostMemory, BackendError> {
-    downcast_memory::<HostMemory>(mem).map_err(|reason| BackendError::InvalidLaunch {
-        backend: BackendKind::Cpu,
-        kernel: String::new(),
-        reason: reason.into(),
-    })
-}
-
 /// The address of CPU device memory, or `InvalidLaunch` for another backend's memory.
 fn host_memory(mem: &dyn DeviceMemory) -> Result<u64, BackendError> {
-    host_view(mem).map(|m| m.allocation.words.as_ptr() as u64 + m.origin as u64)
+    downcast_memory::<HostMemory>(mem)
+        .map(|m| m.allocation.words.as_ptr() as u64 + m.origin as u64)
+        .map_err(|reason| BackendError::InvalidLaunch {
+            backend: BackendKind::Cpu,
+            kernel: String::new(),
+            reason: reason.into(),
+        })
 }
 
 fn copy_error(want: usize, have: usize) -> BackendError {

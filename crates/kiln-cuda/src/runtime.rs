@@ -401,8 +401,8 @@ impl Backend for CudaBackend {
         }
         bind(&self.stream)
             // SAFETY: both memories hold at least `bytes` (checked above) and do not overlap
-            // (`Backend::copy`'s contract);
-            // the copy is ordered on the one stream every command uses.
+            // (`Backend::copy`'s contract); the copy is ordered on the one stream every
+            // command uses.
             .and_then(|_| unsafe {
                 cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
             })

@@ -305,7 +305,7 @@ pub(crate) fn place(mem: &WgpuMemory) -> (&wgpu::Buffer, u64) {
 /// True when `bytes` bytes from the start of `mem` reach the end of its allocation, so the
 /// padding after them in the last word is free.
 pub(crate) fn ends_at(mem: &WgpuMemory, bytes: usize) -> bool {
-    mem.ends_at(bytes, mem.allocation.bytes)
+    mem.origin + bytes == mem.allocation.bytes
 }
 
 pub(crate) fn wgpu_memory(mem: &dyn DeviceMemory) -> Result<&WgpuMemory, &'static str> {

@@ -469,13 +469,26 @@ impl Shared {
             self.write(buf, offset, data);
             return Ok(());
         }
-        let start = offset & !3;
-        let skip = (offset - start) as usize;
-        let mut words = vec![0u8; word_len(skip + data.len()) as usize];
-        self.read_back(vec![(buf, start, &mut words[..])])?;
+        let (start, skip, mut words) = self.words_around(buf, offset, data.len())?;
         words[skip..skip + data.len()].copy_from_slice(data);
         self.queue.write_buffer(buf, start, &words);
         Ok(())
+    }
+
+    /// The whole words of `buf` that hold the `len` bytes at byte `offset`, read back (waiting
+    /// for the device): the first word's byte offset, where the bytes start in the words, and
+    /// the words. Fails like [`Shared::read_back`].
+    fn words_around(
+        &self,
+        buf: &wgpu::Buffer,
+        offset: u64,
+        len: usize,
+    ) -> Result<(u64, usize, Vec<u8>), BackendError> {
+        let start = offset & !3;
+        let skip = (offset - start) as usize;
+        let mut words = vec![0u8; word_len(skip + len) as usize];
+        self.read_back(vec![(buf, start, &mut words[..])])?;
+        Ok((start, skip, words))
     }
 
     /// Reads `out.len()` bytes of `buf` from byte `offset`, waiting for the device. Fails
@@ -484,10 +497,7 @@ impl Shared {
         if offset.is_multiple_of(4) {
             return self.read_back(vec![(buf, offset, out)]);
         }
-        let start = offset & !3;
-        let skip = (offset - start) as usize;
-        let mut words = vec![0u8; word_len(skip + out.len()) as usize];
-        self.read_back(vec![(buf, start, &mut words[..])])?;
+        let (_, skip, words) = self.words_around(buf, offset, out.len())?;
         let n = out.len();
         out.copy_from_slice(&words[skip..skip + n]);
         Ok(())
