@@ -77,6 +77,20 @@ pub use kiln_backend::{
     BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,
 };
 pub use kiln_ir as ir;
+/// IEEE binary16 (the `half` crate's `f16`): an element type of queries, kernels, buffers and
+/// struct fields on every backend. Each operation rounds its result to `f16` (to nearest,
+/// ties to even), as `half::f16`'s operators do, so results match plain Rust bit for bit.
+///
+/// ```
+/// use kiln::{f16, prelude::*};
+/// let ctx = Context::with_backend(BackendKind::Cpu)?;
+/// let xs: Vec<f16> = [0.5f32, -2.0, 3.3].into_iter().map(f16::from_f32).collect();
+/// let got = ctx.from(&xs).map(|x| x * f16::from_f32(1.5) - x).to_vec()?;
+/// let want: Vec<f16> = xs.iter().map(|&x| x * f16::from_f32(1.5) - x).collect();
+/// assert_eq!(got, want);
+/// # Ok::<(), kiln::Error>(())
+/// ```
+pub use kiln_ir::f16;
 pub use kiln_ir::{select, CompileOptions, Val};
 pub use lang::Value;
 pub use lang::{device, intrinsic, kernel, lambda};

@@ -202,7 +202,20 @@ impl Row for $t {
 }
     )*};
 }
-scalar_row!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+scalar_row!(
+    bool,
+    i8,
+    u8,
+    i16,
+    u16,
+    i32,
+    u32,
+    i64,
+    u64,
+    kiln_ir::f16,
+    f32,
+    f64
+);
 
 macro_rules! tuple_row {
     ($($name:ident),+) => {

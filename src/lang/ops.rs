@@ -52,7 +52,20 @@ macro_rules! lhs_compare {
         }
     )*};
 }
-lhs_compare!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+lhs_compare!(
+    bool,
+    i8,
+    u8,
+    i16,
+    u16,
+    i32,
+    u32,
+    i64,
+    u64,
+    kiln_ir::f16,
+    f32,
+    f64
+);
 
 /// `a && b` with both sides evaluated. `#[kiln::kernel]` writes `&&` with this where the right
 /// side is pure, and as an `if` where it may have an effect, so the right side runs only when
@@ -127,13 +140,33 @@ impl<T: Scalar> CastTo for Val<T> {
 macro_rules! cast_lit {
     ($($t:ty),*) => {$(
         impl CastTo for $t {
+            /// A constant cast to `f16` is rounded here, so no device needs the source
+            /// type for it (`0.1 as f16` needs no f64 arithmetic).
             fn cast_to<U: Scalar>(self) -> Val<U> {
-                kiln_ir::lit(self).cast::<U>()
+                match U::TYPE {
+                    kiln_ir::ScalarType::F16 => {
+                        kiln_ir::lit(U::from_bits(self.to_value().to_f16().to_bits() as u64))
+                    }
+                    _ => kiln_ir::lit(self).cast::<U>(),
+                }
             }
         }
     )*};
 }
-cast_lit!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+cast_lit!(
+    bool,
+    i8,
+    u8,
+    i16,
+    u16,
+    i32,
+    u32,
+    i64,
+    u64,
+    kiln_ir::f16,
+    f32,
+    f64
+);
 
 /// `value` as a `Val<T>` (generated code for `let x: T = value;`).
 #[doc(hidden)]

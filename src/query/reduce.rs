@@ -461,6 +461,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         let one = ScalarValue::from_bits(
             T::TYPE,
             match T::TYPE {
+                ScalarType::F16 => kiln_ir::f16::ONE.to_bits() as u64,
                 ScalarType::F32 => 1f32.to_bits() as u64,
                 ScalarType::F64 => 1f64.to_bits(),
                 _ => 1,
@@ -692,6 +693,7 @@ fn beats<T: Scalar + Numeric>(a: Val<T>, b: Val<T>, max: bool) -> Val<bool> {
 /// max skip), the type's smallest or largest value for integers.
 pub(super) fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
     match ty {
+        ScalarType::F16 => ScalarValue::F16(kiln_ir::f16::NAN),
         ScalarType::F32 => ScalarValue::F32(f32::NAN),
         ScalarType::F64 => ScalarValue::F64(f64::NAN),
         t if max => ScalarValue::from_bits(

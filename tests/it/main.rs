@@ -18,6 +18,7 @@ mod disk_cache;
 mod dynamic;
 mod flat_map;
 mod groups;
+mod half_floats;
 mod ir_rules;
 mod join;
 mod kernels;

@@ -12,7 +12,7 @@ pub(crate) use opencl::OpenClC;
 
 /// The spelling of one C dialect.
 pub(crate) trait CDialect {
-    /// The scalar type's name in registers (`bool` is `bool`).
+    /// The scalar type's name in registers (`bool` is `bool`; `f16` is held in a `float`).
     fn type_name(&self, s: ScalarType) -> &'static str;
     /// A NaN or infinity of type `s` from its exact bits (folding `0.0/0.0` is not reliable
     /// across compilers).
@@ -54,15 +54,21 @@ pub(crate) trait CDialect {
     fn has_warps(&self) -> bool;
     /// The declarations of `kernel`'s shared arrays and their `_len`s.
     fn shared_decls(&self, kernel: &Kernel, out: &mut String);
+    /// The definition of the helper that converts to or from binary16 bits, rounding to
+    /// nearest, ties to even: `kiln_h2f` (bits to `float`) for `from` = `u16`, `kiln_f2h`
+    /// (`float` to bits) for `f32`, `kiln_d2h` (`double` to bits, one rounding) for `f64`.
+    fn half_helper(&self, from: ScalarType) -> String;
     /// The atomic operation `a` on element `a.index` of the memory `name` (in bounds), with
     /// any helper it calls added to `helpers`.
     fn atomic(&self, helpers: &mut Helpers, name: &str, a: &AtomicCall) -> String;
 }
 
-/// The memory form of a scalar type (`bool` is stored as one unsigned byte).
+/// The memory form of a scalar type (`bool` is stored as one unsigned byte, `f16` as its 16
+/// bits).
 pub(crate) fn mem_type(d: &dyn CDialect, s: ScalarType) -> &'static str {
     match s {
         ScalarType::Bool => d.type_name(ScalarType::U8),
+        ScalarType::F16 => d.type_name(ScalarType::U16),
         s => d.type_name(s),
     }
 }

@@ -8,11 +8,12 @@ impl Syntax for Writer {
         self.lit(v)
     }
 
-    /// A `bool` kernel parameter arrives as a `uchar`.
+    /// A `bool` kernel parameter arrives as a `uchar`, an `f16` one as its bits.
     fn param(&mut self, cx: &Cx, name: String, s: ScalarType) -> String {
-        match s == ScalarType::Bool && cx.is_kernel() {
-            true => format!("({name} != 0)"),
-            false => name,
+        match (s, cx.is_kernel()) {
+            (ScalarType::Bool, true) => format!("({name} != 0)"),
+            (ScalarType::F16, true) => self.h2f(&name),
+            _ => name,
         }
     }
 
@@ -30,9 +31,10 @@ impl Syntax for Writer {
             .into_iter()
             .map(|(s, off)| {
                 let r = self.elem_ref(&name, &elem, s, off, i, memory);
-                let r = match s == ScalarType::Bool {
-                    true => format!("({r} != 0)"),
-                    false => r,
+                let r = match s {
+                    ScalarType::Bool => format!("({r} != 0)"),
+                    ScalarType::F16 => self.h2f(&r),
+                    _ => r,
                 };
                 match checked {
                     true => format!(
@@ -53,6 +55,13 @@ impl Syntax for Writer {
     /// `a op b` with kiln's rules: wrapping integer arithmetic in a wide unsigned type, shift
     /// amounts masked, integer division made total by a helper, float `%` as `fmod`.
     fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
+        if s == ScalarType::F16 {
+            let x = self.binary(op, ScalarType::F32, a, b)?;
+            return Ok(match op.is_compare() {
+                true => x,
+                false => self.round_half(&x),
+            });
+        }
         if let Some(text) = rules::infix(op, s, a, b)? {
             return Ok(text);
         }
@@ -121,6 +130,21 @@ impl Syntax for Writer {
         if from == to {
             return x.to_string();
         }
+        if from == ScalarType::F16 {
+            return self.cast(x, ScalarType::F32, to);
+        }
+        if to == ScalarType::F16 {
+            // Integers reach binary16 through `float` exactly or past its range (where both
+            // give infinity); a `double` rounds once.
+            return match from {
+                ScalarType::F64 => {
+                    let bits = self.f2h(x, ScalarType::F64);
+                    self.h2f(&bits)
+                }
+                ScalarType::Bool => format!("({x} ? 1.0f : 0.0f)"),
+                _ => self.round_half(&format!("((float){x})")),
+            };
+        }
         if to == ScalarType::Bool {
             return format!("({x} != 0)");
         }
@@ -147,6 +171,12 @@ impl Syntax for Writer {
 
     fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
         let tt = self.t(to);
+        if from == ScalarType::F16 {
+            return format!("(({tt}){})", self.f2h(x, ScalarType::F32));
+        }
+        if to == ScalarType::F16 {
+            return self.h2f(&format!("(({}){x})", self.t(ScalarType::U16)));
+        }
         if from.is_float() == to.is_float() {
             return format!("(({tt}){x})");
         }
@@ -154,6 +184,13 @@ impl Syntax for Writer {
     }
 
     fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
+        if s == ScalarType::F16 {
+            let r = self.math(fun, ScalarType::F32, x)?;
+            return Ok(match fun {
+                MathFn::IsNan | MathFn::IsInf => r,
+                _ => self.round_half(&r),
+            });
+        }
         if !s.is_float() {
             let t = self.t(s);
             let w = self.t(wide_unsigned(s));

@@ -15,7 +15,7 @@
 //! Buffer parameters become a pointer plus a `<name>_len` element count (`uint`), in parameter
 //! order. Value parameters are passed as their flattened scalar components
 //! (`<name>_0`, `<name>_1`, ...), or under their own name when scalar. A `bool` in memory or as
-//! a parameter is one `uchar` (0 or 1). [`Source::slots`] says what each written parameter
+//! a parameter is one `uchar` (0 or 1); an `f16` there is its 16 bits (a `float` elsewhere). [`Source::slots`] says what each written parameter
 //! takes ([`Slot`]); the OpenCL and CUDA runtimes bind their arguments by it, so the
 //! convention is stated once, here.
 
@@ -29,6 +29,7 @@ use kiln_writer::{
 mod convention;
 mod dialect;
 mod expr;
+mod half;
 mod keywords;
 mod lanes;
 mod storage;
@@ -180,7 +181,7 @@ fn wide_unsigned(s: ScalarType) -> ScalarType {
 
 /// A finite float constant.
 fn float_lit(v: f64, s: ScalarType) -> String {
-    let suffix = if s == ScalarType::F32 { "f" } else { "" };
+    let suffix = if s == ScalarType::F64 { "" } else { "f" };
     if v == 0.0 && v.is_sign_negative() {
         return format!("(-0.0{suffix})");
     }
@@ -198,6 +199,7 @@ impl Writer {
         let t = self.t(v.ty());
         match v {
             ScalarValue::Bool(b) => (if b { "true" } else { "false" }).into(),
+            ScalarValue::F16(h) => self.lit(ScalarValue::F32(h.to_f32())),
             ScalarValue::F32(f) if !f.is_finite() => {
                 self.d.nonfinite(ScalarType::F32, f.to_bits() as u64)
             }

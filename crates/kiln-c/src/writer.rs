@@ -219,10 +219,10 @@ impl Writer {
                 let mut parts = Vec::new();
                 for (c, (sc, off)) in elem.flatten().into_iter().enumerate() {
                     let v = temp_name(*value, c, &elem);
-                    let v = if sc == ScalarType::Bool {
-                        format!("({})({v} ? 1 : 0)", mem_type(self.d, sc))
-                    } else {
-                        v
+                    let v = match sc {
+                        ScalarType::Bool => format!("({})({v} ? 1 : 0)", mem_type(self.d, sc)),
+                        ScalarType::F16 => self.f2h(&v, ScalarType::F32),
+                        _ => v,
                     };
                     parts.push(format!(
                         "{} = {v};",

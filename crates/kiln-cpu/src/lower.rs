@@ -42,6 +42,7 @@ use kiln_ir::*;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+mod half;
 mod items;
 use memory::array_bytes;
 mod loop_bounds;
@@ -89,7 +90,7 @@ fn clty(s: ScalarType) -> ir::Type {
         ScalarType::I16 | ScalarType::U16 => types::I16,
         ScalarType::I32 | ScalarType::U32 => types::I32,
         ScalarType::I64 | ScalarType::U64 => types::I64,
-        ScalarType::F32 => types::F32,
+        ScalarType::F16 | ScalarType::F32 => types::F32,
         ScalarType::F64 => types::F64,
     }
 }
@@ -330,6 +331,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
 
     fn scalar_const(&mut self, v: ScalarValue) -> Value {
         match v {
+            ScalarValue::F16(h) => self.b.ins().f32const(h.to_f32()),
             ScalarValue::F32(f) => self.b.ins().f32const(f),
             ScalarValue::F64(f) => self.b.ins().f64const(f),
             other => self.int_const(other.ty(), other.to_bits()),
@@ -736,12 +738,11 @@ impl<'a, 'f> Lowerer<'a, 'f> {
                 let from = comp(&fx.types[arg.index()])?;
                 let a = self.get(fx, arg)?;
                 a.into_iter()
-                    .map(|x| {
-                        if clty(from) == clty(to) {
-                            x
-                        } else {
-                            self.b.ins().bitcast(clty(to), MemFlagsData::new(), x)
-                        }
+                    .map(|x| match (from, to) {
+                        (ScalarType::F16, _) => self.f2h(x),
+                        (_, ScalarType::F16) => self.h2f(x),
+                        _ if clty(from) == clty(to) => x,
+                        _ => self.b.ins().bitcast(clty(to), MemFlagsData::new(), x),
                     })
                     .collect()
             }

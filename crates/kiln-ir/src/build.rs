@@ -23,7 +23,7 @@ pub trait IrType: Copy + 'static {
     fn ir_type() -> Type;
 }
 
-/// A Rust scalar type usable in kernels: `bool`, the integers, `f32`, `f64`.
+/// A Rust scalar type usable in kernels: `bool`, the integers, `half::f16`, `f32`, `f64`.
 pub trait Scalar: IrType + Send + Sync + PartialEq + std::fmt::Debug {
     /// The IR scalar type.
     const TYPE: ScalarType;
@@ -35,7 +35,7 @@ pub trait Scalar: IrType + Send + Sync + PartialEq + std::fmt::Debug {
 
 /// Scalars with arithmetic: the integers and floats.
 pub trait Numeric: Scalar + Arith {}
-/// `f32` and `f64`.
+/// `half::f16`, `f32` and `f64`.
 pub trait Float: Numeric {}
 /// The eight integer types.
 pub trait Int: Numeric + Bits {
@@ -95,6 +95,7 @@ scalar_impl!(u64, U64, Numeric, Bits, Arith);
 impl Int for u64 {
     type Unsigned = u64;
 }
+scalar_impl!(half::f16, F16, Numeric, Float, Arith);
 scalar_impl!(f32, F32, Numeric, Float, Arith);
 scalar_impl!(f64, F64, Numeric, Float, Arith);
 

@@ -31,6 +31,8 @@ impl BodyInfo {
 /// integers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Features {
+    /// `f16` values anywhere: parameters, shared or private memory, expressions.
+    pub f16: bool,
     /// `f64` values anywhere: parameters, shared or private memory, expressions.
     pub f64: bool,
     /// `i64` or `u64` values anywhere.
@@ -49,6 +51,7 @@ impl Features {
         let mut f = Features::default();
         let mut note = |t: &Type| {
             for (s, _) in t.flatten() {
+                f.f16 |= s == ScalarType::F16;
                 f.f64 |= s == ScalarType::F64;
                 f.int64 |= matches!(s, ScalarType::I64 | ScalarType::U64);
             }

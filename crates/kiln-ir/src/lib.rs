@@ -78,6 +78,8 @@ mod visit;
 
 pub use bounds::InBounds;
 pub use build::*;
+/// IEEE binary16, the `f16` scalar type of kernels and queries (the `half` crate's type).
+pub use half::f16;
 pub use hash::{kernel_hash, KernelHash};
 pub use info::{BodyInfo, Features, KernelInfo, TypedBody};
 pub use inline::inline_calls;

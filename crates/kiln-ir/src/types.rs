@@ -24,6 +24,9 @@ pub enum ScalarType {
     I64,
     /// `u64`
     U64,
+    /// `half::f16`, IEEE binary16: two bytes in memory; every operation's result is rounded
+    /// to binary16, as `half::f16`'s operators round (backends may compute in `f32`).
+    F16,
     /// `f32`
     F32,
     /// `f64`
@@ -32,7 +35,7 @@ pub enum ScalarType {
 
 impl ScalarType {
     /// Every scalar type, in declaration order.
-    pub const ALL: [ScalarType; 11] = [
+    pub const ALL: [ScalarType; 12] = [
         ScalarType::Bool,
         ScalarType::I8,
         ScalarType::U8,
@@ -42,6 +45,7 @@ impl ScalarType {
         ScalarType::U32,
         ScalarType::I64,
         ScalarType::U64,
+        ScalarType::F16,
         ScalarType::F32,
         ScalarType::F64,
     ];
@@ -50,7 +54,7 @@ impl ScalarType {
     pub fn size(self) -> u32 {
         match self {
             ScalarType::Bool | ScalarType::I8 | ScalarType::U8 => 1,
-            ScalarType::I16 | ScalarType::U16 => 2,
+            ScalarType::I16 | ScalarType::U16 | ScalarType::F16 => 2,
             ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
             ScalarType::I64 | ScalarType::U64 | ScalarType::F64 => 8,
         }
@@ -61,9 +65,9 @@ impl ScalarType {
         self.size() * 8
     }
 
-    /// True for `f32` and `f64`.
+    /// True for `f16`, `f32` and `f64`.
     pub fn is_float(self) -> bool {
-        matches!(self, ScalarType::F32 | ScalarType::F64)
+        matches!(self, ScalarType::F16 | ScalarType::F32 | ScalarType::F64)
     }
 
     /// True for the eight integer types.
@@ -79,6 +83,7 @@ impl ScalarType {
                 | ScalarType::I16
                 | ScalarType::I32
                 | ScalarType::I64
+                | ScalarType::F16
                 | ScalarType::F32
                 | ScalarType::F64
         )
@@ -101,6 +106,7 @@ impl ScalarType {
             ScalarType::U32 => "u32",
             ScalarType::I64 => "i64",
             ScalarType::U64 => "u64",
+            ScalarType::F16 => "f16",
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
         }
@@ -310,6 +316,8 @@ pub enum ScalarValue {
     I64(i64),
     /// A `u64` constant.
     U64(u64),
+    /// An `f16` constant.
+    F16(half::f16),
     /// An `f32` constant.
     F32(f32),
     /// An `f64` constant.
@@ -329,6 +337,7 @@ impl ScalarValue {
             ScalarValue::U32(_) => ScalarType::U32,
             ScalarValue::I64(_) => ScalarType::I64,
             ScalarValue::U64(_) => ScalarType::U64,
+            ScalarValue::F16(_) => ScalarType::F16,
             ScalarValue::F32(_) => ScalarType::F32,
             ScalarValue::F64(_) => ScalarType::F64,
         }
@@ -346,6 +355,7 @@ impl ScalarValue {
             ScalarValue::U32(v) => v as u64,
             ScalarValue::I64(v) => v as u64,
             ScalarValue::U64(v) => v,
+            ScalarValue::F16(v) => v.to_bits() as u64,
             ScalarValue::F32(v) => v.to_bits() as u64,
             ScalarValue::F64(v) => v.to_bits(),
         }
@@ -369,9 +379,41 @@ impl ScalarValue {
             ScalarType::U32 => ScalarValue::U32(bits as u32),
             ScalarType::I64 => ScalarValue::I64(bits as i64),
             ScalarType::U64 => ScalarValue::U64(bits),
+            ScalarType::F16 => ScalarValue::F16(half::f16::from_bits(bits as u16)),
             ScalarType::F32 => ScalarValue::F32(f32::from_bits(bits as u32)),
             ScalarType::F64 => ScalarValue::F64(f64::from_bits(bits)),
         }
+    }
+
+    /// The value as an `f16`, rounded once to the nearest (ties to even), as the IR's cast
+    /// rounds: infinity past the range, `bool` as 0 or 1. (`half::f16::from_f64` rounds on the
+    /// top 32 bits of an `f64`, which just past a tie can give the other neighbour.)
+    pub fn to_f16(self) -> half::f16 {
+        let d = match self {
+            ScalarValue::F16(h) => return h,
+            ScalarValue::F32(f) => return half::f16::from_f32(f),
+            ScalarValue::Bool(b) => b as u8 as f64,
+            ScalarValue::I8(v) => v as f64,
+            ScalarValue::U8(v) => v as f64,
+            ScalarValue::I16(v) => v as f64,
+            ScalarValue::U16(v) => v as f64,
+            ScalarValue::I32(v) => v as f64,
+            ScalarValue::U32(v) => v as f64,
+            ScalarValue::I64(v) => v as f64,
+            ScalarValue::U64(v) => v as f64,
+            ScalarValue::F64(d) => d,
+        };
+        // To f32 rounding to odd (truncated, lowest bit set when inexact), which keeps the
+        // rounding to f16 that follows exact.
+        let f = d as f32;
+        let mut bits = f.to_bits();
+        if f as f64 != d && !d.is_nan() {
+            if (f as f64).abs() > d.abs() {
+                bits -= 1;
+            }
+            bits |= 1;
+        }
+        half::f16::from_f32(f32::from_bits(bits))
     }
 
     /// The zero of `ty` (`false` for `bool`).
@@ -407,6 +449,7 @@ impl fmt::Display for ScalarValue {
             ScalarValue::U32(v) => write!(f, "{v}u32"),
             ScalarValue::I64(v) => write!(f, "{v}i64"),
             ScalarValue::U64(v) => write!(f, "{v}u64"),
+            ScalarValue::F16(v) => write!(f, "{:?}f16", v.to_f32()),
             ScalarValue::F32(v) => write!(f, "{v:?}f32"),
             ScalarValue::F64(v) => write!(f, "{v:?}f64"),
         }

@@ -30,6 +30,9 @@ pub(crate) fn builtin(b: Builtin) -> String {
 impl Syntax for Writer {
     /// A literal in its register type (8/16-bit integers held in 32 bits).
     fn literal(&mut self, v: ScalarValue) -> String {
+        if let ScalarValue::F16(h) = v {
+            return lit(ScalarValue::F32(h.to_f32()));
+        }
         let bits = if v.ty().is_signed() {
             let shift = 64 - v.ty().bits();
             (((v.to_bits() << shift) as i64) >> shift) as u64
@@ -58,6 +61,13 @@ impl Syntax for Writer {
     /// `a op b` with kiln's rules: 8/16-bit results wrapped, shift amounts masked, integer
     /// division made total by a helper, float `%` exact.
     fn binary(&mut self, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> W<String> {
+        if s == ScalarType::F16 {
+            let x = Syntax::binary(self, op, ScalarType::F32, a, b)?;
+            return Ok(match op.is_compare() {
+                true => x,
+                false => self.round_half(&x),
+            });
+        }
         if op == BinaryOp::Ne && s.is_float() {
             // Written as not-equal-ordered by naga, which is false for NaN on some drivers.
             return Ok(format!("(!({a} == {b}))"));
@@ -115,6 +125,21 @@ impl Syntax for Writer {
     fn cast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
         if from == to {
             return x.to_string();
+        }
+        if from == ScalarType::F16 {
+            return self.cast(x, ScalarType::F32, to);
+        }
+        if to == ScalarType::F16 {
+            // Integers reach binary16 through `f32` exactly or past its range (where both give
+            // infinity); an `f64` rounds once.
+            return match from {
+                ScalarType::F64 => self.f16_of_f64(x),
+                ScalarType::Bool => format!("select(0.0f, 1.0f, {x})"),
+                _ => {
+                    let f = self.cast(x, from, ScalarType::F32);
+                    self.round_half(&f)
+                }
+            };
         }
         if to == ScalarType::Bool {
             return format!("({x} != {})", zero(from));
@@ -183,6 +208,14 @@ impl Syntax for Writer {
     fn bitcast(&mut self, x: &str, from: ScalarType, to: ScalarType) -> String {
         match (from, to) {
             (f, t) if f == t => x.to_string(),
+            (ScalarType::F16, t) => {
+                let bits = self.f2h(x);
+                match t {
+                    ScalarType::U16 => bits,
+                    _ => wrap(t, format!("bitcast<i32>({bits})")),
+                }
+            }
+            (_, ScalarType::F16) => self.h2f(&format!("(bitcast<u32>({x}) & 0xffffu)")),
             (ScalarType::U8 | ScalarType::U16, t) => wrap(t, format!("bitcast<i32>({x})")),
             (ScalarType::I8 | ScalarType::I16, t) => wrap(t, format!("bitcast<u32>({x})")),
             (_, t) => format!("bitcast<{}>({x})", rt(t)),
@@ -190,6 +223,13 @@ impl Syntax for Writer {
     }
 
     fn math(&mut self, fun: MathFn, s: ScalarType, args: &[String]) -> W<String> {
+        if s == ScalarType::F16 {
+            let r = Writer::math(self, fun, ScalarType::F32, args)?;
+            return Ok(match fun {
+                MathFn::IsNan | MathFn::IsInf => r,
+                _ => self.round_half(&r),
+            });
+        }
         Writer::math(self, fun, s, args)
     }
 
@@ -218,6 +258,19 @@ impl Syntax for Writer {
 
     /// A subgroup operation; without subgroups, the result on a subgroup of one lane.
     fn subgroup(&mut self, call: SubgroupCall) -> W<String> {
+        if call.ty == ScalarType::F16 {
+            let op = call.op;
+            let r = self.subgroup(SubgroupCall {
+                ty: ScalarType::F32,
+                ..call
+            })?;
+            return Ok(match op {
+                SubgroupOp::ReduceAdd | SubgroupOp::InclusiveAdd | SubgroupOp::ExclusiveAdd => {
+                    self.round_half(&r)
+                }
+                _ => r,
+            });
+        }
         if self.options.subgroups {
             return Writer::subgroup(self, call);
         }

@@ -36,6 +36,7 @@
 
 #![deny(missing_docs)]
 mod expr;
+mod half;
 mod keywords;
 mod math;
 mod storage;
@@ -219,14 +220,15 @@ fn rt(s: ScalarType) -> &'static str {
         ScalarType::U8 | ScalarType::U16 | ScalarType::U32 => "u32",
         ScalarType::I64 => "i64",
         ScalarType::U64 => "u64",
-        ScalarType::F32 => "f32",
+        ScalarType::F16 | ScalarType::F32 => "f32",
         ScalarType::F64 => "f64",
     }
 }
 
-/// The register type a scalar type is widened to (8/16-bit integers to 32).
+/// The register type a scalar type is widened to (8/16-bit integers to 32, `f16` to `f32`).
 fn reg(s: ScalarType) -> ScalarType {
     match s {
+        ScalarType::F16 => ScalarType::F32,
         ScalarType::I8 | ScalarType::I16 => ScalarType::I32,
         ScalarType::U8 | ScalarType::U16 => ScalarType::U32,
         other => other,
@@ -247,6 +249,7 @@ fn wrap(s: ScalarType, x: String) -> String {
 
 /// A finite float constant (normal or zero), or its bits when it is not.
 fn float_lit(v: f64, s: ScalarType) -> String {
+    let s = reg(s);
     let (suffix, normal) = if s == ScalarType::F32 {
         let f = v as f32;
         ("f", f == 0.0 || f.is_normal())
@@ -278,6 +281,7 @@ fn float_lit(v: f64, s: ScalarType) -> String {
 fn lit(v: ScalarValue) -> String {
     match v {
         ScalarValue::Bool(b) => (if b { "true" } else { "false" }).into(),
+        ScalarValue::F16(h) => float_lit(h.to_f64(), ScalarType::F32),
         ScalarValue::F32(f) => float_lit(f as f64, ScalarType::F32),
         ScalarValue::F64(f) => float_lit(f, ScalarType::F64),
         ScalarValue::I64(i) if i == i64::MIN => "(-9223372036854775807li - 1li)".into(),
@@ -321,7 +325,7 @@ fn one(s: ScalarType) -> String {
 
 /// The exponent-field mask and infinity bits of a float type, as WGSL unsigned literals.
 fn float_bits(s: ScalarType) -> (&'static str, &'static str, &'static str, &'static str) {
-    if s == ScalarType::F32 {
+    if reg(s) == ScalarType::F32 {
         ("u32", "0x7fffffffu", "0x7f800000u", "0x80000000u")
     } else {
         (

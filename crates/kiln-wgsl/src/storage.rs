@@ -38,6 +38,7 @@ impl Writer {
                     let bits = match s {
                         ScalarType::Bool => format!("select(0u, 1u, {v})"),
                         ScalarType::U8 | ScalarType::U16 | ScalarType::U32 => v.clone(),
+                        ScalarType::F16 => self.f2h(v),
                         _ if s.bits() == 64 => format!("bitcast<u64>({v})"),
                         _ => format!("bitcast<u32>({v})"),
                     };
@@ -150,6 +151,7 @@ impl Writer {
                                     ScalarType::I8 | ScalarType::I16 => {
                                         wrap(*s, format!("bitcast<i32>({raw})"))
                                     }
+                                    ScalarType::F16 => self.h2f(&raw),
                                     _ => raw,
                                 }
                             }

@@ -113,6 +113,7 @@ impl Writer {
                                 format!("bitcast<i32>({w0})")
                             }
                             ScalarType::F32 => format!("bitcast<f32>({w0})"),
+                            ScalarType::F16 => self.h2f(&format!("({w0} & 0xffffu)")),
                             _ => {
                                 let bits =
                                     format!("(u64({w0}) | (u64(kiln_args[{}]) << 32u))", word + 1);

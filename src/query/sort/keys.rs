@@ -177,6 +177,10 @@ pub(crate) fn ordered_bits(key: &AnyVal, ty: ScalarType, desc: bool) -> AnyVal {
                 ScalarType::I8 => flip_top(key.typed::<i8>().bitcast::<u8>().cast(), top),
                 ScalarType::I16 => flip_top(key.typed::<i16>().bitcast::<u16>().cast(), top),
                 ScalarType::I32 => flip_top(key.typed::<i32>().bitcast(), top),
+                ScalarType::F16 => {
+                    let b: Val<u32> = key.typed::<kiln_ir::f16>().bitcast::<u16>().cast();
+                    select((b & top).ne(0u32), !b & 0xffffu32, b | top)
+                }
                 _ => {
                     let b = key.typed::<f32>().bitcast::<u32>();
                     select((b & top).ne(0u32), !b, b | top)

@@ -24,21 +24,21 @@ impl CDialect for CudaC {
             ScalarType::U32 => "unsigned int",
             ScalarType::I64 => "long long",
             ScalarType::U64 => "unsigned long long",
-            ScalarType::F32 => "float",
+            ScalarType::F16 | ScalarType::F32 => "float",
             ScalarType::F64 => "double",
         }
     }
 
     fn nonfinite(&self, s: ScalarType, bits: u64) -> String {
         match s {
-            ScalarType::F32 => format!("__uint_as_float({:#x}u)", bits as u32),
+            ScalarType::F16 | ScalarType::F32 => format!("__uint_as_float({:#x}u)", bits as u32),
             _ => format!("__longlong_as_double({bits:#x}LL)"),
         }
     }
 
     fn float_bit_casts(&self, s: ScalarType) -> (&'static str, &'static str) {
         match s {
-            ScalarType::F32 => ("__float_as_uint", "__uint_as_float"),
+            ScalarType::F16 | ScalarType::F32 => ("__float_as_uint", "__uint_as_float"),
             _ => ("__double_as_longlong", "__longlong_as_double"),
         }
     }
@@ -69,7 +69,7 @@ impl CDialect for CudaC {
 
     fn math_name(&self, base: &str, s: ScalarType) -> String {
         match s {
-            ScalarType::F32 => format!("{base}f"),
+            ScalarType::F16 | ScalarType::F32 => format!("{base}f"),
             _ => base.to_string(),
         }
     }
@@ -133,6 +133,16 @@ impl CDialect for CudaC {
 
     fn dynamic_shared_memory(&self, _: &str) -> Option<String> {
         None
+    }
+
+    /// PTX conversions: NVRTC ships no `cuda_fp16.h`, and `cvt` is one instruction.
+    fn half_helper(&self, from: ScalarType) -> String {
+        let p = self.helper_prefix();
+        match from {
+            ScalarType::U16 => format!("{p} float kiln_h2f(unsigned short h) {{ float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }}"),
+            ScalarType::F64 => format!("{p} unsigned short kiln_d2h(double d) {{ unsigned short h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d)); return h; }}"),
+            _ => format!("{p} unsigned short kiln_f2h(float f) {{ unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }}"),
+        }
     }
 
     fn preamble(&self, _: bool, _: bool) -> String {

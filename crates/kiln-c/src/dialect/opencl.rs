@@ -21,21 +21,21 @@ impl CDialect for OpenClC {
             ScalarType::U32 => "uint",
             ScalarType::I64 => "long",
             ScalarType::U64 => "ulong",
-            ScalarType::F32 => "float",
+            ScalarType::F16 | ScalarType::F32 => "float",
             ScalarType::F64 => "double",
         }
     }
 
     fn nonfinite(&self, s: ScalarType, bits: u64) -> String {
         match s {
-            ScalarType::F32 => format!("as_float({:#x}u)", bits as u32),
+            ScalarType::F16 | ScalarType::F32 => format!("as_float({:#x}u)", bits as u32),
             _ => format!("as_double({bits:#x}UL)"),
         }
     }
 
     fn float_bit_casts(&self, s: ScalarType) -> (&'static str, &'static str) {
         match s {
-            ScalarType::F32 => ("as_uint", "as_float"),
+            ScalarType::F16 | ScalarType::F32 => ("as_uint", "as_float"),
             _ => ("as_ulong", "as_double"),
         }
     }
@@ -93,6 +93,17 @@ impl CDialect for OpenClC {
 
     fn dynamic_shared_memory(&self, name: &str) -> Option<String> {
         Some(format!("__local uchar* {name}_mem"))
+    }
+
+    /// `vload_half` and `vstore_half_rte` are core OpenCL C: no `cl_khr_fp16` needed, as
+    /// `half` is only a pointer's element type here.
+    fn half_helper(&self, from: ScalarType) -> String {
+        let p = self.helper_prefix();
+        match from {
+            ScalarType::U16 => format!("{p} float kiln_h2f(ushort h) {{ return vload_half(0, (const __private half*)&h); }}"),
+            ScalarType::F64 => format!("{p} ushort kiln_d2h(double d) {{ ushort h; vstore_half_rte(d, 0, (__private half*)&h); return h; }}"),
+            _ => format!("{p} ushort kiln_f2h(float f) {{ ushort h; vstore_half_rte(f, 0, (__private half*)&h); return h; }}"),
+        }
     }
 
     fn preamble(&self, f64: bool, atomics64: bool) -> String {

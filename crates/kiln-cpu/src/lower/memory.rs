@@ -85,6 +85,10 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             .into_iter()
             .map(|(s, off)| {
                 let (f, off) = (mem_flags(), (base_off + off) as i32);
+                if s == ScalarType::F16 {
+                    let bits = self.b.ins().load(types::I16, f, addr, off);
+                    return self.h2f(bits);
+                }
                 let ins = self.b.ins();
                 let wide = match s {
                     ScalarType::U8 => ins.uload8(types::I64, f, addr, off),
@@ -130,10 +134,14 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     pub(super) fn store_flat(&mut self, ty: &Type, addr: Value, base_off: u32, vals: &[Value]) {
-        for ((_, off), v) in ty.flatten().into_iter().zip(vals) {
+        for ((s, off), &v) in ty.flatten().into_iter().zip(vals) {
+            let v = match s {
+                ScalarType::F16 => self.f2h(v),
+                _ => v,
+            };
             self.b
                 .ins()
-                .store(mem_flags(), *v, addr, (base_off + off) as i32);
+                .store(mem_flags(), v, addr, (base_off + off) as i32);
         }
     }
 

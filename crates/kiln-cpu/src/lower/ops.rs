@@ -25,6 +25,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     pub(super) fn binary(&mut self, op: BinaryOp, s: ScalarType, a: Value, b: Value) -> R<Value> {
+        if s == ScalarType::F16 {
+            let x = self.binary(op, ScalarType::F32, a, b)?;
+            return Ok(match op.is_compare() {
+                true => x,
+                false => self.round_half(x),
+            });
+        }
         if s.is_float() {
             let cc = |c| Some(c);
             let fcc = match op {
@@ -120,6 +127,20 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         use ScalarType::*;
         if from == to {
             return x;
+        }
+        if from == F16 {
+            return self.cast(x, F32, to);
+        }
+        if to == F16 {
+            // Integers reach binary16 through `f32` exactly or past its range (where both
+            // give infinity); an `f64` rounds once.
+            return match from {
+                F64 => self.f16_of_f64(x),
+                _ => {
+                    let f = self.cast(x, from, F32);
+                    self.round_half(f)
+                }
+            };
         }
         let (ft, tt) = (clty(from), clty(to));
         if to == Bool {
@@ -307,6 +328,13 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     }
 
     pub(super) fn math(&mut self, fun: MathFn, s: ScalarType, x: &[Value]) -> R<Value> {
+        if s == ScalarType::F16 {
+            let r = self.math(fun, ScalarType::F32, x)?;
+            return Ok(match fun {
+                MathFn::IsNan | MathFn::IsInf => r,
+                _ => self.round_half(r),
+            });
+        }
         if !s.is_float() {
             return Ok(match fun {
                 MathFn::Abs if s.is_signed() => {

@@ -49,7 +49,7 @@ macro_rules! lhs_scalar_ops {
         impl std::ops::Rem<Val<$t>> for $t { type Output = Val<$t>; fn rem(self, r: Val<$t>) -> Val<$t> { lit(self) % r } }
     )*};
 }
-lhs_scalar_ops!(i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+lhs_scalar_ops!(i8, u8, i16, u16, i32, u32, i64, u64, half::f16, f32, f64);
 
 macro_rules! lhs_bit_ops {
     ($($t:ty),*) => {$(

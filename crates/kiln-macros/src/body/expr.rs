@@ -88,7 +88,13 @@ impl Body {
             }
             Expr::Cast(c) => {
                 let t = scalar_type(&c.ty);
-                if let Expr::Lit(l) = &*c.expr {
+                // A literal cast to a primitive type stays Rust's; to `f16` (a struct) it is
+                // the IR's cast of the constant.
+                let primitive = matches!(&*c.ty, Type::Path(p) if p.path.get_ident().is_some_and(|i| {
+                    ["bool", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "usize", "isize"]
+                        .contains(&i.to_string().as_str())
+                }));
+                if let (Expr::Lit(l), true) = (&*c.expr, primitive) {
                     let v = lit(&l.lit)?;
                     quote_spanned!(sp=> (#v as #t))
                 } else {
