@@ -1,7 +1,7 @@
 //! Rows: the element types a query carries. A scalar is a row of one column; a tuple of rows is
 //! a row of their columns side by side (struct-of-arrays on the device).
 
-use kiln_ir::{AnyVal, Scalar, ScalarType, ScalarValue, Val};
+use kiln_ir::{f16, AnyVal, Scalar, ScalarType, ScalarValue, Val};
 use std::mem::MaybeUninit;
 
 /// Writes the output columns (one byte buffer each) and returns how many elements it wrote
@@ -202,20 +202,7 @@ impl Row for $t {
 }
     )*};
 }
-scalar_row!(
-    bool,
-    i8,
-    u8,
-    i16,
-    u16,
-    i32,
-    u32,
-    i64,
-    u64,
-    kiln_ir::f16,
-    f32,
-    f64
-);
+scalar_row!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64);
 
 macro_rules! tuple_row {
     ($($name:ident),+) => {

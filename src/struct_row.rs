@@ -6,7 +6,7 @@
 use crate::query::bytes_of;
 use crate::Row;
 use kiln_ir::{
-    compose_any, AnyVal, IrStruct, IrType, Scalar, ScalarType, ScalarValue, Type, Val, Vector,
+    compose_any, f16, AnyVal, IrStruct, IrType, Scalar, ScalarType, ScalarValue, Type, Val, Vector,
 };
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -162,20 +162,7 @@ macro_rules! scalar_field {
         }
     )*};
 }
-scalar_field!(
-    bool,
-    i8,
-    u8,
-    i16,
-    u16,
-    i32,
-    u32,
-    i64,
-    u64,
-    kiln_ir::f16,
-    f32,
-    f64
-);
+scalar_field!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64);
 
 impl<T: Scalar + Row<Vals = Val<T>>, const N: usize> RowField for Vector<T, N> {
     type Vals = Val<Vector<T, N>>;

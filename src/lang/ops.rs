@@ -2,6 +2,7 @@
 //! `if` used as a value.
 
 use super::*;
+use kiln_ir::f16;
 
 /// Comparisons the macro writes for `<`, `<=`, `>`, `>=`, `==`, `!=` between values and
 /// constants in either order (generated code).
@@ -52,20 +53,7 @@ macro_rules! lhs_compare {
         }
     )*};
 }
-lhs_compare!(
-    bool,
-    i8,
-    u8,
-    i16,
-    u16,
-    i32,
-    u32,
-    i64,
-    u64,
-    kiln_ir::f16,
-    f32,
-    f64
-);
+lhs_compare!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64);
 
 /// `a && b` with both sides evaluated. `#[kiln::kernel]` writes `&&` with this where the right
 /// side is pure, and as an `if` where it may have an effect, so the right side runs only when
@@ -153,20 +141,7 @@ macro_rules! cast_lit {
         }
     )*};
 }
-cast_lit!(
-    bool,
-    i8,
-    u8,
-    i16,
-    u16,
-    i32,
-    u32,
-    i64,
-    u64,
-    kiln_ir::f16,
-    f32,
-    f64
-);
+cast_lit!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64);
 
 /// `value` as a `Val<T>` (generated code for `let x: T = value;`).
 #[doc(hidden)]
