@@ -390,6 +390,11 @@ fn queries_over_f16_match_plain_rust() {
             let desc = c.from(&xs).sort_by_key_desc(|x| x).to_vec().unwrap();
             sorted.reverse();
             check16(&desc, &sorted, &at);
+            let top = c.from(&xs).top_k(5).unwrap();
+            check16(&top, &sorted[..n.min(5)], &format!("top_k, {at}"));
+            let bottom = c.from(&xs).bottom_k(5).unwrap();
+            let ascending: Vec<f16> = sorted.iter().rev().copied().collect();
+            check16(&bottom, &ascending[..n.min(5)], &format!("bottom_k, {at}"));
             let max = xs.iter().copied().reduce(f16::max);
             let min = xs.iter().copied().reduce(f16::min);
             assert_eq!(c.from(&xs).max().unwrap(), max, "{at}");
