@@ -186,9 +186,9 @@ impl Syntax for Writer {
     fn math(&mut self, fun: MathFn, s: ScalarType, x: &[String]) -> W<String> {
         if s == ScalarType::F16 {
             let r = self.math(fun, ScalarType::F32, x)?;
-            return Ok(match fun {
-                MathFn::IsNan | MathFn::IsInf => r,
-                _ => self.round_half(&r),
+            return Ok(match fun.returns_bool() {
+                true => r,
+                false => self.round_half(&r),
             });
         }
         if !s.is_float() {

@@ -225,9 +225,9 @@ impl Syntax for Writer {
     fn math(&mut self, fun: MathFn, s: ScalarType, args: &[String]) -> W<String> {
         if s == ScalarType::F16 {
             let r = Writer::math(self, fun, ScalarType::F32, args)?;
-            return Ok(match fun {
-                MathFn::IsNan | MathFn::IsInf => r,
-                _ => self.round_half(&r),
+            return Ok(match fun.returns_bool() {
+                true => r,
+                false => self.round_half(&r),
             });
         }
         Writer::math(self, fun, s, args)

@@ -330,9 +330,9 @@ impl<'a, 'f> Lowerer<'a, 'f> {
     pub(super) fn math(&mut self, fun: MathFn, s: ScalarType, x: &[Value]) -> R<Value> {
         if s == ScalarType::F16 {
             let r = self.math(fun, ScalarType::F32, x)?;
-            return Ok(match fun {
-                MathFn::IsNan | MathFn::IsInf => r,
-                _ => self.round_half(r),
+            return Ok(match fun.returns_bool() {
+                true => r,
+                false => self.round_half(r),
             });
         }
         if !s.is_float() {
