@@ -122,6 +122,18 @@ impl<T: IrType> Buffer<T> {
         BufferSlice::from(self).download()
     }
 
+    /// The backend's own handle to the buffer's memory, for a native library: what
+    /// [`BufferSlice::native`] gives for the whole buffer.
+    ///
+    /// # Safety
+    ///
+    /// As for [`BufferSlice::native`]: order native work with kiln's, stay within the
+    /// handle's bytes, write valid elements, and use the handle while the buffer lives.
+    pub unsafe fn native(&self) -> Result<kiln_backend::NativeMemory> {
+        // SAFETY: the caller keeps the contract, which is the slice's.
+        unsafe { BufferSlice::from(self).native() }
+    }
+
     /// Copies the elements into `out`, which must have the buffer's length, after every
     /// launch that writes them has finished: [`Buffer::download`] without a new vector, so a
     /// loop that downloads again and again reuses one. Fails with `LengthMismatch` (the

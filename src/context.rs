@@ -4,7 +4,9 @@ use crate::disk_cache::DiskCache;
 use crate::error::Result;
 use crate::plan::{DeviceProfile, PlanShape};
 use crate::plan_cache::{CompiledPlan, Fingerprint, PlanCache};
-use kiln_backend::{Backend, BackendError, CompiledKernel, DeviceInfo, Grid, LaunchArg};
+use kiln_backend::{
+    Backend, BackendError, CompiledKernel, DeviceInfo, Grid, LaunchArg, NativeDevice,
+};
 use kiln_ir::{kernel_hash, CompileOptions, Kernel, KernelHash};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -444,6 +446,31 @@ impl Context {
     /// ```
     pub fn device(&self) -> &DeviceInfo {
         self.inner.backend.info()
+    }
+
+    /// The backend's own handles to its device and to the stream or queue every launch and
+    /// copy of this context goes to, in order ([`NativeDevice`]): the CUDA context and stream,
+    /// the OpenCL context, device and in-order command queue, the wgpu device and queue
+    /// (`kiln::wgpu::Device` and `kiln::wgpu::Queue` behind `Any`), or `Host` for the CPU
+    /// backend, whose calls have finished when they return. With
+    /// [`BufferSlice::native`](crate::BufferSlice::native), what a native library needs to
+    /// work on kiln's memory in place.
+    ///
+    /// # Safety
+    ///
+    /// Work queued there runs in order with kiln's, so it must keep what kiln's work relies
+    /// on: it leaves the memory of other buffers alone and does not change the stream's or
+    /// queue's settings, and the handles are used while the context lives.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// // SAFETY: only looked at.
+    /// assert!(matches!(unsafe { ctx.native_device() }, kiln::NativeDevice::Host));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub unsafe fn native_device(&self) -> NativeDevice {
+        self.inner.backend.native_device()
     }
 
     /// Counters of compilations, launches and compile time so far.

@@ -552,7 +552,9 @@ pub use kiln_macros::lambda;
 #[doc(inline)]
 pub use kiln_macros::device;
 
-/// `#[kiln::intrinsic(..)]`: a device function that calls a backend's own function.
+/// `#[kiln::intrinsic(..)]`: a function that calls a backend's own function, or one whose
+/// source it gives (`cuda_source`, `opencl_source`, `wgsl_source`), where the target binds
+/// it, and runs its Rust body elsewhere (always on the CPU).
 ///
 /// ```
 /// use kiln::lang::*;
@@ -571,6 +573,25 @@ pub use kiln_macros::device;
 /// let mut out = vec![0.0f32; 2];
 /// ctx.launch(lengths, 2, (&[3.0f32, 5.0][..], &[4.0f32, 12.0][..], &mut out))?;
 /// assert_eq!(out, [5.0, 13.0]);
+///
+/// /// Adds `v` to `out[i]`, in OpenCL C code of its own that takes the view as a pointer and
+/// /// its length.
+/// #[kiln::intrinsic(
+///     opencl = "add_at",
+///     opencl_source = "void add_at(__global uint* out, uint n, uint i, uint v) { if (i < n) out[i] += v; }"
+/// )]
+/// fn add_to(out: ViewMut<u32>, i: u32, v: u32) {
+///     out[i] = out[i] + v; // out of bounds, a store is skipped
+/// }
+/// #[kiln::kernel]
+/// fn add_index(i: Index1D, out: ViewMut<u32>) {
+///     add_to(out, i, i);
+/// }
+/// let ir = add_index().ir()?;
+/// assert!(kiln::emit(&ir, kiln::Target::OpenClC)?.contains("add_at(out, out_len, "));
+/// let mut counts = vec![10u32; 4];
+/// ctx.launch(add_index, 4, (&mut counts,))?;
+/// assert_eq!(counts, [10, 11, 12, 13]);
 /// # Ok::<(), kiln::Error>(())
 /// ```
 #[doc(inline)]

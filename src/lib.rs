@@ -74,7 +74,8 @@ pub use disk_cache::{CacheUsage, DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};
 pub use kiln_backend::{
-    BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg,
+    BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg, NativeDevice,
+    NativeMemory,
 };
 pub use kiln_ir as ir;
 /// IEEE binary16 (the `half` crate's `f16`): an element type of queries, kernels, buffers and
@@ -92,6 +93,10 @@ pub use kiln_ir as ir;
 /// ```
 pub use kiln_ir::f16;
 pub use kiln_ir::{select, CompileOptions, Val};
+/// The wgpu kiln's wgpu backend uses: [`NativeMemory::Wgpu`] and [`NativeDevice::Wgpu`] hold
+/// its `Buffer`, `Device` and `Queue`.
+#[cfg(feature = "wgpu")]
+pub use kiln_wgpu::wgpu;
 pub use lang::Value;
 pub use lang::{device, intrinsic, kernel, lambda};
 pub use plan::{DeviceProfile, PlanShape};

@@ -4,7 +4,7 @@
 use super::Buffer;
 use crate::error::{Error, Result};
 use crate::query::bytes_of;
-use kiln_backend::{Backend, DeviceMemory};
+use kiln_backend::{Backend, DeviceMemory, NativeMemory};
 use kiln_ir::IrType;
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
@@ -208,6 +208,49 @@ impl<'a, T: IrType> BufferSlice<'a, T> {
         // SAFETY: every element was just written.
         unsafe { out.set_len(self.len) };
         Ok(out)
+    }
+
+    /// The backend's own handle to the slice's memory, for a native library (cuBLAS, your own
+    /// CUDA or OpenCL code, a wgpu pass) to read or write it in place: the address of its
+    /// first element on the CPU ([`NativeMemory::Host`]) and on CUDA (a `CUdeviceptr`,
+    /// [`NativeMemory::Cuda`]); the `cl_mem` of the whole buffer and the slice's byte offset
+    /// in it on OpenCL; on wgpu the whole buffer as a [`kiln::wgpu::Buffer`](crate::wgpu)
+    /// behind `Any` and the slice's byte offset. [`Context::native_device`](crate::Context::native_device)
+    /// gives the stream or queue kiln's work goes to. Fails with the backend's error only for
+    /// memory of another backend, which a slice never holds.
+    ///
+    /// # Safety
+    ///
+    /// kiln cannot check what native code does with the handle; the caller keeps these:
+    /// - **Order.** kiln queues launches and copies on one stream or queue and may return
+    ///   before they finish. Native work queued on that stream or queue runs in order with
+    ///   kiln's. Anything else (another stream, the host through the CPU backend's pointer
+    ///   while a launch may run, another thread) waits for `ctx.synchronize()` first, and
+    ///   finishes before kiln's next call that uses the memory.
+    /// - **Extent.** Only the handle's `bytes` from its start (or offset) belong to the slice.
+    /// - **Contents.** The bytes are the elements as the host lays them out (what
+    ///   [`BufferSlice::download`] gives: `#[repr(C)]` structs, `bool` as one byte 0 or 1,
+    ///   `f16` as its 16 bits); what is written there must be valid elements of `T`.
+    /// - **Lifetime.** The handle is valid while the buffer lives; when it is dropped, the
+    ///   memory goes back to kiln's pool for the next allocation.
+    ///
+    /// ```
+    /// # use kiln::prelude::*;
+    /// let ctx = Context::with_backend(BackendKind::Cpu)?;
+    /// let b = ctx.upload(&[1u32, 2, 3, 4])?;
+    /// // SAFETY: nothing of kiln's runs on `b` while the host writes its third element.
+    /// match unsafe { b.slice(2..)?.native()? } {
+    ///     kiln::NativeMemory::Host { ptr, bytes } => {
+    ///         assert_eq!(bytes, 8);
+    ///         unsafe { (ptr as *mut u32).write(30) };
+    ///     }
+    ///     other => unreachable!("the CPU backend's memory is host memory: {other:?}"),
+    /// }
+    /// assert_eq!(b.download()?, [1, 2, 30, 4]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub unsafe fn native(&self) -> Result<NativeMemory> {
+        Ok(self.backend.native_memory(&*self.memory)?)
     }
 
     /// Overwrites the slice's elements with `xs`, which must have its length, after earlier

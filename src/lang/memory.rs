@@ -413,6 +413,34 @@ impl<T: IrType> KernelParam for ViewMut<T> {
         ViewMut(scope.buffer::<T>(name, Access::ReadWrite))
     }
 }
+/// A `View` reaches an intrinsic's native code as a read-only buffer of its elements.
+impl<T: IrType> kiln_ir::NativeParamType for View<T> {
+    fn native_param() -> kiln_ir::ParamKind {
+        kiln_ir::ParamKind::Buffer {
+            elem: T::ir_type(),
+            access: Access::Read,
+        }
+    }
+}
+/// A `ViewMut` reaches an intrinsic's native code as a read-write buffer of its elements.
+impl<T: IrType> kiln_ir::NativeParamType for ViewMut<T> {
+    fn native_param() -> kiln_ir::ParamKind {
+        kiln_ir::ParamKind::Buffer {
+            elem: T::ir_type(),
+            access: Access::ReadWrite,
+        }
+    }
+}
+impl<T: IrType> From<View<T>> for kiln_ir::NativeInput {
+    fn from(v: View<T>) -> kiln_ir::NativeInput {
+        kiln_ir::NativeInput::View(v.0.memory())
+    }
+}
+impl<T: IrType> From<ViewMut<T>> for kiln_ir::NativeInput {
+    fn from(v: ViewMut<T>) -> kiln_ir::NativeInput {
+        kiln_ir::NativeInput::View(v.0.memory())
+    }
+}
 fn declare_2d<T: IrType>(scope: &KernelScope, name: &str, access: Access) -> Rows<T> {
     Rows {
         mem: scope.buffer::<T>(name, access),

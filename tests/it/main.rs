@@ -22,6 +22,7 @@ mod half_floats;
 mod ir_rules;
 mod join;
 mod kernels;
+mod native_code;
 mod positions;
 mod programs;
 mod properties;

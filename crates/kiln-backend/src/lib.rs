@@ -5,8 +5,10 @@
 //! through [`Backend`], so adding a backend touches nothing else.
 
 #![deny(missing_docs)]
+mod native;
 mod pool;
 
+pub use native::{NativeDevice, NativeMemory};
 pub use pool::{pool_capacity, MemoryPool};
 
 use kiln_ir::{CompileOptions, IrType, Kernel, KernelInfo};
@@ -236,17 +238,25 @@ pub fn view_region<A: Send + Sync + 'static>(
     bytes: usize,
 ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
     check_view(backend, mem, offset, bytes)?;
-    let region =
-        downcast_memory::<Region<A>>(mem).map_err(|reason| BackendError::InvalidLaunch {
-            backend,
-            kernel: String::new(),
-            reason: reason.into(),
-        })?;
+    let region = region_of::<A>(backend, mem)?;
     Ok(Arc::new(Region {
         allocation: region.allocation.clone(),
         origin: region.origin + offset,
         bytes,
     }))
+}
+
+/// `mem` as a [`Region<A>`] of `backend`, whose memory that is; `InvalidLaunch` naming
+/// `backend` for another backend's memory.
+pub fn region_of<A: Send + Sync + 'static>(
+    backend: BackendKind,
+    mem: &dyn DeviceMemory,
+) -> Result<&Region<A>, BackendError> {
+    downcast_memory::<Region<A>>(mem).map_err(|reason| BackendError::InvalidLaunch {
+        backend,
+        kernel: String::new(),
+        reason: reason.into(),
+    })
 }
 
 /// `mem` as the device memory type `M` of one backend; an error saying so for another
@@ -551,6 +561,13 @@ pub trait Backend: Send + Sync {
         offset: usize,
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError>;
+
+    /// The backend's own handle to `mem` (a region of one of its allocations), for a native
+    /// library to use in place. Fails with `InvalidLaunch` when `mem` is another backend's.
+    fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError>;
+
+    /// The backend's own handles to its device and to the queue all its work goes to.
+    fn native_device(&self) -> NativeDevice;
 
     /// Rebuilds a kernel from a binary made by [`Backend::compile_prepared`] for the same
     /// prepared kernel, device and compiler. Fails with `Unsupported` when the backend has no

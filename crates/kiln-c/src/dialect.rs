@@ -1,7 +1,7 @@
 //! What differs between OpenCL C and CUDA C, as one trait with an implementation per dialect:
 //! the writer asks its dialect and never matches on which one it writes.
 
-use kiln_ir::{Builtin, CompileOptions, Function, Kernel, ScalarType};
+use kiln_ir::{Builtin, CompileOptions, Kernel, NativeTarget, ScalarType};
 use kiln_writer::{AtomicCall, Helpers};
 
 mod cuda;
@@ -34,8 +34,8 @@ pub(crate) trait CDialect {
     fn helper_prefix(&self) -> &'static str;
     /// How device functions are declared, with or without inlining.
     fn function_prefix(&self, noinline: bool) -> &'static str;
-    /// The native function an intrinsic binds in this dialect.
-    fn native<'f>(&self, f: &'f Function) -> Option<&'f str>;
+    /// The language whose functions intrinsics bind in this dialect.
+    fn native_target(&self) -> NativeTarget;
     /// The kernel's first line, up to its opening brace, with what the dialect says of
     /// `options` there (launch bounds, a register limit).
     fn kernel_head(&self, name: &str, params: &str, options: &CompileOptions) -> String;

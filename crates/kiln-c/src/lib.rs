@@ -22,8 +22,9 @@
 #![deny(missing_docs)]
 use kiln_ir::*;
 use kiln_writer::{
-    common_line, component_name, components, intrinsic_body, rules, temp_name, AtomicCall,
-    DeviceFunction, Helpers, StructCall, SubgroupCall, Syntax, Written,
+    bound_native, common_line, component_name, component_paths, components, native_struct_types,
+    nested_value, rules, temp_name, AtomicCall, DeviceFunction, Helpers, StructCall, SubgroupCall,
+    Syntax, Written,
 };
 
 mod convention;
@@ -32,6 +33,7 @@ mod expr;
 mod half;
 mod keywords;
 mod lanes;
+mod native;
 mod storage;
 #[cfg(test)]
 mod tests;
@@ -107,6 +109,8 @@ pub struct Writer {
     helpers: Helpers,
     needs: Needs,
     loop_id: usize,
+    /// Native calls written so far, to name each one's temporaries apart.
+    native_calls: usize,
     /// The Rust line the statements being written come from, and whether the next line of
     /// output is already numbered as that line.
     at: Option<(u32, bool)>,
@@ -136,13 +140,14 @@ pub fn write_validated(kernel: &Kernel, info: &KernelInfo, dialect: Dialect) -> 
     // Renaming keeps every expression's type, so `info` holds for the renamed kernel; the
     // inlined one is typed anew.
     let inlined;
+    let taken = kernel.native_names(d.native_target());
     let (k, info) = match tracked {
         true => {
             let k = inline_calls(kernel);
             inlined = KernelInfo::typed(&k)?;
-            (NAMER.rename(&k), &inlined)
+            (NAMER.rename(&k, &taken), &inlined)
         }
-        false => (NAMER.rename(kernel), info),
+        false => (NAMER.rename(kernel, &taken), info),
     };
     Writer {
         d,
@@ -153,6 +158,7 @@ pub fn write_validated(kernel: &Kernel, info: &KernelInfo, dialect: Dialect) -> 
             subgroups: d.has_warps() && info.features.subgroups,
         },
         loop_id: 0,
+        native_calls: 0,
         at: None,
         lanes: None,
     }

@@ -49,6 +49,7 @@ impl Writer {
             out += h;
             out.push('\n');
         }
+        out += &self.native_prelude(k);
         out += &body;
         out += &text;
         if out.contains(LINE_RESET) {
@@ -121,11 +122,6 @@ impl Writer {
             f.name,
             params.join(", ")
         );
-        let native = self.d.native(f);
-        if let Some(native) = native {
-            out.push_str(&intrinsic_body(f, native));
-            return Ok(());
-        }
         self.locals(&cx, out)?;
         self.block(&cx, &f.body.block, out, 1)?;
         self.end_lines(out);
@@ -287,6 +283,7 @@ impl Writer {
                     let _ = writeln!(out, "{pad}__syncwarp(__ballot_sync({}, 1));", l.current);
                 }
             }
+            Stmt::Native(call) => self.native_call(cx, call, out, depth)?,
         }
         Ok(())
     }

@@ -199,6 +199,17 @@ impl Backend for CpuBackend {
         view_region::<HostAllocation>(BackendKind::Cpu, mem, offset, bytes)
     }
 
+    fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError> {
+        Ok(NativeMemory::Host {
+            ptr: host_memory(mem)? as *mut u8,
+            bytes: mem.byte_len(),
+        })
+    }
+
+    fn native_device(&self) -> NativeDevice {
+        NativeDevice::Host
+    }
+
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
         let ptr = host_memory(mem)?;
         if data.len() > mem.byte_len() {
@@ -271,8 +282,11 @@ impl CpuBackend {
             log,
             source_text: print_kernel(kernel),
         };
-        // Calls become the functions' statements, so the quad lowering sees all of them; the
+        // Intrinsics run their Rust bodies here (same handles, so `info` still holds). Calls
+        // become the functions' statements, so the quad lowering sees all of them; the
         // inlined kernel is typed anew.
+        let fallbacks = (!kernel.natives.is_empty()).then(|| kiln_ir::native_fallbacks(kernel));
+        let kernel = fallbacks.as_ref().unwrap_or(kernel);
         let inlined = (!kernel.functions.is_empty()).then(|| kiln_ir::inline_calls(kernel));
         let (lowered, info) = match &inlined {
             Some(k) => (k, KernelInfo::typed(k).map_err(&compile_err)?),

@@ -592,6 +592,7 @@ impl<'a, 'f> Lowerer<'a, 'f> {
             Stmt::Barrier(BarrierScope::Group) => {
                 return Err("group barrier inside divergent control flow".into())
             }
+            Stmt::Native(call) => self.block(fx, &call.fallback.0)?,
         }
         Ok(())
     }

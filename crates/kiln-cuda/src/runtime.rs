@@ -338,6 +338,21 @@ impl Backend for CudaBackend {
         view_region::<CudaAllocation>(BackendKind::Cuda, mem, offset, bytes)
     }
 
+    fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError> {
+        let m = region_of::<CudaAllocation>(BackendKind::Cuda, mem)?;
+        Ok(NativeMemory::Cuda {
+            ptr: address(m, &self.stream),
+            bytes: m.bytes,
+        })
+    }
+
+    fn native_device(&self) -> NativeDevice {
+        NativeDevice::Cuda {
+            context: self.stream.context().cu_ctx() as *mut std::ffi::c_void,
+            stream: self.stream.cu_stream() as *mut std::ffi::c_void,
+        }
+    }
+
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
         let m = cuda_memory(mem).map_err(|e| self.copy_err("upload", e))?;
         if data.len() > m.bytes {

@@ -152,6 +152,7 @@ impl Walk<'_> {
                     self.block(body, facts);
                     self.block(continuing, facts);
                 }
+                Stmt::Native(call) => self.block(&call.fallback, facts),
                 _ => {}
             }
         }

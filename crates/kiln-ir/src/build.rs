@@ -4,6 +4,7 @@
 //! loop) is recorded and returned as an [`IrError`] by `build`; it never panics.
 
 use crate::ir::*;
+use crate::native::*;
 use crate::types::{ScalarType, ScalarValue, StructType, Type};
 use crate::validate::{validate, IrError};
 use std::cell::RefCell;
@@ -12,9 +13,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod control;
 mod memory;
+mod native;
 mod ops;
 pub use control::*;
 pub use memory::*;
+pub use native::*;
 pub use ops::*;
 
 /// A Rust type that has an IR type.
@@ -219,6 +222,7 @@ struct KernelState {
     params: Vec<Param>,
     shared: Vec<SharedDecl>,
     functions: Vec<Function>,
+    natives: Vec<Native>,
     fns: Vec<FnState>,
     errors: Vec<String>,
     /// The user closure running ([`crate::constants::user_code`]) and how many literals it

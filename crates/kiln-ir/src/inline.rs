@@ -1,6 +1,7 @@
 //! Device function calls replaced by the functions' statements ([`inline_calls`]).
 
 use crate::ir::*;
+use crate::native::{NativeArg, NativeCall};
 use crate::types::{ScalarType, ScalarValue, Type};
 
 /// `kernel` with each call of a device function in its body replaced by the function's
@@ -73,20 +74,7 @@ impl Inliner<'_> {
                     }
                     _ => out.push(s.clone()),
                 },
-                Stmt::If {
-                    cond,
-                    accept,
-                    reject,
-                } => out.push(Stmt::If {
-                    cond: *cond,
-                    accept: self.block(accept),
-                    reject: self.block(reject),
-                }),
-                Stmt::Loop { body, continuing } => out.push(Stmt::Loop {
-                    body: self.block(body),
-                    continuing: self.block(continuing),
-                }),
-                _ => out.push(s.clone()),
+                _ => out.push(s.map_nested(&mut |b| self.block(b))),
             }
         }
         Block(out)
@@ -246,6 +234,19 @@ impl Inliner<'_> {
                         out.push(Stmt::Break);
                     }
                 }
+                Stmt::Native(call) => out.push(Stmt::Native(NativeCall {
+                    native: call.native,
+                    args: call
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            NativeArg::Value(v) => NativeArg::Value(map[v.index()]),
+                            memory => *memory,
+                        })
+                        .collect(),
+                    result: call.result.as_ref().map(local),
+                    fallback: self.copy(&call.fallback, c, depth),
+                })),
                 other => out.push(other.clone()),
             }
         }

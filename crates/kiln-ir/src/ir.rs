@@ -542,6 +542,8 @@ pub enum Stmt {
     /// shared-memory writes before it visible after it. Must be reached by all work items of
     /// the group or by none.
     Barrier(BarrierScope),
+    /// A call of an intrinsic: the target's function where it binds one, else the Rust body.
+    Native(crate::native::NativeCall),
 }
 
 /// A line of the Rust source a kernel was written in.
@@ -657,39 +659,6 @@ pub struct Function {
     pub body: Body,
     /// Keep as a real function in generated source instead of inlining it.
     pub noinline: bool,
-    /// Backend functions that replace the body in some target languages.
-    pub native: NativeNames,
-}
-
-/// The backend functions an intrinsic binds to, per target language: where one is named, the
-/// generated source calls it instead of translating the body (which the other targets and
-/// the CPU use). Names are identifiers; an intrinsic takes and returns scalars.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NativeNames {
-    /// CUDA C (NVRTC), e.g. `tgammaf`.
-    pub cuda: Option<String>,
-    /// OpenCL C, e.g. `tgamma`.
-    pub opencl: Option<String>,
-    /// WGSL (and the MSL, GLSL, HLSL and SPIR-V naga makes from it).
-    pub wgsl: Option<String>,
-}
-
-impl NativeNames {
-    /// Whether no target has a binding.
-    pub fn is_empty(&self) -> bool {
-        self.cuda.is_none() && self.opencl.is_none() && self.wgsl.is_none()
-    }
-
-    /// Every binding with its target's name (`"cuda"`, `"opencl"`, `"wgsl"`).
-    pub fn bindings(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [
-            ("cuda", &self.cuda),
-            ("opencl", &self.opencl),
-            ("wgsl", &self.wgsl),
-        ]
-        .into_iter()
-        .filter_map(|(t, n)| n.as_deref().map(|n| (t, n)))
-    }
 }
 
 /// A kernel: the entry point of a launch.
@@ -703,6 +672,8 @@ pub struct Kernel {
     pub shared: Vec<SharedDecl>,
     /// Device functions the body calls; a function may call only functions before it.
     pub functions: Vec<Function>,
+    /// The intrinsics the body and the device functions call ([`Stmt::Native`]).
+    pub natives: Vec<crate::native::Native>,
     /// The kernel body.
     pub body: Body,
     /// The literals of the body that user code emitted (inside

@@ -70,6 +70,7 @@ mod hash;
 mod info;
 mod inline;
 mod ir;
+mod native;
 mod options;
 mod print;
 mod types;
@@ -84,6 +85,10 @@ pub use hash::{kernel_hash, KernelHash};
 pub use info::{BodyInfo, Features, KernelInfo, TypedBody};
 pub use inline::inline_calls;
 pub use ir::*;
+pub use native::{
+    native_fallbacks, native_structs, Native, NativeArg, NativeCall, NativeCode, NativeId,
+    NativeTarget,
+};
 pub use options::CompileOptions;
 pub use print::print_kernel;
 pub use types::*;

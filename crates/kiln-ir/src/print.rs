@@ -14,24 +14,17 @@ pub fn print_kernel(k: &Kernel) -> String {
             .map(|t| format!(" -> {t}"))
             .unwrap_or_default();
         let inline = if f.noinline { "#[noinline] " } else { "" };
-        let native: Vec<String> = f
-            .native
-            .bindings()
-            .map(|(t, n)| format!("{t} = {n}"))
-            .collect();
-        let native = if native.is_empty() {
-            String::new()
-        } else {
-            format!("#[intrinsic({})] ", native.join(", "))
-        };
         let _ = writeln!(
             out,
-            "{native}{inline}fn {}(#{i}) ({}){result} {{",
+            "{inline}fn {}(#{i}) ({}){result} {{",
             f.name,
             params.join(", ")
         );
         print_body(&mut out, &f.body, k);
         out.push_str("}\n");
+    }
+    for (i, n) in k.natives.iter().enumerate() {
+        print_native(&mut out, i, n);
     }
     if !k.options.is_default() {
         let _ = writeln!(out, "#[options({})]", k.options);
@@ -48,6 +41,28 @@ pub fn print_kernel(k: &Kernel) -> String {
     print_body(&mut out, &k.body, k);
     out.push_str("}\n");
     out
+}
+
+/// `intrinsic #i name(params) -> result`, then each binding and the source it includes.
+fn print_native(out: &mut String, i: usize, n: &crate::native::Native) {
+    let params: Vec<String> = n.params.iter().map(param).collect();
+    let result = n
+        .result
+        .as_ref()
+        .map(|t| format!(" -> {t}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "intrinsic #{i} {}({}){result}",
+        n.name,
+        params.join(", ")
+    );
+    for (target, code) in n.bindings() {
+        let _ = writeln!(out, "  {} = {}", target.name(), code.name);
+        for line in code.source.iter().flat_map(|s| s.lines()) {
+            let _ = writeln!(out, "  | {line}");
+        }
+    }
 }
 
 fn param(p: &Param) -> String {
@@ -238,6 +253,28 @@ fn block(out: &mut String, b: &Block, body: &Body, k: &Kernel, depth: usize) {
             }
             Stmt::Barrier(BarrierScope::Subgroup) => {
                 let _ = writeln!(out, "{pad}subgroup_barrier");
+            }
+            Stmt::Native(call) => {
+                let args: Vec<String> = call
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        crate::native::NativeArg::Value(v) => h(v),
+                        crate::native::NativeArg::Memory(m) => mem(m, k),
+                    })
+                    .collect();
+                let name = k
+                    .natives
+                    .get(call.native.0 as usize)
+                    .map(|n| n.name.as_str())
+                    .unwrap_or("?");
+                let to = call
+                    .result
+                    .map(|l| format!("{} = ", local(&l, body)))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "{pad}{to}native {name}({}) else {{", args.join(", "));
+                block(out, &call.fallback, body, k, depth + 1);
+                let _ = writeln!(out, "{pad}}}");
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::info::{BodyInfo, KernelInfo};
 use crate::ir::*;
+use crate::native::NativeArg;
 use crate::types::{ScalarType, Type};
 use std::fmt;
 
@@ -134,6 +135,10 @@ pub fn validate(kernel: &Kernel) -> Result<KernelInfo, IrError> {
             return Err(err(Some(&f.name), String::new(), dup));
         }
     }
+    for n in &kernel.natives {
+        crate::native::check_native(kernel, n)
+            .map_err(|msg| err(None, format!("intrinsic `{}`", n.name), msg))?;
+    }
     let mut functions = Vec::with_capacity(kernel.functions.len());
     for (fi, f) in kernel.functions.iter().enumerate() {
         if !is_identifier(&f.name) {
@@ -152,7 +157,6 @@ pub fn validate(kernel: &Kernel) -> Result<KernelInfo, IrError> {
                 ));
             }
         }
-        check_native(kernel, f).map_err(|msg| err(Some(&f.name), String::new(), msg))?;
         let cx = Checker {
             kernel,
             params: &f.params,
@@ -665,15 +669,7 @@ impl Checker<'_> {
         added: &mut Vec<usize>,
     ) -> Result<(), Fail> {
         let fail = |m: String| (here.to_string(), m);
-        let use_ = |h: &Handle, scope: &Scope| -> Result<&Type, Fail> {
-            if h.index() >= types.len() {
-                return Err(fail(format!("expression %{} does not exist", h.0)));
-            }
-            if !scope.visible[h.index()] {
-                return Err(fail(format!("expression %{} is used where it has not been computed (outside the block that computes it, or before it)", h.0)));
-            }
-            Ok(&types[h.index()])
-        };
+        let use_ = |h: &Handle, scope: &Scope| visible(types, scope, h).map_err(fail);
         let local = |l: &LocalId| {
             body.locals
                 .get(l.0 as usize)
@@ -818,14 +814,109 @@ impl Checker<'_> {
                 )))
             }
             Stmt::Source(_) => {}
+            Stmt::Native(call) => self.native_call(body, types, call, scope, loops, here)?,
         }
         Ok(())
+    }
+
+    /// A native call: arguments of the intrinsic's parameter types (views of buffers the
+    /// kernel may read, and write for a read-write parameter), the result local of its result
+    /// type, and a fallback that does not jump out of the call.
+    fn native_call(
+        &self,
+        body: &Body,
+        types: &[Type],
+        call: &crate::native::NativeCall,
+        scope: &mut Scope,
+        loops: usize,
+        here: &Place,
+    ) -> Result<(), Fail> {
+        let fail = |m: String| (here.to_string(), m);
+        let native = self
+            .kernel
+            .natives
+            .get(call.native.0 as usize)
+            .ok_or_else(|| fail(format!("no intrinsic {}", call.native.0)))?;
+        let name = &native.name;
+        if call.args.len() != native.params.len() {
+            return Err(fail(format!(
+                "intrinsic `{name}` takes {} arguments, given {}",
+                native.params.len(),
+                call.args.len()
+            )));
+        }
+        for (arg, p) in call.args.iter().zip(&native.params) {
+            let what = format!("argument `{}` of `{name}`", p.name);
+            match (arg, &p.kind) {
+                (NativeArg::Value(h), ParamKind::Value(t)) => {
+                    let vt = visible(types, scope, h).map_err(fail)?;
+                    if vt != t {
+                        return Err(fail(format!("{what} is {t}, given {vt}")));
+                    }
+                }
+                (NativeArg::Memory(m @ Memory::Buffer(_)), ParamKind::Buffer { elem, access }) => {
+                    let write = *access != Access::Read;
+                    let e = self
+                        .memory_elem(*m, write, write)
+                        .map_err(|e| fail(format!("{what}: {e}")))?;
+                    if e != *elem {
+                        return Err(fail(format!(
+                            "{what} is a view of {elem}, given one of {e}"
+                        )));
+                    }
+                }
+                (NativeArg::Memory(_), ParamKind::Buffer { .. }) => {
+                    return Err(fail(format!(
+                        "{what}: native code takes buffers, not shared arrays"
+                    )))
+                }
+                _ => {
+                    return Err(fail(format!(
+                        "{what}: a value for a view or a view for a value"
+                    )))
+                }
+            }
+        }
+        match (call.result, &native.result) {
+            (None, None) => {}
+            (Some(l), Some(t)) if body.locals.get(l.0 as usize).is_some_and(|d| d.ty == *t) => {}
+            _ => {
+                return Err(fail(format!(
+                    "the result local of `{name}` does not match what it returns"
+                )))
+            }
+        }
+        if contains_jump(&call.fallback) {
+            return Err(fail(format!(
+                "the Rust body of intrinsic `{name}` may not break, continue or return out of the \
+                 call"
+            )));
+        }
+        self.block(
+            body,
+            types,
+            &call.fallback,
+            scope,
+            loops,
+            &Place::Part(here, "fallback"),
+        )
     }
 }
 
 struct Scope {
     visible: Vec<bool>,
     evaluated: Vec<bool>,
+}
+
+/// The type of `h`, which must be computed where it is used.
+fn visible<'t>(types: &'t [Type], scope: &Scope, h: &Handle) -> Result<&'t Type, String> {
+    if h.index() >= types.len() {
+        return Err(format!("expression %{} does not exist", h.0));
+    }
+    if !scope.visible[h.index()] {
+        return Err(format!("expression %{} is used where it has not been computed (outside the block that computes it, or before it)", h.0));
+    }
+    Ok(&types[h.index()])
 }
 
 /// True when `b` may leave the loop it is in: a `break` or `continue` outside loops nested in
@@ -868,35 +959,4 @@ pub fn operands(e: &Expr) -> Vec<Handle> {
             v
         }
     }
-}
-
-/// An intrinsic's bindings: identifiers that name no device function of the kernel (the
-/// binding would call itself), on a function of scalars.
-fn check_native(kernel: &Kernel, f: &Function) -> Result<(), String> {
-    if f.native.is_empty() {
-        return Ok(());
-    }
-    let scalar = |t: &Type| t.as_scalar().is_some();
-    let params_scalar = f.params.iter().all(|p| match &p.kind {
-        ParamKind::Value(t) => scalar(t),
-        _ => false,
-    });
-    if !params_scalar || !f.result.as_ref().is_some_and(scalar) {
-        return Err("an intrinsic takes and returns scalars".into());
-    }
-    for (target, name) in f.native.bindings() {
-        if !is_identifier(name) {
-            return Err(format!(
-                "the {target} binding `{}` is not an identifier",
-                name.escape_debug()
-            ));
-        }
-        if kernel.functions.iter().any(|g| g.name == name) {
-            return Err(format!(
-                "the {target} binding `{name}` is also the name of a device function; name the \
-                 Rust function differently"
-            ));
-        }
-    }
-    Ok(())
 }

@@ -5,14 +5,40 @@ use crate::{Block, Stmt};
 
 impl Stmt {
     /// The blocks nested directly in the statement: an `if`'s two branches, a loop's body and
-    /// its continuing block; none for the other statements.
+    /// its continuing block, a native call's fallback; none for the other statements.
     pub fn nested(&self) -> impl Iterator<Item = &Block> {
         let (a, b) = match self {
             Stmt::If { accept, reject, .. } => (Some(accept), Some(reject)),
             Stmt::Loop { body, continuing } => (Some(body), Some(continuing)),
+            Stmt::Native(call) => (Some(&call.fallback), None),
             _ => (None, None),
         };
         a.into_iter().chain(b)
+    }
+
+    /// The statement with each block nested directly in it (see [`Stmt::nested`]) replaced
+    /// by `f` of that block; a copy of the statement for those without blocks.
+    pub fn map_nested(&self, f: &mut impl FnMut(&Block) -> Block) -> Stmt {
+        match self {
+            Stmt::If {
+                cond,
+                accept,
+                reject,
+            } => Stmt::If {
+                cond: *cond,
+                accept: f(accept),
+                reject: f(reject),
+            },
+            Stmt::Loop { body, continuing } => Stmt::Loop {
+                body: f(body),
+                continuing: f(continuing),
+            },
+            Stmt::Native(call) => Stmt::Native(crate::NativeCall {
+                fallback: f(&call.fallback),
+                ..call.clone()
+            }),
+            other => other.clone(),
+        }
     }
 
     /// Calls `f` on the statement, then on every statement nested in it, each before the
@@ -41,6 +67,7 @@ impl Stmt {
                     .iter()
                     .chain(&reject.0)
                     .any(|s| s.any_outside_loops(p)),
+                Stmt::Native(call) => call.fallback.0.iter().any(|s| s.any_outside_loops(p)),
                 _ => false,
             }
     }

@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 mod body;
+mod intrinsic;
 mod value;
 
 use body::{Body, FnKind};
@@ -77,67 +78,28 @@ pub fn device(attr: TokenStream, item: TokenStream) -> TokenStream {
     let before = f.attrs.len();
     f.attrs.retain(|a| !a.path().is_ident("noinline"));
     noinline |= f.attrs.len() != before;
-    match expand_device(f, noinline, None) {
+    match expand_device(f, noinline) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-/// Makes a device function an intrinsic: `#[kiln::intrinsic(cuda = "tgammaf", opencl =
-/// "tgamma")]` calls that backend function in the CUDA C or OpenCL C kiln generates, and the
-/// function's Rust body on every other backend (the CPU always). `wgsl = "..."` binds a WGSL
-/// built-in the same way. The names must be identifiers; an intrinsic takes and returns
-/// scalars. Use it alone, without `#[kiln::device]`.
+/// Makes a function an intrinsic: `#[kiln::intrinsic(cuda = "tgammaf", opencl = "tgamma")]`
+/// calls that backend function in the CUDA C or OpenCL C kiln generates, and runs the
+/// function's Rust body on every other backend (the CPU always); `wgsl = "..."` binds a WGSL
+/// function the same way. `cuda_source = EXPR` (likewise `opencl_source`, `wgsl_source`; any
+/// `&str` expression, such as `include_str!("clamp.cu")`) gives source text that the program
+/// includes and that defines the named function. Names are identifiers. An intrinsic takes
+/// scalars, `#[derive(kiln::Value)]` structs, `View<T>` and `ViewMut<T>` of scalars (not on
+/// WGSL) and returns a scalar, a struct or nothing. Use it alone, without `#[kiln::device]`.
 #[proc_macro_attribute]
 pub fn intrinsic(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut names: Vec<(String, syn::LitStr)> = Vec::new();
-    let parser = syn::meta::parser(|meta| {
-        let Some(target) = ["cuda", "opencl", "wgsl"]
-            .into_iter()
-            .find(|t| meta.path.is_ident(t))
-        else {
-            return Err(meta.error("#[kiln::intrinsic] takes `cuda`, `opencl` and `wgsl`"));
-        };
-        let name: syn::LitStr = meta.value()?.parse()?;
-        if !is_c_identifier(&name.value()) {
-            return Err(syn::Error::new(
-                name.span(),
-                "a backend function name is an identifier: a letter or `_`, then letters, \
-                 digits and `_` (at most 64, not starting with `__`)",
-            ));
-        }
-        if names.iter().any(|(t, _)| t == target) {
-            return Err(meta.error(format!("`{target}` is given twice")));
-        }
-        names.push((target.to_string(), name));
-        Ok(())
-    });
-    parse_macro_input!(attr with parser);
-    let f = parse_macro_input!(item as ItemFn);
-    if names.is_empty() {
-        return syn::Error::new(
-            f.sig.ident.span(),
-            "#[kiln::intrinsic] names at least one backend function (`cuda = \"tgammaf\"`)",
-        )
-        .to_compile_error()
-        .into();
-    }
-    if let Some((_, n)) = names.iter().find(|(_, n)| f.sig.ident == n.value()) {
-        return syn::Error::new(
-            n.span(),
-            "the Rust function has the backend function's name, so the binding would call \
-             itself; rename the Rust function",
-        )
-        .to_compile_error()
-        .into();
-    }
-    let field = |t: &str| match names.iter().find(|(n, _)| n == t) {
-        Some((_, lit)) => quote!(::std::option::Option::Some(#lit.to_string())),
-        None => quote!(::std::option::Option::None),
+    let bindings = match intrinsic::parse_bindings(attr) {
+        Ok(b) => b,
+        Err(e) => return e.to_compile_error().into(),
     };
-    let (cuda, opencl, wgsl) = (field("cuda"), field("opencl"), field("wgsl"));
-    let native = quote!(::kiln::ir::NativeNames { cuda: #cuda, opencl: #opencl, wgsl: #wgsl });
-    match expand_device(f, false, Some(native)) {
+    let f = parse_macro_input!(item as ItemFn);
+    match intrinsic::expand_intrinsic(f, bindings) {
         Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
@@ -478,8 +440,12 @@ fn is_view_or_index(ty: &Type) -> bool {
     })
 }
 
-fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Result<Tokens> {
-    check_signature(&f)?;
+/// A device function's or intrinsic's signature, checked: its result type, if any, and its
+/// parameters' names and types.
+type Signature = (Option<Type>, Vec<(syn::Ident, Type)>);
+
+fn device_signature(f: &ItemFn) -> syn::Result<Signature> {
+    check_signature(f)?;
     let ret = match &f.sig.output {
         ReturnType::Type(_, ty) => {
             reject_type(ty)?;
@@ -496,6 +462,11 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
     for (_, ty) in &params {
         reject_type(ty)?;
     }
+    Ok((ret, params))
+}
+
+fn expand_device(f: ItemFn, noinline: bool) -> syn::Result<Tokens> {
+    let (ret, params) = device_signature(&f)?;
     let views = params.iter().find(|(_, ty)| is_view_or_index(ty));
     let ret = match (views, ret) {
         (None, Some(ret)) => ret,
@@ -504,11 +475,11 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
                 Some((_, ty)) => ty.span(),
                 None => f.sig.ident.span(),
             };
-            if noinline || native.is_some() {
+            if noinline {
                 return Err(syn::Error::new(
                     at,
                     "a device function that takes views or returns nothing is built into each \
-                     caller; `noinline` and intrinsics need one that takes and returns values",
+                     caller; `noinline` needs one that takes and returns values",
                 ));
             }
             return expand_inline_device(&f, params, ret);
@@ -535,19 +506,15 @@ fn expand_device(f: ItemFn, noinline: bool, native: Option<Tokens>) -> syn::Resu
         cx.bind(id, false);
     }
     let body = cx.device_body(&f.block)?;
-    let (define, how) = match native {
-        Some(n) => (quote!(::kiln::ir::intrinsic_fn::<#ret>), n),
-        None => (quote!(::kiln::ir::device_fn::<#ret>), quote!(#noinline)),
-    };
     Ok(quote! {
         #(#attrs)*
         #[allow(non_snake_case, unused_variables, unused_mut, unused_braces, unused_parens, unreachable_code, clippy::all)]
         #vis fn #name #impl_g (#(#args),*) -> ::kiln::ir::Val<#ret> #where_clause {
             let __kiln_args = [#(#converts),*];
-            let __kiln_fn = #define(
+            let __kiln_fn = ::kiln::ir::device_fn::<#ret>(
                 #name_str,
                 &[#(#decls),*],
-                #how,
+                #noinline,
                 |__kiln_params| {
                     #(#unpack)*
                     #body
@@ -617,7 +584,7 @@ mod tests {
 
     fn device_error(src: &str) -> String {
         let f: ItemFn = syn::parse_str(src).expect("test source parses");
-        match expand_device(f, false, None) {
+        match expand_device(f, false) {
             Ok(t) => panic!("expanded without an error:\n{t}"),
             Err(e) => e.to_string(),
         }

@@ -392,6 +392,24 @@ impl Backend for OpenClBackend {
         view_region::<ClAllocation>(BackendKind::OpenCl, mem, offset, bytes)
     }
 
+    fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError> {
+        let m = region_of::<ClAllocation>(BackendKind::OpenCl, mem)?;
+        Ok(NativeMemory::OpenCl {
+            mem: buffer(m),
+            offset: m.origin,
+            bytes: m.bytes,
+        })
+    }
+
+    fn native_device(&self) -> NativeDevice {
+        let s = &self.shared;
+        NativeDevice::OpenCl {
+            context: s.context.get(),
+            device: s.context.default_device(),
+            queue: s.queue.get(),
+        }
+    }
+
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
         let m = cl_memory(mem).map_err(|e| self.copy_err(e.to_string()))?;
         if data.len() > m.bytes {

@@ -33,6 +33,9 @@ use kiln_ir::{Access, Kernel, KernelInfo, ParamKind, SharedLen};
 use kiln_wgsl::{ParamSlot, Shader, FAULT_TAG_OVERRIDE, GROUP_SIZE_OVERRIDES};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+/// The wgpu this backend runs on, whose `Buffer`, `Device` and `Queue` its native handles
+/// ([`NativeMemory::Wgpu`], [`NativeDevice::Wgpu`]) hold.
+pub use wgpu;
 use wgpu::util::DeviceExt;
 
 mod kernel;
@@ -671,6 +674,22 @@ impl Backend for WgpuBackend {
         bytes: usize,
     ) -> Result<Arc<dyn DeviceMemory>, BackendError> {
         view_region::<WgpuAllocation>(BackendKind::Wgpu, mem, offset, bytes)
+    }
+
+    fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError> {
+        let (buffer, offset) = place(region_of::<WgpuAllocation>(BackendKind::Wgpu, mem)?);
+        Ok(NativeMemory::Wgpu {
+            buffer: Box::new(buffer.clone()),
+            offset,
+            bytes: mem.byte_len() as u64,
+        })
+    }
+
+    fn native_device(&self) -> NativeDevice {
+        NativeDevice::Wgpu {
+            device: Box::new(self.shared.device.clone()),
+            queue: Box::new(self.shared.queue.clone()),
+        }
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {

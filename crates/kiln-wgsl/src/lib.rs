@@ -39,6 +39,7 @@ mod expr;
 mod half;
 mod keywords;
 mod math;
+mod native;
 mod storage;
 mod translate;
 mod writer;
@@ -49,8 +50,9 @@ pub use translate::{translate, TranslateTarget, Translated};
 
 use kiln_ir::*;
 use kiln_writer::{
-    common_line, component_name, components, intrinsic_body, rules, temp_name, AtomicCall,
-    DeviceFunction, Helpers, StructCall, SubgroupCall, Syntax, Written,
+    bound_native, common_line, component_name, component_paths, components, native_struct_types,
+    nested_value, rules, temp_name, AtomicCall, DeviceFunction, Helpers, StructCall, SubgroupCall,
+    Syntax, Written,
 };
 use std::collections::HashSet;
 
@@ -194,7 +196,7 @@ pub fn write_kernel_with(kernel: &Kernel, options: WgslOptions) -> W<Shader> {
 /// validating it again.
 pub fn write_validated(kernel: &Kernel, info: &KernelInfo, options: WgslOptions) -> W<Shader> {
     // Renaming keeps every expression's type, so `info` holds for the renamed kernel.
-    let k = NAMER.rename(kernel);
+    let k = NAMER.rename(kernel, &kernel.native_names(NativeTarget::Wgsl));
     Writer {
         helpers: Helpers::default(),
         // What the types need; the writer adds what its own spelling needs (subgroup
@@ -208,6 +210,7 @@ pub fn write_validated(kernel: &Kernel, info: &KernelInfo, options: WgslOptions)
         shared_base: 0,
         options,
         counts_trips: std::cell::Cell::new(false),
+        native_calls: 0,
     }
     .kernel(&k, info)
 }
@@ -346,6 +349,8 @@ struct Writer {
     options: WgslOptions,
     /// Whether some loop counts its passes ([`Writer::trip`] was written).
     counts_trips: std::cell::Cell<bool>,
+    /// Native calls with a result written so far, to name each one's temporary apart.
+    native_calls: usize,
 }
 
 impl Writer {

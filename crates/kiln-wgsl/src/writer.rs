@@ -237,6 +237,7 @@ impl Writer {
             out += h;
             out.push('\n');
         }
+        out += &self.native_prelude(k);
         out += &functions;
         let _ = writeln!(
             out,
@@ -353,10 +354,6 @@ impl Writer {
             f.name,
             params.join(", ")
         );
-        if let Some(native) = &f.native.wgsl {
-            out.push_str(&intrinsic_body(f, native));
-            return Ok(());
-        }
         self.locals(&cx, out)?;
         if block_has_loop(&f.body.block) {
             // llvmpipe counts a pass more per call of a function with loops than the loops'
@@ -499,6 +496,7 @@ impl Writer {
             Stmt::Barrier(BarrierScope::Subgroup) => {
                 let _ = writeln!(out, "{pad}// subgroup barrier: subgroups have one lane");
             }
+            Stmt::Native(call) => self.native_call(cx, call, out, depth)?,
         }
         Ok(())
     }

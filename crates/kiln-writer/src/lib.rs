@@ -11,6 +11,8 @@
 //!   each language's spelling of the operations.
 //! * [`common_line`]: the statements every target writes alike; [`DeviceFunction`]: a device
 //!   function with its typed body and result, as writers take it.
+//! * [`native_struct_types`], [`nested_value`] and [`component_paths`]: the struct types
+//!   native code sees, and a flattened value as one of them and back.
 //! * [`rules`]: kiln's semantic rules where targets differ (integer division, shifts,
 //!   saturating casts, which operators are plain infix, which library math functions are
 //!   good enough), stated once.
@@ -21,13 +23,15 @@ mod exprs;
 mod function;
 mod helpers;
 mod names;
+mod native;
 pub mod rules;
 mod stmts;
 
 pub use exprs::{components, AtomicCall, StructCall, SubgroupCall, Syntax, Written};
 pub use function::DeviceFunction;
 pub use helpers::Helpers;
-pub use names::{component_name, intrinsic_body, temp_name, Namer};
+pub use names::{component_name, temp_name, Namer};
+pub use native::{bound_native, component_paths, native_struct_types, nested_value};
 pub use stmts::common_line;
 
 /// Why a kernel could not be written in a target language (or translated to another).

@@ -1,7 +1,7 @@
 //! Names in generated source: user names made safe in a target language, and the names of
 //! flattened components and temporaries.
 
-use kiln_ir::{Function, Handle, Kernel, Type};
+use kiln_ir::{Handle, Kernel, Type};
 
 /// What a target language (and its writer) keeps for itself: the names a user name must not
 /// become. [`Namer::safe`] turns any user name into one outside this set, the same way for
@@ -41,26 +41,32 @@ impl Namer {
     }
 
     /// A copy of `kernel` with every user-chosen name (kernel, parameters, shared arrays,
-    /// locals, device functions and their parameters and locals) made safe.
-    pub fn rename(&self, kernel: &Kernel) -> Kernel {
+    /// locals, device functions and their parameters and locals) made safe, and kept apart
+    /// from `taken`: the names the target's native code uses ([`Kernel::native_names`]),
+    /// which never end in `_` (the validator sees to it), so `name_` cannot be one of them.
+    pub fn rename(&self, kernel: &Kernel, taken: &[&str]) -> Kernel {
+        let safe = |name: &str| match taken.contains(&name) {
+            true => format!("{name}_"),
+            false => self.safe(name),
+        };
         let mut k = kernel.clone();
-        k.name = self.safe(&k.name);
+        k.name = safe(&k.name);
         for p in &mut k.params {
-            p.name = self.safe(&p.name);
+            p.name = safe(&p.name);
         }
         for sh in &mut k.shared {
-            sh.name = self.safe(&sh.name);
+            sh.name = safe(&sh.name);
         }
         for l in &mut k.body.locals {
-            l.name = self.safe(&l.name);
+            l.name = safe(&l.name);
         }
         for f in &mut k.functions {
-            f.name = self.safe(&f.name);
+            f.name = safe(&f.name);
             for p in &mut f.params {
-                p.name = self.safe(&p.name);
+                p.name = safe(&p.name);
             }
             for l in &mut f.body.locals {
-                l.name = self.safe(&l.name);
+                l.name = safe(&l.name);
             }
         }
         k
@@ -81,18 +87,6 @@ pub fn component_name(base: &str, c: usize, components: usize) -> String {
 /// `t12_0`, ...).
 pub fn temp_name(h: Handle, c: usize, ty: &Type) -> String {
     component_name(&format!("t{}", h.0), c, ty.flatten().len())
-}
-
-/// The body of an intrinsic `f` bound to the backend function `native`: a statement that
-/// returns `native` applied to the parameters (scalars, as the validator checks), and the
-/// function's closing brace.
-pub fn intrinsic_body(f: &Function, native: &str) -> String {
-    let args: Vec<String> = f
-        .params
-        .iter()
-        .map(|p| component_name(&p.name, 0, 1))
-        .collect();
-    format!("  return {native}({});\n}}\n", args.join(", "))
 }
 
 #[cfg(test)]

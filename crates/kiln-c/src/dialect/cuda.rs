@@ -4,7 +4,8 @@
 use super::{shared_layout, CDialect};
 use crate::storage::cuda_fixed_shared_in_dynamic_region;
 use kiln_ir::{
-    AtomicOp, Axis, Builtin, CompileOptions, Function, Kernel, ScalarType, SharedDecl, SharedLen,
+    AtomicOp, Axis, Builtin, CompileOptions, Kernel, NativeTarget, ScalarType, SharedDecl,
+    SharedLen,
 };
 use kiln_writer::{AtomicCall, Helpers};
 use std::fmt::Write as _;
@@ -115,8 +116,8 @@ impl CDialect for CudaC {
         }
     }
 
-    fn native<'f>(&self, f: &'f Function) -> Option<&'f str> {
-        f.native.cuda.as_deref()
+    fn native_target(&self) -> NativeTarget {
+        NativeTarget::Cuda
     }
 
     /// Launch bounds as `__launch_bounds__`, else a register limit as `__maxnreg__`: CUDA

@@ -2,7 +2,9 @@
 //! subgroups of one lane.
 
 use super::{shared_layout, CDialect};
-use kiln_ir::{AtomicOp, Axis, Builtin, CompileOptions, Function, Kernel, ScalarType, SharedLen};
+use kiln_ir::{
+    AtomicOp, Axis, Builtin, CompileOptions, Kernel, NativeTarget, ScalarType, SharedLen,
+};
 use kiln_writer::{AtomicCall, Helpers};
 use std::fmt::Write as _;
 
@@ -81,8 +83,8 @@ impl CDialect for OpenClC {
         }
     }
 
-    fn native<'f>(&self, f: &'f Function) -> Option<&'f str> {
-        f.native.opencl.as_deref()
+    fn native_target(&self) -> NativeTarget {
+        NativeTarget::OpenCl
     }
 
     /// OpenCL C can require one exact group size, not bound it: launch bounds are checked

@@ -226,6 +226,11 @@ impl Walk<'_> {
                 self.assigned = before;
             }
             Stmt::Return(Some(h)) => self.used(*h, Some(r)),
+            Stmt::Native(call) => {
+                for n in &call.fallback.0 {
+                    self.stmt(n, r, repeats);
+                }
+            }
             Stmt::Return(None)
             | Stmt::Break
             | Stmt::Continue
@@ -360,6 +365,7 @@ pub(super) fn outside_inputs(stmts: &[Stmt], body: &Body) -> Vec<Handle> {
                     walk(&continuing.0, body, defined, used);
                 }
                 Stmt::Return(Some(h)) => used.push(*h),
+                Stmt::Native(call) => walk(&call.fallback.0, body, defined, used),
                 Stmt::Return(None)
                 | Stmt::Break
                 | Stmt::Continue

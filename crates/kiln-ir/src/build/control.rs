@@ -28,6 +28,7 @@ impl Kernel {
                 params: Vec::new(),
                 shared: Vec::new(),
                 functions: Vec::new(),
+                natives: Vec::new(),
                 fns: vec![new_fn("", Vec::new(), None)],
                 errors: Vec::new(),
                 region: None,
@@ -45,6 +46,7 @@ impl Kernel {
             params: state.params,
             shared: state.shared,
             functions: state.functions,
+            natives: state.natives,
             body: f.body,
             user_literals: state.user_literals,
             options: Default::default(),
@@ -657,27 +659,6 @@ pub fn device_fn<R: IrType>(
     noinline: bool,
     body: impl FnOnce(&[AnyVal]) -> Val<R>,
 ) -> DeviceFn<R> {
-    define_fn(name, params, noinline, NativeNames::default(), body)
-}
-
-/// Defines an intrinsic: a device function that calls the backend function `native` names
-/// in those target languages and runs `body` elsewhere (the validator checks the names).
-pub fn intrinsic_fn<R: IrType>(
-    name: &str,
-    params: &[(&str, Type)],
-    native: NativeNames,
-    body: impl FnOnce(&[AnyVal]) -> Val<R>,
-) -> DeviceFn<R> {
-    define_fn(name, params, false, native, body)
-}
-
-pub(super) fn define_fn<R: IrType>(
-    name: &str,
-    params: &[(&str, Type)],
-    noinline: bool,
-    native: NativeNames,
-    body: impl FnOnce(&[AnyVal]) -> Val<R>,
-) -> DeviceFn<R> {
     let params: Vec<Param> = params
         .iter()
         .map(|(n, t)| Param {
@@ -732,8 +713,7 @@ pub(super) fn define_fn<R: IrType>(
                 && (g.params != f.params
                     || g.body != f.body
                     || g.result != f.result
-                    || g.noinline != noinline
-                    || g.native != native)
+                    || g.noinline != noinline)
         }) {
             n += 1;
             fname = format!("{name}_{n}");
@@ -744,7 +724,6 @@ pub(super) fn define_fn<R: IrType>(
             result: f.result,
             body: f.body,
             noinline,
-            native,
         };
         match k.functions.iter().position(|g| *g == func) {
             Some(i) => FunctionId(i as u32),
