@@ -114,6 +114,15 @@ pub enum Error {
         /// what disagreed
         what: String,
     },
+    /// Work queued on a [`crate::Stream`] failed when it ran. The stream skipped the work
+    /// queued after it; every wait on it or on later work of that stream returns this.
+    #[error("{op} on a stream failed (the stream skipped the work queued after it): {source}")]
+    StreamFailed {
+        /// the work that failed (`launch of `name``, `upload of N elements`, ...)
+        op: String,
+        /// why it failed
+        source: Box<Error>,
+    },
     /// `KILN_BACKEND` names no backend.
     #[error("KILN_BACKEND=`{0}` names no backend; use cpu, cuda, opencl or wgpu, optionally with a device index (opencl:1)")]
     UnknownBackend(String),

@@ -60,11 +60,13 @@ mod devices;
 mod disk_cache;
 mod emit;
 mod error;
+mod host_buffer;
 pub mod lang;
 mod plan;
 mod plan_cache;
 mod query;
 mod row;
+mod stream;
 #[doc(hidden)]
 pub mod struct_row;
 
@@ -73,6 +75,7 @@ pub use context::{Context, KernelCache, Stats, DEFAULT_CACHE_CAPACITY};
 pub use disk_cache::{CacheUsage, DiskCache, DEFAULT_CACHE_MAX_BYTES};
 pub use emit::{emit, emit_spirv, Target, TRANSLATION_GROUP_SIZE};
 pub use error::{Error, Result};
+pub use host_buffer::HostBuffer;
 pub use kiln_backend::{
     BackendError, BackendKind, DeviceClass, DeviceInfo, Features, Grid, LaunchArg, NativeDevice,
     NativeMemory,
@@ -104,11 +107,12 @@ pub use query::{
     Column, Combine, Distinct, DynGroupBy, DynQuery, GroupBy, Query, Scan, SortKey, Sorted, MAX_LEN,
 };
 pub use row::{IntoRow, Maybe, Row, Vals};
+pub use stream::{Event, Finished, Pending, Stream};
 
 /// The names most programs need: `use kiln::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        select, BackendKind, Buffer, BufferSlice, Context, DeviceClass, DeviceInfo, Error, Query,
-        Target, Val,
+        select, BackendKind, Buffer, BufferSlice, Context, DeviceClass, DeviceInfo, Error,
+        HostBuffer, Query, Stream, Target, Val,
     };
 }

@@ -770,6 +770,21 @@ impl Context {
         extent: impl Into<Extent>,
         args: A,
     ) -> Result<()> {
+        match self.ready_launch(kernel, extent, args)? {
+            Some(mut r) => self.launch_ir(&r.ir, &r.grid, &mut r.args),
+            None => Ok(()),
+        }
+    }
+
+    /// What [`Context::launch`] runs: the kernel, the grid it picks for `extent` and the
+    /// arguments; `None` for an empty extent, which runs nothing. Fails as `launch` does
+    /// before it compiles.
+    pub(crate) fn ready_launch<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        kernel: impl IntoKernel<P>,
+        extent: impl Into<Extent>,
+        args: A,
+    ) -> Result<Option<ReadyLaunch<'a>>> {
         let k = kernel.into_launch()?;
         if k.dims == 0 {
             return Err(Error::Unsupported {
@@ -809,14 +824,14 @@ impl Context {
             });
         }
         if extent.contains(&0) {
-            return Ok(());
+            return Ok(None);
         }
         let grid = Grid {
             groups,
             group_size: size,
             dynamic_shared: Vec::new(),
         };
-        self.launch_with_extent(k, &grid, extent, args)
+        self.ready_with_extent(k, grid, extent, args).map(Some)
     }
 
     /// Runs `kernel` over `groups` groups of `group_size` work items (each a `u32`, `(x, y)`
@@ -856,7 +871,14 @@ impl Context {
         group_size: impl Into<Extent>,
         args: A,
     ) -> Result<()> {
-        let (g, s) = (groups.into().0, group_size.into().0);
+        let grid = self.grouped_grid(groups.into(), group_size.into())?;
+        self.launch_grid(kernel, &grid, args)
+    }
+
+    /// The grid of `groups` groups of `group_size` work items; `Unsupported` for a count
+    /// below 0 or above `u32::MAX` along an axis.
+    pub(crate) fn grouped_grid(&self, groups: Extent, group_size: Extent) -> Result<Grid> {
+        let (g, s) = (groups.0, group_size.0);
         let to32 = |v: [u64; 3]| -> Result<[u32; 3]> {
             let mut out = [0u32; 3];
             for d in 0..3 {
@@ -870,12 +892,11 @@ impl Context {
             }
             Ok(out)
         };
-        let grid = Grid {
+        Ok(Grid {
             groups: to32(g)?,
             group_size: to32(s)?,
             dynamic_shared: Vec::new(),
-        };
-        self.launch_grid(kernel, &grid, args)
+        })
     }
 
     /// Runs `kernel` over `grid`, which also gives the element counts of the kernel's
@@ -909,24 +930,47 @@ impl Context {
         grid: &Grid,
         args: A,
     ) -> Result<()> {
+        let mut r = self.ready_grid(kernel, grid, args)?;
+        self.launch_ir(&r.ir, &r.grid, &mut r.args)
+    }
+
+    /// What [`Context::launch_grid`] runs; fails as it does before it compiles.
+    pub(crate) fn ready_grid<'a, P, A: KernelArgs<'a, P>>(
+        &self,
+        kernel: impl IntoKernel<P>,
+        grid: &Grid,
+        args: A,
+    ) -> Result<ReadyLaunch<'a>> {
         let k = kernel.into_launch()?;
         let extent: [u64; 3] =
             std::array::from_fn(|d| grid.groups[d] as u64 * grid.group_size[d] as u64);
-        self.launch_with_extent(k, grid, extent, args)
+        self.ready_with_extent(k, grid.clone(), extent, args)
     }
 
-    fn launch_with_extent<'a, P, A: KernelArgs<'a, P>>(
+    fn ready_with_extent<'a, P, A: KernelArgs<'a, P>>(
         &self,
         k: LaunchKernel,
-        grid: &Grid,
+        grid: Grid,
         extent: [u64; 3],
         args: A,
-    ) -> Result<()> {
+    ) -> Result<ReadyLaunch<'a>> {
         let mut args = args.launch_args(self)?;
         args.extend(k.captured);
         for &e in extent.iter().take(k.dims) {
             args.push(LaunchArg::value(e.min(u32::MAX as u64) as u32));
         }
-        self.launch_ir(&k.ir, grid, &mut args)
+        Ok(ReadyLaunch {
+            ir: k.ir,
+            grid,
+            args,
+        })
     }
+}
+
+/// A launch ready to run: the kernel, its grid, and its arguments in parameter order (the
+/// index extents and captured values last).
+pub(crate) struct ReadyLaunch<'a> {
+    pub(crate) ir: Arc<Kernel>,
+    pub(crate) grid: Grid,
+    pub(crate) args: Vec<LaunchArg<'a>>,
 }

@@ -28,5 +28,6 @@ mod programs;
 mod properties;
 mod queries;
 mod sorts;
+mod streams;
 mod struct_rows;
 mod volumes;

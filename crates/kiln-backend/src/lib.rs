@@ -6,9 +6,11 @@
 
 #![deny(missing_docs)]
 mod native;
+mod pinned;
 mod pool;
 
 pub use native::{NativeDevice, NativeMemory};
+pub use pinned::PinnedMemory;
 pub use pool::{pool_capacity, MemoryPool};
 
 use kiln_ir::{CompileOptions, IrType, Kernel, KernelInfo};
@@ -523,6 +525,16 @@ pub trait Backend: Send + Sync {
     /// fills every allocation whole, by an upload, a copy or a kernel, before anything reads
     /// it), so no backend spends a pass zeroing it. Fails with `OutOfMemory`.
     fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceMemory>, BackendError>;
+
+    /// `bytes` of host memory that this backend's uploads and downloads reach directly, so a
+    /// copy from or into it skips a staging copy: page-locked memory on CUDA. Its contents
+    /// are unspecified. `Ok(None)` where copies are no faster from such memory (every other
+    /// backend), so the caller uses ordinary memory. Fails with `OutOfMemory` when the
+    /// driver refuses.
+    fn alloc_pinned(&self, bytes: usize) -> Result<Option<Box<dyn PinnedMemory>>, BackendError> {
+        let _ = bytes;
+        Ok(None)
+    }
 
     /// Copies `data` into the start of `mem` (waiting for earlier launches). Fails when `mem`
     /// is not this backend's or is too small.

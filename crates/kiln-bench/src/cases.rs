@@ -10,6 +10,7 @@ mod gallery;
 mod joins;
 mod queries;
 mod resident;
+mod streams;
 mod tuned;
 
 /// kiln's side of a case: its best time in milliseconds on a device.
@@ -77,6 +78,7 @@ pub fn all() -> Vec<&'static Case> {
         .chain(joins::CASES)
         .chain(resident::CASES)
         .chain(copies::CASES)
+        .chain(streams::CASES)
         .chain(gallery::CASES)
         .collect()
 }

@@ -13,12 +13,14 @@
 //! runtime, loads it as a module and launches on one stream. Copies of 1 MiB and more between
 //! host slices and the device go through two page-locked buffers of 16 MiB, made at the
 //! first such copy and kept while the backend lives: the host's threads fill one while the
-//! device reads the other, about 5x the driver's own copy from pageable memory on an H100.
-//! Without the driver,
+//! device reads the other, about 5x the driver's own copy from pageable memory on an H100;
+//! copies from page-locked memory of its own (`Backend::alloc_pinned`) go straight to the
+//! device. Without the driver,
 //! [`CudaBackend::new`] returns `BackendError::Unavailable` naming `libcuda.so.1`.
 
 #![deny(missing_docs)]
 mod nvrtc;
+mod pinned;
 mod runtime;
 mod staging;
 pub use nvrtc::{Nvrtc, Output, NVRTC_LIBRARY};

@@ -353,6 +353,16 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn alloc_pinned(&self, bytes: usize) -> Result<Option<Box<dyn PinnedMemory>>, BackendError> {
+        crate::pinned::PinnedHost::new(self.stream.context().clone(), bytes)
+            .map(|p| Some(Box::new(p) as Box<dyn PinnedMemory>))
+            .map_err(|e| BackendError::OutOfMemory {
+                backend: BackendKind::Cuda,
+                bytes: bytes as u64,
+                reason: format!("page-locked host memory: {e}"),
+            })
+    }
+
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
         let m = cuda_memory(mem).map_err(|e| self.copy_err("upload", e))?;
         if data.len() > m.bytes {

@@ -57,7 +57,7 @@ impl HostCopies {
     /// `dst` must hold `data.len()` bytes, and the caller synchronizes the stream before
     /// `data` goes away or changes.
     pub(crate) unsafe fn upload(&self, dst: u64, data: &[u8]) -> Result<(), DriverError> {
-        match self.staging_for(data.len())? {
+        match self.staging_for(data.as_ptr(), data.len())? {
             // SAFETY: as this function's contract says.
             None => unsafe { memcpy_htod_async(dst, data, self.stream.cu_stream()) },
             Some(mut staging) => {
@@ -76,7 +76,7 @@ impl HostCopies {
     /// `src` must hold `out.len()` bytes, and the caller synchronizes the stream before it
     /// reads `out` or lets it go away.
     pub(crate) unsafe fn download(&self, out: &mut [u8], src: u64) -> Result<(), DriverError> {
-        match self.staging_for(out.len())? {
+        match self.staging_for(out.as_ptr(), out.len())? {
             // SAFETY: as this function's contract says.
             None => unsafe { memcpy_dtoh_async(out, src, self.stream.cu_stream()) },
             Some(mut staging) => {
@@ -88,10 +88,11 @@ impl HostCopies {
         }
     }
 
-    /// The page-locked buffers, for a copy of `bytes` large enough to use them, once no
-    /// other copy holds them; made on first use. Returns the driver's error from making them.
-    fn staging_for(&self, bytes: usize) -> Result<Option<Staging>, DriverError> {
-        if bytes < STAGED_FROM {
+    /// The page-locked buffers, for a copy of `bytes` large enough to use them whose host
+    /// side at `host` is not page-locked already, once no other copy holds them; made on
+    /// first use. Returns the driver's error from making them.
+    fn staging_for(&self, host: *const u8, bytes: usize) -> Result<Option<Staging>, DriverError> {
+        if bytes < STAGED_FROM || crate::pinned::page_locked(host) {
             return Ok(None);
         }
         let mut slot = lock(&self.staging);
