@@ -34,6 +34,13 @@ impl PinnedHost {
     }
 }
 
+impl PinnedHost {
+    /// The context the memory belongs to.
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.context
+    }
+}
+
 impl PinnedMemory for PinnedHost {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr

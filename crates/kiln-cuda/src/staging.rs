@@ -4,9 +4,11 @@
 //! through two page-locked buffers of [`CHUNK`] bytes instead: while the device reads one, the
 //! host threads of a [`Crew`] fill the other, and the other way round for downloads.
 
-use cudarc::driver::result::{event, free_host, malloc_host, memcpy_dtoh_async, memcpy_htod_async};
+use crate::pinned::PinnedHost;
+use cudarc::driver::result::{event, memcpy_dtoh_async, memcpy_htod_async};
 use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
+use kiln_backend::PinnedMemory;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -145,10 +147,8 @@ struct Staging {
 
 /// One page-locked buffer of [`CHUNK`] bytes and its event.
 struct Pinned {
-    host: *mut u8,
+    host: PinnedHost,
     event: CUevent,
-    /// The context both belong to, made current to free them.
-    context: Arc<CudaContext>,
 }
 
 // SAFETY: the buffer is plain host memory and the event a driver handle; `HostCopies` hands
@@ -187,7 +187,8 @@ impl Staging {
         for (i, piece) in data.chunks(CHUNK).enumerate() {
             let pinned = self.wait_for(i)?;
             // SAFETY: the buffer holds CHUNK bytes, and the device is done reading it.
-            let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host, piece.len()) };
+            let staged =
+                unsafe { std::slice::from_raw_parts_mut(pinned.host.as_ptr(), piece.len()) };
             self.crew.copy(staged, piece);
             // SAFETY: `dst` holds every piece; the buffer stays unchanged until the event
             // recorded after this copy completes.
@@ -218,7 +219,7 @@ impl Staging {
             // SAFETY: the buffer holds CHUNK bytes and the host is done reading it; `src`
             // holds every piece.
             unsafe {
-                let staged = std::slice::from_raw_parts_mut(pinned.host, len);
+                let staged = std::slice::from_raw_parts_mut(pinned.host.as_ptr(), len);
                 memcpy_dtoh_async(staged, src + (i * CHUNK) as u64, stream)?;
                 event::record(pinned.event, stream)
             }
@@ -229,7 +230,7 @@ impl Staging {
         for (i, piece) in out.chunks_mut(CHUNK).enumerate() {
             let pinned = self.wait_for(i)?;
             // SAFETY: the device has written the piece into the buffer.
-            let staged = unsafe { std::slice::from_raw_parts(pinned.host, piece.len()) };
+            let staged = unsafe { std::slice::from_raw_parts(pinned.host.as_ptr(), piece.len()) };
             self.crew.copy(piece, staged);
             if i + 2 < pieces {
                 queue(self, i + 2)?;
@@ -242,36 +243,25 @@ impl Staging {
 impl Pinned {
     /// One buffer and its event, with the context current on this thread.
     fn new(context: Arc<CudaContext>) -> Result<Pinned, DriverError> {
-        // SAFETY: a fresh allocation of CHUNK bytes, freed in `drop`.
-        let host = unsafe { malloc_host(CHUNK, 0) }? as *mut u8;
-        match event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING) {
-            Ok(event) => Ok(Pinned {
-                host,
-                event,
-                context,
-            }),
-            Err(e) => {
-                // SAFETY: allocated above and used by nothing.
-                let _ = unsafe { free_host(host as *mut _) };
-                Err(e)
-            }
-        }
+        let host = PinnedHost::new(context, CHUNK)?;
+        let event = event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+        Ok(Pinned { host, event })
     }
 }
 
 impl Drop for Pinned {
-    /// Frees the buffer and its event once the device is done with them, with the context
-    /// made current first (a `Context` may be dropped on a thread that never used it). A
-    /// failure is recorded in the context, whose next call reports it, as `CudaMemory`'s are.
+    /// Frees the event once the device is done with the buffer, with the context made
+    /// current first (a `Context` may be dropped on a thread that never used it); the buffer
+    /// is freed after it, by `PinnedHost`. A failure is recorded in the context, whose next
+    /// call reports it, as `CudaMemory`'s are.
     fn drop(&mut self) {
-        let context = &self.context;
+        let context = self.host.context();
         context.record_err(context.bind_to_thread());
         // SAFETY: made by `Pinned::new` and used by nothing else; the wait lets the last
         // device copy finish first.
         unsafe {
             context.record_err(event::synchronize(self.event));
             context.record_err(event::destroy(self.event));
-            context.record_err(free_host(self.host as *mut _));
         }
     }
 }
