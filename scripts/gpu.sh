@@ -2,7 +2,9 @@
 # Runs kiln's test suite and benchmarks on a machine with an NVIDIA GPU but no Rust toolchain.
 #
 #   scripts/gpu.sh pack   here: builds every test binary, the benchmark and the examples in
-#                         release mode, strips them and packs them into target/gpu/kiln-gpu.tar.xz
+#                         release mode (GPU_PROFILE names another Cargo profile: CI's dry run
+#                         packs the suite's `ci` build), strips them and packs them into
+#                         target/gpu/kiln-gpu.tar.xz
 #                         (about 45 MB; carry that path to the GPU machine; CI runs both steps on the CPU alone)
 #   scripts/gpu.sh run    there, from the repository root: unpacks, runs every test binary (each
 #                         module of the integration tests' one binary apart) with
@@ -25,7 +27,8 @@ PACK=target/gpu/kiln-gpu.tar.xz
 pack() {
     rm -rf target/gpu/bin
     mkdir -p target/gpu/bin
-    cargo build --release --workspace --tests --examples --bins --message-format=json-render-diagnostics \
+    cargo build --profile "${GPU_PROFILE:-release}" --workspace --tests --examples --bins \
+        --message-format=json-render-diagnostics \
         | python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -46,7 +49,8 @@ for line in sys.stdin:
         shutil.copy(m["executable"], "target/gpu/bin/%s-%s" % (kind, t["name"]))
 '
     strip target/gpu/bin/*
-    tar -C target/gpu -cJf "$PACK" bin
+    # xz on every core (it compresses blocks apart; the pack stays about the same size).
+    XZ_OPT="${XZ_OPT:--T0}" tar -C target/gpu -cJf "$PACK" bin
     ls -la "$PACK"
     ls target/gpu/bin
 }

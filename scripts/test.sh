@@ -65,8 +65,10 @@ rm -rf target/guide
 for chapter in introduction queries kernels devices semantics performance troubleshooting; do
     test -s "target/guide/$chapter.html"
 done
-cargo nextest run --release --workspace --no-fail-fast
-cargo test --release --workspace --doc
+# The suite builds with the `ci` profile (Cargo.toml: release, with DataFusion's stack and the
+# test crates at opt-level 1); README's commands below run as written, with `--release`.
+cargo nextest run --cargo-profile ci --workspace --no-fail-fast
+cargo test --profile ci --workspace --doc
 cargo run --release --example quickstart > /tmp/kiln-quickstart.out
 grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' /tmp/kiln-quickstart.out
 KILN_BACKEND=opencl cargo run --release --example quickstart > /tmp/kiln-quickstart-opencl.out
@@ -95,11 +97,11 @@ grep -q '^sum of .* device(s): .*: ok$' /tmp/kiln-devices.out
 # TPC-H Q1 and Q6 (scale factor 0.1, in memory) through DataFusion with kiln's rule. Built
 # with the whole workspace's features, as nextest built DataFusion: `cargo run -p` would
 # resolve other features and build DataFusion a second time (about 20 minutes here).
-cargo build --release --workspace --examples --bins
+cargo build --profile ci --workspace --examples --bins
 # The command line's installation check, as README says: the backends this machine has must
 # run a query and a kernel.
-target/release/kiln doctor --require cpu,opencl,wgpu
-target/release/examples/tpch > /tmp/kiln-tpch.out
+target/ci/kiln doctor --require cpu,opencl,wgpu
+target/ci/examples/tpch > /tmp/kiln-tpch.out
 grep -q 'KilnExec: device=' /tmp/kiln-tpch.out
 test "$(grep -c "^Q[16] equals DataFusion's own answer: true$" /tmp/kiln-tpch.out)" = 2
 # A Ballista cluster of processes on this machine, started as README says (a scheduler, two
@@ -113,18 +115,18 @@ wait_for_port() {
 }
 # The scheduler's rows per query travel to the executors with each stage (the codec test
 # checks the decoded plan); the answers must not change.
-target/release/kiln-ballista scheduler --bind 127.0.0.1:50050 --rows-per-query 100000 \
+target/ci/kiln-ballista scheduler --bind 127.0.0.1:50050 --rows-per-query 100000 \
     > /tmp/kiln-ballista-scheduler.log 2>&1 &
 cluster="$!"
 wait_for_port 50050
 for port in 50051 50053; do
-    target/release/kiln-ballista executor --scheduler 127.0.0.1:50050 --bind "127.0.0.1:$port" \
+    target/ci/kiln-ballista executor --scheduler 127.0.0.1:50050 --bind "127.0.0.1:$port" \
         > "/tmp/kiln-ballista-executor-$port.log" 2>&1 &
     cluster="$cluster $!"
     wait_for_port "$port"
 done
 cluster_status=0
-timeout 600 target/release/examples/tpch_cluster df://127.0.0.1:50050 > /tmp/kiln-tpch-cluster.out \
+timeout 600 target/ci/examples/tpch_cluster df://127.0.0.1:50050 > /tmp/kiln-tpch-cluster.out \
     || cluster_status=$?
 kill $cluster
 test "$cluster_status" = 0 || { cat /tmp/kiln-tpch-cluster.out; exit 1; }
@@ -132,7 +134,7 @@ test "$(grep -c "the cluster's answer equals DataFusion's own$" /tmp/kiln-tpch-c
 grep -q '^Q1 stage operator: KilnExec: device=.*, 100000 rows per query, ' /tmp/kiln-tpch-cluster.out
 grep -q '^Q6 stage operator: KilnExec: device=' /tmp/kiln-tpch-cluster.out
 # The quick benchmark through the command line, with its JSON and chart.
-target/release/kiln bench --quick --json /tmp/kiln-bench.json --svg /tmp/kiln-bench.svg
+target/ci/kiln bench --quick --json /tmp/kiln-bench.json --svg /tmp/kiln-bench.svg
 grep -q 'class="bar"' /tmp/kiln-bench.svg
 # The CPU backend alone (`default-features = false, features = ["cpu"]`): the library's unit
 # tests (the other backends are typed `Unavailable`) and the quickstart.
@@ -143,7 +145,7 @@ grep -q '^result map-filter-map-sum within 1e-5 of an f64 loop: true$' /tmp/kiln
 # integration tests and a binary of their own; nextest ran them all above), its examples and a
 # quick benchmark on the CPU alone, as the GPU machine runs them on CUDA, so the script cannot
 # rot.
-scripts/gpu.sh pack > /tmp/kiln-gpu-pack.log
+GPU_PROFILE=ci scripts/gpu.sh pack > /tmp/kiln-gpu-pack.log
 GPU_REQUIRE=cpu GPU_ONLY=cpu GPU_BACKEND=cpu GPU_PARTS=tests,examples,bench BENCH_ARGS=--quick \
     GPU_TESTS=test-it-buffers,test-arrow OUT=/tmp/kiln-gpu-dry scripts/gpu.sh run > /tmp/kiln-gpu-dry.log 2>&1 \
     || { tail -40 /tmp/kiln-gpu-dry.log; exit 1; }
