@@ -449,7 +449,8 @@ impl Context {
     }
 
     /// The backend's own handles to its device and to the stream or queue every launch and
-    /// copy of this context goes to, in order ([`NativeDevice`]): the CUDA context and stream,
+    /// copy of this context goes to, in order (a [`Stream`](crate::Stream)'s work goes to a
+    /// queue of its own on OpenCL and CUDA) ([`NativeDevice`]): the CUDA context and stream,
     /// the OpenCL context, device and in-order command queue, the wgpu device and queue
     /// (`kiln::wgpu::Device` and `kiln::wgpu::Queue` behind `Any`), or `Host` for the CPU
     /// backend, whose calls have finished when they return. With
@@ -725,9 +726,20 @@ impl Context {
         grid: &Grid,
         args: &mut [LaunchArg<'_>],
     ) -> Result<()> {
+        self.count_launch(name, grid, || compiled.launch(grid, args))
+    }
+
+    /// Runs `launch`, a launch of kernel `name` over `grid`, inside its trace span and
+    /// counted in [`Context::stats`].
+    pub(crate) fn count_launch(
+        &self,
+        name: &str,
+        grid: &Grid,
+        launch: impl FnOnce() -> std::result::Result<(), BackendError>,
+    ) -> Result<()> {
         let _span = tracing::debug_span!("launch", kernel = %name, groups = ?grid.groups, group_size = ?grid.group_size).entered();
         self.inner.launches.fetch_add(1, Ordering::Relaxed);
-        compiled.launch(grid, args)?;
+        launch()?;
         Ok(())
     }
 }
@@ -739,6 +751,10 @@ mod tests {
 
     struct Nothing;
     impl CompiledKernel for Nothing {
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+
         fn launch(
             &self,
             _: &Grid,

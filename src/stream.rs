@@ -1,8 +1,9 @@
 //! [`Stream`]: launches and copies queued in order and run apart from the caller, with
 //! [`Event`]s to order streams and to wait on, blocking or `async`.
 //!
-//! Each stream has a thread of its own that takes its work in order and runs it through the
-//! backend; a piece of work counts as finished when the device has finished it. Whatever a
+//! Each stream has a thread of its own that takes its work in order and runs it on a device
+//! queue of the stream's own where the backend has them (OpenCL, CUDA), on the backend's one
+//! queue otherwise; a piece of work counts as finished when the device has finished it. Whatever a
 //! piece of work uses (device memory, a [`HostBuffer`], the compiled kernel) is held until
 //! then, so dropping a `Buffer` with work still queued on it is safe.
 
@@ -11,7 +12,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::host_buffer::HostBuffer;
 use crate::lang::{Extent, IntoKernel, KernelArgs};
-use kiln_backend::{DeviceMemory, Grid, LaunchArg};
+use kiln_backend::{Backend, DeviceMemory, DeviceQueue, Grid, LaunchArg};
 use kiln_ir::IrType;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -33,10 +34,14 @@ use std::task::{Context as TaskContext, Poll, Waker};
 /// on it or on later work returns [`Error::StreamFailed`] naming it. Dropping a stream lets
 /// its queued work run to the end.
 ///
-/// The CPU backend runs a stream's launches on its thread pool and its copies on the
-/// stream's thread, so a copy on one stream runs beside a launch on another. The CUDA,
-/// OpenCL and wgpu backends put every stream's work on their one device queue in this
-/// release: the caller's thread is free while it runs, but the device runs it in order.
+/// On OpenCL each stream has a command queue of its own, on CUDA a CUDA stream of its own,
+/// so the device runs different streams' copies and launches at once where it can. The CPU
+/// backend runs a stream's launches on its thread pool and its copies on the stream's
+/// thread, so a copy on one stream runs beside a launch on another. wgpu has one queue per
+/// device: every stream's work goes to it, so the caller's thread is free while it runs but
+/// the device runs it in order. Each piece of work on a stream's own queue starts after the
+/// work queued on the context before it (not the other way round), so memory the context
+/// frees and hands out again is never used from two queues at once.
 ///
 /// ```
 /// use kiln::lang::*;
@@ -57,7 +62,47 @@ use std::task::{Context as TaskContext, Poll, Waker};
 /// ```
 pub struct Stream {
     ctx: Context,
+    lane: Lane,
     queue: Arc<Queue>,
+}
+
+/// Where a stream's work runs on the device.
+#[derive(Clone)]
+enum Lane {
+    /// A device queue of the stream's own (OpenCL, CUDA).
+    Own(Arc<dyn DeviceQueue>),
+    /// The backend's one queue, which all other work goes to too (CPU, wgpu).
+    Backend(Arc<dyn Backend>),
+}
+
+impl Lane {
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<()> {
+        Ok(match self {
+            Lane::Own(q) => q.upload(mem, data),
+            Lane::Backend(b) => b.upload(mem, data),
+        }?)
+    }
+
+    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<()> {
+        Ok(match self {
+            Lane::Own(q) => q.download(mem, out),
+            Lane::Backend(b) => b.download(mem, out),
+        }?)
+    }
+
+    fn copy(&self, src: &dyn DeviceMemory, dst: &dyn DeviceMemory, bytes: usize) -> Result<()> {
+        Ok(match self {
+            Lane::Own(q) => q.copy(src, dst, bytes),
+            Lane::Backend(b) => b.copy(src, dst, bytes),
+        }?)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(match self {
+            Lane::Own(q) => q.synchronize(),
+            Lane::Backend(b) => b.synchronize(),
+        }?)
+    }
 }
 
 /// What a stream and its worker thread share.
@@ -291,8 +336,9 @@ enum OwnedArg {
 }
 
 impl Context {
-    /// A new [`Stream`] on this context's device, with a thread of its own. Fails with
-    /// `Unsupported` when the host cannot start the thread.
+    /// A new [`Stream`] on this context's device, with a thread of its own (and a device
+    /// queue of its own on OpenCL and CUDA). Fails with `Unsupported` when the host cannot
+    /// start the thread, or as the driver does when it cannot make the queue.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -307,6 +353,10 @@ impl Context {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn stream(&self) -> Result<Stream> {
+        let lane = match self.backend().queue()? {
+            Some(q) => Lane::Own(Arc::from(q)),
+            None => Lane::Backend(self.backend().clone()),
+        };
         let queue = Arc::new(Queue {
             state: Mutex::new(State {
                 jobs: VecDeque::new(),
@@ -328,6 +378,7 @@ impl Context {
             })?;
         Ok(Stream {
             ctx: self.clone(),
+            lane,
             queue,
         })
     }
@@ -346,13 +397,23 @@ impl Stream {
         self.queue.changed.notify_all();
     }
 
-    /// Queues `run` and a wait for the device after it, so that the piece of work finishes
-    /// when the device has finished it.
-    fn push_on_device(&self, what: String, run: impl FnOnce() -> Result<()> + Send + 'static) {
-        let ctx = self.ctx.clone();
+    /// Queues `run` on `held` (what the device work it queues uses) and a wait for the
+    /// device after it, so that the piece of work finishes when the device has finished it;
+    /// `held` is dropped only then. The wait comes after a failed `run` too, which may have
+    /// queued part of its commands.
+    fn push_on_device<H: Send + 'static>(
+        &self,
+        what: String,
+        held: H,
+        run: impl FnOnce(&H) -> Result<()> + Send + 'static,
+    ) {
+        let lane = self.lane.clone();
         self.push(what, move || {
-            run()?;
-            ctx.synchronize()
+            let ran = run(&held);
+            let finished = lane.synchronize();
+            drop(held);
+            ran?;
+            finished
         });
     }
 
@@ -422,16 +483,27 @@ impl Stream {
             });
         }
         let (ctx, name, grid) = (self.ctx.clone(), r.ir.name.clone(), r.grid);
-        self.push_on_device(format!("launch of `{name}`"), move || {
-            let mut args: Vec<LaunchArg<'_>> = owned
-                .iter()
-                .map(|a| match a {
-                    OwnedArg::Device(m) => LaunchArg::Device(&**m),
-                    OwnedArg::Value(v) => LaunchArg::Value(v.clone()),
-                })
-                .collect();
-            ctx.launch_compiled(&name, &*compiled, &grid, &mut args)
-        });
+        let lane = self.lane.clone();
+        let held = (owned, compiled);
+        self.push_on_device(
+            format!("launch of `{name}`"),
+            held,
+            move |(owned, compiled)| {
+                let mut args: Vec<LaunchArg<'_>> = owned
+                    .iter()
+                    .map(|a| match a {
+                        OwnedArg::Device(m) => LaunchArg::Device(&**m),
+                        OwnedArg::Value(v) => LaunchArg::Value(v.clone()),
+                    })
+                    .collect();
+                match &lane {
+                    Lane::Own(q) => {
+                        ctx.count_launch(&name, &grid, || q.launch(&**compiled, &grid, &mut args))
+                    }
+                    Lane::Backend(_) => ctx.launch_compiled(&name, &**compiled, &grid, &mut args),
+                }
+            },
+        );
         Ok(())
     }
 
@@ -446,9 +518,9 @@ impl Stream {
     ) -> Result<Pending<HostBuffer<T>>> {
         let dst = dst.into();
         self.check_lengths(&dst, host.len())?;
-        let (memory, backend) = (dst.memory().clone(), dst.backend().clone());
+        let (memory, lane) = (dst.memory().clone(), self.lane.clone());
         self.push_pending(format!("upload of {} elements", host.len()), move || {
-            backend.upload(&*memory, host.bytes())?;
+            lane.upload(&*memory, host.bytes())?;
             Ok(host)
         })
     }
@@ -463,9 +535,9 @@ impl Stream {
     ) -> Result<Pending<HostBuffer<T>>> {
         let src = src.into();
         self.check_lengths(&src, host.len())?;
-        let (memory, backend) = (src.memory().clone(), src.backend().clone());
+        let (memory, lane) = (src.memory().clone(), self.lane.clone());
         self.push_pending(format!("download of {} elements", host.len()), move || {
-            backend.download(&*memory, host.bytes_mut())?;
+            lane.download(&*memory, host.bytes_mut())?;
             Ok(host)
         })
     }
@@ -482,14 +554,12 @@ impl Stream {
         self.check_lengths(&dst, src.len())?;
         self.ctx.check_device(src.backend())?;
         let bytes = std::mem::size_of::<T>() * src.len();
-        let (from, to, backend) = (
-            src.memory().clone(),
-            dst.memory().clone(),
-            self.ctx.backend().clone(),
-        );
+        let held = (src.memory().clone(), dst.memory().clone());
+        let lane = self.lane.clone();
         self.push_on_device(
             format!("device copy of {} elements", src.len()),
-            move || Ok(backend.copy(&*from, &*to, bytes)?),
+            held,
+            move |(from, to)| lane.copy(&**from, &**to, bytes),
         );
         Ok(())
     }
@@ -514,7 +584,8 @@ impl Stream {
     ) -> Result<Pending<R>> {
         let slot = Arc::new(Mutex::new(None));
         let filled = slot.clone();
-        self.push_on_device(what, move || {
+        // The copies return when they are done, so they hold nothing past `run`.
+        self.push_on_device(what, (), move |_| {
             let r = run()?;
             *filled.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
             Ok(())

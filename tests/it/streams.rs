@@ -239,6 +239,38 @@ fn what_a_stream_cannot_take_is_a_typed_error_when_it_is_queued() {
 }
 
 #[test]
+fn a_streams_work_starts_after_the_work_queued_on_the_context_before_it() {
+    every_backend(|| {
+        let c = ctx();
+        let s = c.stream().unwrap();
+        let n = 1 << 18;
+        let xs = input(n, 11);
+        let x = c.upload(&xs).unwrap();
+        // Launches on device memory alone return once queued; the stream's download must
+        // still see all four.
+        for k in 0..4u32 {
+            c.launch(mix_add, n, (&x, k)).unwrap();
+        }
+        let down = s.download(&x, c.host_buffer(n).unwrap()).unwrap();
+        // Memory the context frees with work still queued on it, handed out again: the
+        // stream's upload into it comes after that work, not under it.
+        let y = c.upload(&input(n, 12)).unwrap();
+        c.launch(mix_add, n, (&y, 9u32)).unwrap();
+        drop(y);
+        let z = c.zeroed::<u32>(n).unwrap();
+        let zs = input(n, 13);
+        let up = s.upload(host(&c, &zs), &z).unwrap();
+        s.launch(mix_add, n, (&z, 1u32)).unwrap();
+        let want: Vec<u32> = xs.iter().map(|&v| (0..4).fold(v, mix_add_ref)).collect();
+        assert_eq!(&down.wait().unwrap()[..], &want[..]);
+        up.wait().unwrap();
+        s.synchronize().unwrap();
+        let want: Vec<u32> = zs.iter().map(|&v| mix_add_ref(v, 1)).collect();
+        assert_eq!(z.download().unwrap(), want);
+    });
+}
+
+#[test]
 fn queued_work_outlives_its_buffers_and_its_stream() {
     every_backend(|| {
         let c = ctx();

@@ -8,10 +8,12 @@
 mod native;
 mod pinned;
 mod pool;
+mod queue;
 
 pub use native::{NativeDevice, NativeMemory};
 pub use pinned::PinnedMemory;
 pub use pool::{pool_capacity, MemoryPool};
+pub use queue::DeviceQueue;
 
 use kiln_ir::{CompileOptions, IrType, Kernel, KernelInfo};
 use std::mem::MaybeUninit;
@@ -424,6 +426,9 @@ pub trait CompiledKernel: Send + Sync {
     /// Fails with
     /// [`BackendError::InvalidLaunch`] when the arguments do not match the parameters.
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError>;
+
+    /// The kernel as `Any`, so that its backend's [`DeviceQueue`] finds its own type in it.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// A kernel made ready to compile by [`Backend::prepare`]: its source, written once and read
@@ -547,6 +552,14 @@ pub trait Backend: Send + Sync {
     /// Waits until every launch so far has finished.
     fn synchronize(&self) -> Result<(), BackendError>;
 
+    /// A device queue of its own for a stream ([`DeviceQueue`]), whose work runs beside the
+    /// backend's other work. `Ok(None)` where the backend has one queue (wgpu) or runs work
+    /// on the host (the CPU backend), so streams put their work on the backend itself. Fails
+    /// with `Unavailable` when the driver cannot make one.
+    fn queue(&self) -> Result<Option<Box<dyn DeviceQueue>>, BackendError> {
+        Ok(None)
+    }
+
     /// Copies the first `bytes` of `src` into `dst` on the device, after earlier launches and
     /// before later ones (it may return before the copy is done). `src` and `dst` may be views
     /// ([`Backend::view`]) of one allocation when they are the same range or do not overlap.
@@ -578,7 +591,8 @@ pub trait Backend: Send + Sync {
     /// library to use in place. Fails with `InvalidLaunch` when `mem` is another backend's.
     fn native_memory(&self, mem: &dyn DeviceMemory) -> Result<NativeMemory, BackendError>;
 
-    /// The backend's own handles to its device and to the queue all its work goes to.
+    /// The backend's own handles to its device and to the queue all its work outside
+    /// streams' own queues ([`Backend::queue`]) goes to.
     fn native_device(&self) -> NativeDevice;
 
     /// Rebuilds a kernel from a binary made by [`Backend::compile_prepared`] for the same

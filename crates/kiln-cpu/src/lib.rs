@@ -484,6 +484,10 @@ impl CpuKernel {
 }
 
 impl CompiledKernel for CpuKernel {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cpu, k, grid, args, MAX_GROUP_SIZE)?;

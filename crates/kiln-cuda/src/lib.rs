@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 mod nvrtc;
 mod pinned;
+mod queue;
 mod runtime;
 mod staging;
 pub use nvrtc::{Nvrtc, Output, NVRTC_LIBRARY};

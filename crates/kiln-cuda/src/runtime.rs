@@ -1,7 +1,8 @@
 //! The CUDA runtime: [`CudaBackend`] opens an NVIDIA GPU through the driver API
 //! (`libcuda.so.1`, loaded at run time), compiles kernels with NVRTC straight to a cubin for
 //! the device's compute capability (PTX for the driver to finish when that NVRTC does not know
-//! the device), loads the module and launches on one stream.
+//! the device), loads the module and launches on one stream, or on a kiln stream's own
+//! ([`crate::queue`]).
 
 use crate::staging::HostCopies;
 use crate::{nvrtc_options, write_validated_cuda, Nvrtc, Output, NVRTC_OPTIONS};
@@ -113,9 +114,10 @@ impl CudaBackend {
         let nvrtc = Nvrtc::load((driver > 0).then_some(driver as u32 / 1000))?;
         let ctx = CudaContext::new(index as usize)
             .map_err(|e| unavailable(DRIVER_LIBRARY, format!("opening device {index}: {e}")))?;
-        // One in-order stream carries every command, so cudarc's per-buffer events are not
-        // needed.
-        // SAFETY: no other stream of this context is ever used.
+        // One in-order stream carries every command but kiln streams', and each of those
+        // waits for it by an event before each piece of work (crate::queue), so cudarc's
+        // per-buffer events are not needed.
+        // SAFETY: kiln orders every stream of this context itself, as above.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx
             .new_stream()
@@ -439,6 +441,12 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| self.copy_err("synchronize", e))
     }
+
+    fn queue(&self) -> Result<Option<Box<dyn DeviceQueue>>, BackendError> {
+        Ok(Some(Box::new(crate::queue::CudaQueue::new(
+            self.stream.clone(),
+        )?)))
+    }
 }
 
 /// The most groups a CUDA grid holds along x, y and z, the same on every compute capability
@@ -481,7 +489,7 @@ fn check_group(size: [u32; 3], dims: [u32; 3], max_threads: u32) -> Result<(), S
 
 /// Makes the context of `stream` current on the calling thread, which the driver calls kiln
 /// makes directly (copies) need; cudarc's own calls do it themselves.
-fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
+pub(crate) fn bind(stream: &CudaStream) -> Result<(), cudarc::driver::DriverError> {
     stream.context().bind_to_thread()
 }
 
@@ -512,7 +520,7 @@ fn keep_freed_memory(ctx: &CudaContext, bytes: u64) -> Result<(), cudarc::driver
 }
 
 /// A loaded kernel.
-struct CudaKernel {
+pub(crate) struct CudaKernel {
     kernel: Kernel,
     /// What each argument of the function takes.
     slots: Vec<Slot>,
@@ -542,7 +550,37 @@ impl CudaKernel {
 }
 
 impl CompiledKernel for CudaKernel {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
+        self.launch_on(Lane::Own, grid, args)
+    }
+}
+
+/// The stream a launch goes to.
+#[derive(Clone, Copy)]
+pub(crate) enum Lane<'s> {
+    /// The backend's own stream, which all work outside kiln streams goes to.
+    Own,
+    /// A kiln stream's own CUDA stream ([`crate::queue::CudaQueue`]), which takes device
+    /// memory only: host arguments would need temporaries allocated and freed in its order.
+    Stream(&'s Arc<CudaStream>),
+}
+
+impl CudaKernel {
+    /// Launches the kernel on `lane`'s stream. A launch on device memory alone returns once it
+    /// is queued; one with host arguments (on the backend's stream only) when it has
+    /// finished. Fails with `InvalidLaunch` for a host argument on a kiln stream, arguments
+    /// that do not match the parameters, a grid or group past the device's limits, or the
+    /// driver's error.
+    pub(crate) fn launch_on(
+        &self,
+        lane: Lane<'_>,
+        grid: &Grid,
+        args: &mut [LaunchArg<'_>],
+    ) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cuda, k, grid, args, self.info.max_group_size)?;
         check_grid(grid.groups).map_err(|reason| self.err("grid", reason))?;
@@ -564,8 +602,11 @@ impl CompiledKernel for CudaKernel {
             ));
         }
         // The copies below are direct driver calls.
-        bind(&self.stream).map_err(|e| self.err("making the context current", e))?;
-        let stream = &self.stream;
+        let stream: &Arc<CudaStream> = match lane {
+            Lane::Own => &self.stream,
+            Lane::Stream(s) => s,
+        };
+        bind(stream).map_err(|e| self.err("making the context current", e))?;
         // Host arguments get device copies for this launch.
         let mut temps: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(args.len());
         // Each buffer parameter's device address.
@@ -576,6 +617,12 @@ impl CompiledKernel for CudaKernel {
                     let mem = cuda_memory(*m).map_err(|e| self.err(&format!("argument {i}"), e))?;
                     pointers.push(Some(address(mem, stream)));
                     temps.push(None);
+                }
+                (ParamKind::Buffer { .. }, _) if matches!(lane, Lane::Stream(_)) => {
+                    return Err(self.err(
+                        &format!("argument {i}"),
+                        "host memory on a stream (streams take device buffers)",
+                    ));
                 }
                 (ParamKind::Buffer { .. }, _) => {
                     let bytes = a.byte_len();
@@ -685,7 +732,7 @@ impl CompiledKernel for CudaKernel {
 }
 
 /// One allocation of CUDA device memory.
-struct CudaAllocation {
+pub(crate) struct CudaAllocation {
     slice: CudaSlice<u8>,
 }
 
@@ -700,10 +747,10 @@ impl Drop for CudaAllocation {
 }
 
 /// CUDA device memory: a region of an allocation.
-type CudaMemory = Region<CudaAllocation>;
+pub(crate) type CudaMemory = Region<CudaAllocation>;
 
 /// The device address of the first byte of `mem`.
-fn address(mem: &CudaMemory, stream: &CudaStream) -> u64 {
+pub(crate) fn address(mem: &CudaMemory, stream: &CudaStream) -> u64 {
     device_ptr(&mem.allocation.slice, stream) + mem.origin as u64
 }
 
@@ -712,7 +759,7 @@ fn device_ptr(slice: &CudaSlice<u8>, stream: &CudaStream) -> u64 {
     slice.device_ptr(stream).0
 }
 
-fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
+pub(crate) fn cuda_memory(mem: &dyn DeviceMemory) -> Result<&CudaMemory, &'static str> {
     downcast_memory(mem)
 }
 

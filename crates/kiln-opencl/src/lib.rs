@@ -7,20 +7,24 @@
 //! for each launch and copied back where the kernel may write; on a device that shares the
 //! host's memory (`CL_DEVICE_HOST_UNIFIED_MEMORY`: CPUs, integrated GPUs) the kernel uses them
 //! in place instead (`CL_MEM_USE_HOST_PTR`), and the launch waits for it.
+//! Each stream ([`Backend::queue`]) gets a command queue of its own on the same context.
 
 #![deny(missing_docs)]
+mod copies;
+mod launch;
+mod queue;
+
 use kiln_backend::*;
-use kiln_c::{write_validated, Dialect, ScalarArg, Slot};
-use kiln_ir::{Access, CompileOptions, Kernel, KernelInfo, ParamKind};
+use kiln_c::{write_validated, Dialect};
+use kiln_ir::{CompileOptions, Kernel, KernelInfo};
+use launch::{DeviceSide, OpenClKernel};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{get_all_devices, Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
 use opencl3::kernel::Kernel as ClKernel;
-use opencl3::memory::{
-    Buffer, ClMem, CL_MAP_READ, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
-};
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;
-use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::cl_mem;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
@@ -43,6 +47,28 @@ pub fn build_options(options: &CompileOptions) -> &'static str {
 /// The library opencl3 loads.
 pub const LIBRARY: &str = "libOpenCL.so.1";
 
+/// The queue a launch or copy goes to.
+#[derive(Clone, Copy)]
+enum Lane<'q> {
+    /// The backend's own in-order queue, which all work outside streams goes to: a
+    /// temporary given back to the pool as soon as its commands are queued is reused only by
+    /// commands queued after them.
+    Own,
+    /// A stream's queue ([`queue::ClQueue`]): its temporaries are new buffers (a pooled one may
+    /// still be in use on the backend's queue), and a launch finishes the queue before it
+    /// gives them to the pool.
+    Stream(&'q CommandQueue),
+}
+
+impl<'q> Lane<'q> {
+    fn queue(self, shared: &'q Shared) -> &'q CommandQueue {
+        match self {
+            Lane::Own => &shared.queue,
+            Lane::Stream(q) => q,
+        }
+    }
+}
+
 struct Shared {
     context: Context,
     queue: CommandQueue,
@@ -59,49 +85,13 @@ struct Shared {
     sub_buffer_align: Option<usize>,
 }
 
-/// What a launch binds for an argument in device memory.
-enum DeviceSide {
-    /// The memory's own buffer (a whole allocation, or an empty view).
-    Whole(cl_mem),
-    /// A sub-buffer for a view at an aligned origin.
-    Sub(Buffer<u8>),
-    /// A pooled copy of a view's `bytes` bytes at an origin off the alignment, copied back to
-    /// `back` (buffer, origin) after the kernel when it may write them.
-    Staged {
-        buf: Buffer<u8>,
-        bytes: usize,
-        back: Option<(cl_mem, usize)>,
-    },
-}
-
-impl DeviceSide {
-    fn mem(&self) -> cl_mem {
-        match self {
-            DeviceSide::Whole(m) => *m,
-            DeviceSide::Sub(b) | DeviceSide::Staged { buf: b, .. } => b.get(),
-        }
-    }
-}
-
-/// A host argument's device side during a launch.
-enum HostBuffer {
-    /// A copy in a pooled buffer of this many bytes.
-    Copied(usize, Buffer<u8>),
-    /// The host bytes themselves (`CL_MEM_USE_HOST_PTR`); `output` when the kernel may write
-    /// them, so they are mapped afterwards to make its writes visible to the host.
-    InPlace {
-        buf: Buffer<u8>,
-        len: usize,
-        output: bool,
-    },
-}
-
 impl Shared {
-    /// Queues a copy of `bytes` bytes from `(buffer, byte offset)` `from` to `to`, after
-    /// earlier commands (the queue is in order). The regions must lie inside their buffers and
-    /// not overlap. Fails with the driver's error.
+    /// Queues on `queue` a copy of `bytes` bytes from `(buffer, byte offset)` `from` to `to`,
+    /// after earlier commands (queues are in order). The regions must lie inside their buffers
+    /// and not overlap. Fails with the driver's error.
     fn copy_region(
         &self,
+        queue: &CommandQueue,
         from: (cl_mem, usize),
         to: (cl_mem, usize),
         bytes: usize,
@@ -110,7 +100,7 @@ impl Shared {
         // promise); the event is released at once.
         let event = unsafe {
             opencl3::command_queue::enqueue_copy_buffer(
-                self.queue.get(),
+                queue.get(),
                 from.0,
                 to.0,
                 from.1,
@@ -125,11 +115,16 @@ impl Shared {
         Ok(())
     }
 
-    /// How a launch binds `mem`: its buffer when it starts there or is empty, a sub-buffer
-    /// when its origin is on the device's alignment, otherwise a copy in a pooled buffer
-    /// (queued now), which is copied back after the kernel when `written`. Fails with the
-    /// driver's error.
-    fn device_side(&self, mem: &ClMemory, written: bool) -> Result<DeviceSide, String> {
+    /// How a launch on `lane` binds `mem`: its buffer when it starts there or is empty, a
+    /// sub-buffer when its origin is on the device's alignment, otherwise a copy in a
+    /// temporary buffer (queued now), which is copied back after the kernel when `written`.
+    /// Fails with the driver's error.
+    fn device_side(
+        &self,
+        lane: Lane<'_>,
+        mem: &ClMemory,
+        written: bool,
+    ) -> Result<DeviceSide, String> {
         if mem.origin == 0 || mem.bytes == 0 {
             return Ok(DeviceSide::Whole(buffer(mem)));
         }
@@ -147,8 +142,17 @@ impl Shared {
                 .map(DeviceSide::Sub)
                 .map_err(|e| format!("making a sub-buffer: {e}"));
         }
-        let buf = self.create_buffer(mem.bytes).map_err(|e| e.to_string())?;
-        self.copy_region((buffer(mem), mem.origin), (buf.get(), 0), mem.bytes)?;
+        let buf = match lane {
+            Lane::Own => self.create_buffer(mem.bytes),
+            Lane::Stream(_) => self.new_buffer(mem.bytes),
+        }
+        .map_err(|e| e.to_string())?;
+        self.copy_region(
+            lane.queue(self),
+            (buffer(mem), mem.origin),
+            (buf.get(), 0),
+            mem.bytes,
+        )?;
         Ok(DeviceSide::Staged {
             buf,
             bytes: mem.bytes,
@@ -166,15 +170,22 @@ impl Shared {
     /// size, or a new one. Fails with `OutOfMemory` above the device's largest buffer or when
     /// the driver refuses.
     fn create_buffer(&self, bytes: usize) -> Result<Buffer<u8>, BackendError> {
+        check_buffer_bytes(&self.info, bytes as u64, "per buffer")?;
+        match self.pool.take(bytes.max(1)) {
+            Some(kept) => Ok(kept),
+            None => self.new_buffer(bytes),
+        }
+    }
+
+    /// A new device buffer of `bytes` (at least one byte; contents undefined), not from the
+    /// pool. Fails like [`Shared::create_buffer`].
+    fn new_buffer(&self, bytes: usize) -> Result<Buffer<u8>, BackendError> {
         let oom = |reason: String| BackendError::OutOfMemory {
             backend: BackendKind::OpenCl,
             bytes: bytes as u64,
             reason,
         };
         check_buffer_bytes(&self.info, bytes as u64, "per buffer")?;
-        if let Some(kept) = self.pool.take(bytes.max(1)) {
-            return Ok(kept);
-        }
         // SAFETY: a fresh device buffer of at least one byte, no host pointer.
         unsafe {
             Buffer::<u8>::create(
@@ -411,65 +422,11 @@ impl Backend for OpenClBackend {
     }
 
     fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<(), BackendError> {
-        let m = cl_memory(mem).map_err(|e| self.copy_err(e.to_string()))?;
-        if data.len() > m.bytes {
-            return Err(self.copy_err(format!(
-                "copy of {} bytes into device memory of {} bytes",
-                data.len(),
-                m.bytes
-            )));
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: the in-order queue runs this blocking write after earlier launches; the
-        // buffer holds at least `data.len()` bytes; the returned event is released at once.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_write_buffer(
-                self.shared.queue.get(),
-                buffer(m),
-                CL_BLOCKING,
-                m.origin,
-                data.len(),
-                data.as_ptr() as *const std::ffi::c_void,
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(|e| self.copy_err(format!("writing device memory: OpenCL error {e}")))?;
-        drop(opencl3::event::Event::new(event));
-        Ok(())
+        self.shared.write(&self.shared.queue, mem, data)
     }
 
     fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<(), BackendError> {
-        let m = cl_memory(mem).map_err(|e| self.copy_err(e.to_string()))?;
-        if out.len() > m.bytes {
-            return Err(self.copy_err(format!(
-                "copy of {} bytes out of device memory of {} bytes",
-                out.len(),
-                m.bytes
-            )));
-        }
-        if out.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: blocking read after earlier launches (in-order queue) into a live slice;
-        // the buffer holds `out.len()` bytes from `origin`; the event is released at once.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_read_buffer(
-                self.shared.queue.get(),
-                buffer(m),
-                CL_BLOCKING,
-                m.origin,
-                out.len(),
-                out.as_mut_ptr() as *mut std::ffi::c_void,
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(|e| self.copy_err(format!("reading device memory: OpenCL error {e}")))?;
-        drop(opencl3::event::Event::new(event));
-        Ok(())
+        self.shared.read(&self.shared.queue, mem, out)
     }
 
     fn copy(
@@ -478,24 +435,15 @@ impl Backend for OpenClBackend {
         dst: &dyn DeviceMemory,
         bytes: usize,
     ) -> Result<(), BackendError> {
-        check_copy(BackendKind::OpenCl, src, dst, bytes)?;
-        let (s, d) = (
-            cl_memory(src).map_err(|e| self.copy_err(e.to_string()))?,
-            cl_memory(dst).map_err(|e| self.copy_err(e.to_string()))?,
-        );
-        if bytes == 0 || (buffer(s) == buffer(d) && s.origin == d.origin) {
-            return Ok(());
-        }
-        self.shared
-            .copy_region((buffer(s), s.origin), (buffer(d), d.origin), bytes)
-            .map_err(|e| self.copy_err(e))
+        self.shared.copy(&self.shared.queue, src, dst, bytes)
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
-        self.shared
-            .queue
-            .finish()
-            .map_err(|e| self.copy_err(format!("waiting for the queue: {e}")))
+        copies::finish(&self.shared.queue)
+    }
+
+    fn queue(&self) -> Result<Option<Box<dyn DeviceQueue>>, BackendError> {
+        Ok(Some(Box::new(queue::ClQueue::new(self.shared.clone())?)))
     }
 
     fn compile_prepared(
@@ -546,14 +494,6 @@ impl Backend for OpenClBackend {
 }
 
 impl OpenClBackend {
-    fn copy_err(&self, reason: String) -> BackendError {
-        BackendError::InvalidLaunch {
-            backend: BackendKind::OpenCl,
-            kernel: String::new(),
-            reason,
-        }
-    }
-
     /// The OpenCL C of a prepared kernel, after checking the device has what it needs.
     fn source<'p>(&self, prepared: &'p Prepared) -> Result<&'p kiln_c::Source, BackendError> {
         let src: &kiln_c::Source = prepared.written(BackendKind::OpenCl)?;
@@ -596,286 +536,6 @@ impl OpenClBackend {
             _program: program,
             shared: self.shared.clone(),
         }))
-    }
-}
-
-struct OpenClKernel {
-    kernel: Arc<Kernel>,
-    /// What each argument of the compiled kernel takes.
-    slots: Vec<Slot>,
-    cl: Mutex<ClKernel>,
-    _program: Program,
-    shared: Arc<Shared>,
-}
-
-// SAFETY: the OpenCL kernel object is only used while holding the mutex.
-unsafe impl Sync for OpenClKernel {}
-
-impl OpenClKernel {
-    fn launch_err(&self, what: &str, e: impl std::fmt::Display) -> BackendError {
-        BackendError::InvalidLaunch {
-            backend: BackendKind::OpenCl,
-            kernel: self.kernel.name.clone(),
-            reason: format!("{what}: {e}"),
-        }
-    }
-}
-
-/// Ok when `grid` fits the device: each axis of a group within `item_sizes`, and at most
-/// u32::MAX groups in all (PoCL 3.1 counts them in 32 bits: 65536 x 65536 groups crashed it
-/// with SIGILL, 4096^3 with a failed assertion). Otherwise the reason, so the launch fails
-/// typed before it copies anything.
-fn check_grid(grid: &Grid, item_sizes: &[u64; 3]) -> Result<(), String> {
-    for ((axis, &n), &max) in ["x", "y", "z"].iter().zip(&grid.group_size).zip(item_sizes) {
-        if n as u64 > max {
-            return Err(format!(
-                "{n} work items along {axis}; this device's groups hold at most {max} along {axis}"
-            ));
-        }
-    }
-    let groups: u64 = grid.groups.iter().map(|&g| g as u64).product();
-    if groups > u32::MAX as u64 {
-        return Err(format!(
-            "{groups} groups in all ({:?}); an OpenCL launch here takes at most u32::MAX",
-            grid.groups
-        ));
-    }
-    Ok(())
-}
-
-impl CompiledKernel for OpenClKernel {
-    fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
-        let k = &self.kernel;
-        let info = &self.shared.info;
-        let shape = check_launch(BackendKind::OpenCl, k, grid, args, info.max_group_size)?;
-        check_grid(grid, &self.shared.item_sizes).map_err(|e| self.launch_err("grid", e))?;
-        check_shared_bytes(info, shape.shared_bytes(k).0, "at C element sizes")?;
-        let cl = self.cl.lock().unwrap_or_else(|p| p.into_inner());
-        let queue = &self.shared.queue;
-        // Each host argument's bytes and whether the kernel may write them, taken before the
-        // arguments are read so that written ones come from their `&mut`.
-        let host: Vec<Option<(*mut u8, usize, bool)>> = args
-            .iter_mut()
-            .map(|a| match a {
-                LaunchArg::Read(b) => Some((b.as_ptr().cast_mut(), b.len(), false)),
-                LaunchArg::ReadWrite(b) => Some((b.as_mut_ptr(), b.len(), true)),
-                LaunchArg::Write(b) => Some((b.as_mut_ptr().cast(), b.len(), true)),
-                _ => None,
-            })
-            .collect();
-        // Host arguments' device sides, released after the launch.
-        let mut buffers: Vec<Option<HostBuffer>> = Vec::new();
-        // Device arguments' sides, held until the kernel is queued.
-        let mut sides: Vec<DeviceSide> = Vec::new();
-        // Each buffer parameter's memory object.
-        let mut memory: Vec<Option<cl_mem>> = Vec::new();
-        for (i, (p, a)) in k.params.iter().zip(args.iter()).enumerate() {
-            match (&p.kind, a) {
-                (ParamKind::Buffer { access, .. }, LaunchArg::Device(m)) => {
-                    let argument = |e| self.launch_err(&format!("argument {i}"), e);
-                    let mem = cl_memory(*m).map_err(|e| argument(e.to_string()))?;
-                    let side = self
-                        .shared
-                        .device_side(mem, *access != Access::Read)
-                        .map_err(argument)?;
-                    memory.push(Some(side.mem()));
-                    sides.push(side);
-                    buffers.push(None);
-                }
-                (ParamKind::Buffer { .. }, _) => {
-                    let side = match host[i] {
-                        Some((ptr, len, output)) if self.shared.host_unified && len > 0 => {
-                            // SAFETY: the argument borrows the bytes for the whole launch,
-                            // which finishes the queue before it returns.
-                            let buf = unsafe { self.shared.host_buffer(ptr, len, output)? };
-                            HostBuffer::InPlace { buf, len, output }
-                        }
-                        _ => {
-                            let mut buf = self.shared.create_buffer(a.byte_len())?;
-                            let input: Option<&[u8]> = match a {
-                                LaunchArg::Read(b) => Some(b),
-                                LaunchArg::ReadWrite(b) => Some(b),
-                                _ => None,
-                            };
-                            if let Some(h) = input.filter(|h| !h.is_empty()) {
-                                // SAFETY: blocking write of a live host slice into a buffer at
-                                // least as large.
-                                unsafe {
-                                    queue.enqueue_write_buffer(&mut buf, CL_BLOCKING, 0, h, &[])
-                                }
-                                .map_err(|e| self.launch_err("uploading", e))?;
-                            }
-                            HostBuffer::Copied(a.byte_len(), buf)
-                        }
-                    };
-                    let buf = match &side {
-                        HostBuffer::Copied(_, b) | HostBuffer::InPlace { buf: b, .. } => b,
-                    };
-                    memory.push(Some(buf.get()));
-                    buffers.push(Some(side));
-                }
-                (ParamKind::Value(_), LaunchArg::Value(_)) => {
-                    memory.push(None);
-                    buffers.push(None);
-                }
-                _ => return Err(self.launch_err("argument", "does not match its parameter")),
-            }
-        }
-        for (arg, slot) in self.slots.iter().enumerate() {
-            let arg = arg as u32;
-            let missing = || self.launch_err("argument", format!("{slot:?} has no argument"));
-            // SAFETY: each argument is set as the slot kiln-c wrote for it says: a memory
-            // object, a `uint`, a scalar of the component's size, or local memory.
-            let set = unsafe {
-                match *slot {
-                    Slot::Pointer { param } => {
-                        let mem = memory.get(param).copied().flatten().ok_or_else(missing)?;
-                        cl.set_arg(arg, &mem)
-                    }
-                    Slot::Length { param } => {
-                        cl.set_arg(arg, &(shape.buffer_lengths[param] as u32))
-                    }
-                    Slot::Component {
-                        param,
-                        offset,
-                        size,
-                    } => match args.get(param) {
-                        Some(LaunchArg::Value(bytes)) => {
-                            match ScalarArg::component(bytes, offset, size).ok_or_else(missing)? {
-                                ScalarArg::B1(v) => cl.set_arg(arg, &v),
-                                ScalarArg::B2(v) => cl.set_arg(arg, &v),
-                                ScalarArg::B4(v) => cl.set_arg(arg, &v),
-                                ScalarArg::B8(v) => cl.set_arg(arg, &v),
-                            }
-                        }
-                        _ => return Err(missing()),
-                    },
-                    Slot::SharedLength { shared } => cl.set_arg(arg, &shape.shared_lengths[shared]),
-                    Slot::SharedMemory { shared } => {
-                        let n = shape.shared_lengths[shared] as usize;
-                        let bytes = n * k.shared[shared].elem.size() as usize;
-                        cl.set_arg_local_buffer(arg, bytes.max(1))
-                    }
-                }
-            };
-            set.map_err(|e| self.launch_err(&format!("setting argument {arg} ({slot:?})"), e))?;
-        }
-        if shape.groups > 0 {
-            let global: Vec<usize> = (0..3)
-                .map(|a| grid.groups[a] as usize * grid.group_size[a] as usize)
-                .collect();
-            let local: Vec<usize> = grid.group_size.iter().map(|&g| g as usize).collect();
-            // SAFETY: every argument is set; sizes are validated above.
-            unsafe {
-                queue.enqueue_nd_range_kernel(
-                    cl.get(),
-                    3,
-                    std::ptr::null(),
-                    global.as_ptr(),
-                    local.as_ptr(),
-                    &[],
-                )
-            }
-            .map_err(|e| self.launch_err("enqueueing the kernel", e))?;
-        }
-        // Once the kernel is queued, the launch finishes the queue before it returns, error
-        // or not, so that nothing writes or reads the host bytes after it.
-        let downloads = self
-            .copy_back_views(&sides)
-            .and_then(|_| self.queue_host_results(args, &buffers));
-        let host_outputs = args
-            .iter()
-            .any(|a| matches!(a, LaunchArg::ReadWrite(_) | LaunchArg::Write(_)));
-        let in_place = buffers
-            .iter()
-            .any(|b| matches!(b, Some(HostBuffer::InPlace { .. })));
-        if downloads.is_err() || host_outputs || in_place {
-            let finished = queue.finish();
-            downloads?;
-            finished.map_err(|e| self.launch_err("running", e))?;
-        }
-        for side in buffers.into_iter().flatten() {
-            if let HostBuffer::Copied(bytes, buf) = side {
-                self.shared.release(bytes, buf);
-            }
-        }
-        for side in sides {
-            if let DeviceSide::Staged { buf, bytes, .. } = side {
-                self.shared.release(bytes, buf);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl OpenClKernel {
-    /// Queues the copies of staged views the kernel may have written back to their buffers.
-    fn copy_back_views(&self, sides: &[DeviceSide]) -> Result<(), BackendError> {
-        for side in sides {
-            if let DeviceSide::Staged {
-                buf,
-                bytes,
-                back: Some(to),
-            } = side
-            {
-                self.shared
-                    .copy_region((buf.get(), 0), *to, *bytes)
-                    .map_err(|e| self.launch_err("copying a view back", e))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Queues what brings the kernel's writes to host arguments back to the host: a read of
-    /// each copied one, a map and unmap of each one used in place.
-    fn queue_host_results(
-        &self,
-        args: &mut [LaunchArg<'_>],
-        buffers: &[Option<HostBuffer>],
-    ) -> Result<(), BackendError> {
-        let queue = &self.shared.queue;
-        for (a, side) in args.iter_mut().zip(buffers) {
-            match side {
-                Some(HostBuffer::Copied(_, buf)) => {
-                    let Some(host) = a.host_output() else {
-                        continue;
-                    };
-                    if !host.is_empty() {
-                        // SAFETY: non-blocking read into a live host slice; `finish` below
-                        // waits for it.
-                        unsafe { queue.enqueue_read_buffer(buf, CL_NON_BLOCKING, 0, host, &[]) }
-                            .map_err(|e| self.launch_err("downloading", e))?;
-                    }
-                }
-                Some(HostBuffer::InPlace {
-                    buf,
-                    len,
-                    output: true,
-                }) => {
-                    // Mapping a host-pointer buffer makes the kernel's writes visible in the
-                    // host bytes (the spec's only promise); unmapping hands them back.
-                    let mut mapped: opencl3::types::cl_mem = std::ptr::null_mut();
-                    // SAFETY: maps the whole live buffer for reading; unmapped right after.
-                    unsafe {
-                        queue.enqueue_map_buffer(
-                            buf,
-                            CL_NON_BLOCKING,
-                            CL_MAP_READ,
-                            0,
-                            *len,
-                            &mut mapped,
-                            &[],
-                        )
-                    }
-                    .map_err(|e| self.launch_err("mapping a host argument", e))?;
-                    // SAFETY: `mapped` is the pointer the map above returned for `buf`.
-                    unsafe { queue.enqueue_unmap_mem_object(buf.get(), mapped, &[]) }
-                        .map_err(|e| self.launch_err("unmapping a host argument", e))?;
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 }
 

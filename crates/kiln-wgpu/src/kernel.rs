@@ -77,6 +77,10 @@ impl WgpuKernel {
 }
 
 impl CompiledKernel for WgpuKernel {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn launch(&self, grid: &Grid, args: &mut [LaunchArg<'_>]) -> Result<(), BackendError> {
         let k = &self.kernel;
         let shared = &self.shared;
