@@ -12,7 +12,9 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::host_buffer::HostBuffer;
 use crate::lang::{Extent, IntoKernel, KernelArgs};
-use kiln_backend::{Backend, DeviceMemory, DeviceQueue, Grid, LaunchArg};
+use kiln_backend::{
+    Backend, BackendError, CompiledKernel, DeviceMemory, DeviceQueue, Grid, LaunchArg,
+};
 use kiln_ir::IrType;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -62,46 +64,47 @@ use std::task::{Context as TaskContext, Poll, Waker};
 /// ```
 pub struct Stream {
     ctx: Context,
-    lane: Lane,
+    device: Arc<dyn DeviceQueue>,
     queue: Arc<Queue>,
 }
 
-/// Where a stream's work runs on the device.
-#[derive(Clone)]
-enum Lane {
-    /// A device queue of the stream's own (OpenCL, CUDA).
-    Own(Arc<dyn DeviceQueue>),
-    /// The backend's one queue, which all other work goes to too (CPU, wgpu).
-    Backend(Arc<dyn Backend>),
-}
+/// The backend's one queue as a stream's device queue, where the backend has none per stream
+/// (CPU, wgpu): every call is the backend's own, in order with all its other work.
+struct BackendQueue(Arc<dyn Backend>);
 
-impl Lane {
-    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> Result<()> {
-        Ok(match self {
-            Lane::Own(q) => q.upload(mem, data),
-            Lane::Backend(b) => b.upload(mem, data),
-        }?)
+impl DeviceQueue for BackendQueue {
+    fn launch(
+        &self,
+        kernel: &dyn CompiledKernel,
+        grid: &Grid,
+        args: &mut [LaunchArg<'_>],
+    ) -> std::result::Result<(), BackendError> {
+        kernel.launch(grid, args)
     }
 
-    fn download(&self, mem: &dyn DeviceMemory, out: &mut [u8]) -> Result<()> {
-        Ok(match self {
-            Lane::Own(q) => q.download(mem, out),
-            Lane::Backend(b) => b.download(mem, out),
-        }?)
+    fn upload(&self, mem: &dyn DeviceMemory, data: &[u8]) -> std::result::Result<(), BackendError> {
+        self.0.upload(mem, data)
     }
 
-    fn copy(&self, src: &dyn DeviceMemory, dst: &dyn DeviceMemory, bytes: usize) -> Result<()> {
-        Ok(match self {
-            Lane::Own(q) => q.copy(src, dst, bytes),
-            Lane::Backend(b) => b.copy(src, dst, bytes),
-        }?)
+    fn download(
+        &self,
+        mem: &dyn DeviceMemory,
+        out: &mut [u8],
+    ) -> std::result::Result<(), BackendError> {
+        self.0.download(mem, out)
     }
 
-    fn synchronize(&self) -> Result<()> {
-        Ok(match self {
-            Lane::Own(q) => q.synchronize(),
-            Lane::Backend(b) => b.synchronize(),
-        }?)
+    fn copy(
+        &self,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+    ) -> std::result::Result<(), BackendError> {
+        self.0.copy(src, dst, bytes)
+    }
+
+    fn synchronize(&self) -> std::result::Result<(), BackendError> {
+        self.0.synchronize()
     }
 }
 
@@ -353,9 +356,9 @@ impl Context {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn stream(&self) -> Result<Stream> {
-        let lane = match self.backend().queue()? {
-            Some(q) => Lane::Own(Arc::from(q)),
-            None => Lane::Backend(self.backend().clone()),
+        let device: Arc<dyn DeviceQueue> = match self.backend().queue()? {
+            Some(q) => Arc::from(q),
+            None => Arc::new(BackendQueue(self.backend().clone())),
         };
         let queue = Arc::new(Queue {
             state: Mutex::new(State {
@@ -378,7 +381,7 @@ impl Context {
             })?;
         Ok(Stream {
             ctx: self.clone(),
-            lane,
+            device,
             queue,
         })
     }
@@ -407,13 +410,13 @@ impl Stream {
         held: H,
         run: impl FnOnce(&H) -> Result<()> + Send + 'static,
     ) {
-        let lane = self.lane.clone();
+        let device = self.device.clone();
         self.push(what, move || {
             let ran = run(&held);
-            let finished = lane.synchronize();
+            let finished = device.synchronize();
             drop(held);
             ran?;
-            finished
+            Ok(finished?)
         });
     }
 
@@ -483,7 +486,7 @@ impl Stream {
             });
         }
         let (ctx, name, grid) = (self.ctx.clone(), r.ir.name.clone(), r.grid);
-        let lane = self.lane.clone();
+        let device = self.device.clone();
         let held = (owned, compiled);
         self.push_on_device(
             format!("launch of `{name}`"),
@@ -496,12 +499,9 @@ impl Stream {
                         OwnedArg::Value(v) => LaunchArg::Value(v.clone()),
                     })
                     .collect();
-                match &lane {
-                    Lane::Own(q) => {
-                        ctx.count_launch(&name, &grid, || q.launch(&**compiled, &grid, &mut args))
-                    }
-                    Lane::Backend(_) => ctx.launch_compiled(&name, &**compiled, &grid, &mut args),
-                }
+                ctx.count_launch(&name, &grid, || {
+                    device.launch(&**compiled, &grid, &mut args)
+                })
             },
         );
         Ok(())
@@ -518,9 +518,9 @@ impl Stream {
     ) -> Result<Pending<HostBuffer<T>>> {
         let dst = dst.into();
         self.check_lengths(&dst, host.len())?;
-        let (memory, lane) = (dst.memory().clone(), self.lane.clone());
+        let (memory, device) = (dst.memory().clone(), self.device.clone());
         self.push_pending(format!("upload of {} elements", host.len()), move || {
-            lane.upload(&*memory, host.bytes())?;
+            device.upload(&*memory, host.bytes())?;
             Ok(host)
         })
     }
@@ -535,9 +535,9 @@ impl Stream {
     ) -> Result<Pending<HostBuffer<T>>> {
         let src = src.into();
         self.check_lengths(&src, host.len())?;
-        let (memory, lane) = (src.memory().clone(), self.lane.clone());
+        let (memory, device) = (src.memory().clone(), self.device.clone());
         self.push_pending(format!("download of {} elements", host.len()), move || {
-            lane.download(&*memory, host.bytes_mut())?;
+            device.download(&*memory, host.bytes_mut())?;
             Ok(host)
         })
     }
@@ -555,11 +555,11 @@ impl Stream {
         self.ctx.check_device(src.backend())?;
         let bytes = std::mem::size_of::<T>() * src.len();
         let held = (src.memory().clone(), dst.memory().clone());
-        let lane = self.lane.clone();
+        let device = self.device.clone();
         self.push_on_device(
             format!("device copy of {} elements", src.len()),
             held,
-            move |(from, to)| lane.copy(&**from, &**to, bytes),
+            move |(from, to)| Ok(device.copy(&**from, &**to, bytes)?),
         );
         Ok(())
     }
