@@ -346,11 +346,13 @@ fn fingerprint_of(
 }
 
 /// Stores each of `vals` to an output of its own, so a fingerprint records which values
-/// are handed on as well as the IR that computes them.
+/// are handed on as well as the IR that computes them. The outputs share one name: a
+/// fingerprint is compared, never compiled, and its parameters' order tells them apart.
 fn store_outputs(k: &KernelScope, vals: &[AnyVal]) {
-    for (j, v) in vals.iter().enumerate() {
-        let out = k.buffer_dyn(&format!("out{j}"), v.ty.clone(), Access::Write);
-        store_dyn(out, lit(0u32), v);
+    let at = lit(0u32);
+    for v in vals {
+        let out = k.buffer_dyn("out", v.ty.clone(), Access::Write);
+        store_dyn(out, at, v);
     }
 }
 

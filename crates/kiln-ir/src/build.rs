@@ -237,6 +237,11 @@ thread_local! {
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
+/// How many expressions, and statements of its outermost block, a function has room for when
+/// its building starts: a query's fingerprint, built on every cached call, holds about that
+/// many, and growing both vectors from empty cost a reallocation per doubling.
+const EXPRS_RESERVED: usize = 16;
+
 fn with_kernel<R>(f: impl FnOnce(&mut KernelState) -> R) -> Option<R> {
     BUILDING.with(|b| b.borrow_mut().last_mut().map(f))
 }
@@ -249,8 +254,11 @@ fn new_fn(name: &str, params: Vec<Param>, result: Option<Type>) -> FnState {
     FnState {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         name: name.to_string(),
-        body: Body::default(),
-        blocks: vec![Vec::new()],
+        body: Body {
+            exprs: Vec::with_capacity(EXPRS_RESERVED),
+            ..Body::default()
+        },
+        blocks: vec![Vec::with_capacity(EXPRS_RESERVED)],
         loops: 0,
         params,
         result,
