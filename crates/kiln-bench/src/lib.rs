@@ -11,10 +11,12 @@ mod kernels;
 mod cases;
 mod data;
 mod overheads;
+mod peers;
 
 use cases::{Baseline, Measure, Needs};
 use data::Bench;
 use kiln::prelude::*;
+pub use peers::Peer;
 use std::collections::{HashMap, HashSet};
 
 /// What to run.
@@ -30,6 +32,9 @@ pub struct Options {
     /// Only the cases whose names hold one of these (all when empty), and then without the
     /// compile and call overheads.
     pub cases: Vec<String>,
+    /// Also time numpy, Polars and DuckDB on the cases they have, on the same inputs
+    /// (`peers.py` beside this crate, run with `python3`; each engine where it is installed).
+    pub peers: bool,
 }
 
 /// What the engine tells its caller while it runs.
@@ -109,6 +114,8 @@ pub struct Report {
     /// written by its own copy of one buffer of `n` f32 to another, the memory bandwidth
     /// those cases are measured against.
     pub copy_gbs: Vec<(String, f64)>,
+    /// numpy's, Polars' and DuckDB's times on the cases they have ([`Options::peers`]).
+    pub peers: Vec<Peer>,
 }
 
 /// What stops a run.
@@ -260,8 +267,13 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
         }
     }
     let per_device = cases.len() + selected.is_empty() as usize;
+    let peer_cases: Vec<&'static str> = cases
+        .iter()
+        .map(|c| c.name)
+        .filter(|name| options.peers && peers::has(name))
+        .collect();
     on(Event::Start {
-        steps: host_baselines.len() + devices.len() * per_device,
+        steps: host_baselines.len() + !peer_cases.is_empty() as usize + devices.len() * per_device,
     });
     on(Event::Note(format!(
         "n = 2^{} = {n}; best of up to {reps}",
@@ -282,7 +294,14 @@ pub fn run(options: &Options, on: &mut dyn FnMut(Event)) -> Result<Report, Bench
         rows: Vec::new(),
         overheads: Vec::new(),
         copy_gbs: Vec::new(),
+        peers: Vec::new(),
     };
+    if !peer_cases.is_empty() {
+        report.peers = peers::measure(&bench, &peer_cases, &mut |line| on(Event::Note(line)));
+        on(Event::Step {
+            what: "numpy, Polars and DuckDB".into(),
+        });
+    }
     let skip_device = |on: &mut dyn FnMut(Event), label: &str, why: String| {
         on(Event::Note(why));
         for _ in 0..per_device {
@@ -400,13 +419,44 @@ impl Report {
                 r.ratio()
             );
         }
+        let peers = self.peer_rows();
+        if !peers.is_empty() {
+            out += "\n| case | backend | n | kiln ms | engine | engine ms | ratio (engine/kiln) |\n|---|---|---|---|---|---|---|\n";
+            for (r, p) in peers {
+                out += &format!(
+                    "| {} | {} | {} | {:.3} | {} | {:.3} | {:.2} |\n",
+                    r.case,
+                    r.backend,
+                    r.n,
+                    r.kiln_ms,
+                    p.engine,
+                    p.ms,
+                    finite(p.ms / r.kiln_ms)
+                );
+            }
+        }
         out
+    }
+
+    /// Each peer time beside each device's row of its case, in table order.
+    fn peer_rows(&self) -> Vec<(&Row, &Peer)> {
+        self.rows
+            .iter()
+            .flat_map(|r| {
+                self.peers
+                    .iter()
+                    .filter(|p| p.case == r.case)
+                    .map(move |p| (r, p))
+            })
+            .collect()
     }
 
     /// The rows, then each device's overheads as two rows against their targets (10 ms for
     /// a cold compile, 50 us for a cached call), as JSON objects of `case`, `backend`, `n`,
     /// `kiln_ms`, `baseline`, `baseline_ms` and `ratio`, and where a row has a naive baseline
-    /// beside the tuned one, `naive`, `naive_ms` and `naive_ratio`.
+    /// beside the tuned one, `naive`, `naive_ms` and `naive_ratio`; last, each peer engine's
+    /// time against each device's row of its case, the engine as `baseline` and `"peer":
+    /// true`.
     pub fn json_items(&self) -> Vec<String> {
         let mut items: Vec<String> = self
             .rows
@@ -423,6 +473,9 @@ impl Report {
             let (backend, compile_ms, per_call_us) = (&o.backend, o.compile_ms, o.per_call_us);
             items.push(format!("  {{\"case\": \"cold compile (fused query)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {compile_ms:.4}, \"baseline\": \"target 10 ms\", \"baseline_ms\": 10.0, \"ratio\": {:.4}}}", finite(10.0 / compile_ms)));
             items.push(format!("  {{\"case\": \"per-call overhead (cached, 1000 elements)\", \"backend\": \"{backend}\", \"n\": 1000, \"kiln_ms\": {:.6}, \"baseline\": \"target 0.05 ms\", \"baseline_ms\": 0.05, \"ratio\": {:.4}}}", per_call_us / 1e3, finite(50.0 / per_call_us)));
+        }
+        for (r, p) in self.peer_rows() {
+            items.push(format!("  {{\"case\": \"{}\", \"backend\": \"{}\", \"n\": {}, \"kiln_ms\": {:.6}, \"baseline\": \"{}\", \"baseline_ms\": {:.6}, \"ratio\": {:.4}, \"peer\": true}}", r.case, r.backend, r.n, r.kiln_ms, p.engine, p.ms, finite(p.ms / r.kiln_ms)));
         }
         items
     }

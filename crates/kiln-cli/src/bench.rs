@@ -32,6 +32,10 @@ pub(crate) struct Request {
     /// List the cases instead.
     #[arg(long)]
     list: bool,
+    /// Leave out numpy, Polars and DuckDB (by default timed on the cases they have, where
+    /// python3 has them).
+    #[arg(long)]
+    no_peers: bool,
 }
 
 /// The sizes `a..b` names, as powers of two from `a` to `b`.
@@ -87,6 +91,7 @@ pub(crate) fn run(r: Request) -> Result<(), Failure> {
             quick: r.quick,
             backend: r.backend.clone(),
             cases: r.cases.clone(),
+            peers: !r.no_peers,
         };
         let report = kiln_bench::run(&options, &mut |event| match event {
             Event::Start { steps } => bar.inc_length(steps as u64),

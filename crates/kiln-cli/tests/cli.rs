@@ -464,11 +464,13 @@ fn bench_writes_a_table_json_and_a_bar_per_case_and_device() {
         .filter(|c| c.contains("sum"))
         .collect();
     assert!(want.len() > 5, "{want:?}");
-    let cases: Vec<&str> = items.iter().map(|i| i["case"].as_str().unwrap()).collect();
+    // numpy's, Polars' and DuckDB's rows come last (see the peers test below).
+    let rows: Vec<&Value> = items.iter().filter(|i| i.get("peer").is_none()).collect();
+    let cases: Vec<&str> = rows.iter().map(|i| i["case"].as_str().unwrap()).collect();
     assert_eq!(cases, want, "each selected case once, in table order");
     let bars = svg_elements(&svg, "bar");
-    assert_eq!(bars.len(), items.len());
-    for (item, bar) in items.iter().zip(&bars) {
+    assert_eq!(bars.len(), rows.len());
+    for (item, bar) in rows.iter().zip(&bars) {
         assert_eq!(item["backend"], "cpu");
         assert_eq!(item["n"], 4096);
         let (kiln, base, ratio) = (
@@ -491,6 +493,76 @@ fn bench_writes_a_table_json_and_a_bar_per_case_and_device() {
         assert!(attr(bar, "width").parse::<f64>().unwrap() >= 1.0);
     }
     std::fs::remove_file(&svg).unwrap();
+}
+
+/// True when `python3` imports `module`.
+fn python_has(module: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn bench_times_numpy_polars_and_duckdb_where_python_has_them() {
+    let args = ["sum", "--quick", "--log2", "12", "--backend", "cpu"];
+    let (out, status, items, svg) = bench("peers", &args);
+    std::fs::remove_file(&svg).unwrap();
+    assert_eq!(status, Some(0), "{out}");
+    let kiln_ms = |case: &str| {
+        items
+            .iter()
+            .find(|i| i.get("peer").is_none() && i["case"] == case)
+            .and_then(|i| i["kiln_ms"].as_f64())
+            .unwrap_or_else(|| panic!("no kiln row of {case}"))
+    };
+    for engine in ["numpy", "polars", "duckdb"] {
+        let rows: Vec<&Value> = items
+            .iter()
+            .filter(|i| i["peer"] == true)
+            .filter(|i| i["baseline"].as_str().unwrap().starts_with(engine))
+            .collect();
+        if !(python_has("numpy") && python_has(engine)) {
+            assert!(rows.is_empty(), "{rows:?}");
+            assert!(out.contains(&format!("no {engine} rows")), "{out}");
+            continue;
+        }
+        // Every engine has these two; the others are in table order among the selected.
+        let position = |case: &str| kiln_bench::case_names().iter().position(|c| *c == case);
+        let cases: Vec<&str> = rows.iter().map(|i| i["case"].as_str().unwrap()).collect();
+        assert!(
+            cases.contains(&"sum") && cases.contains(&"map-filter-map-sum"),
+            "{out}"
+        );
+        assert!(cases.iter().all(|c| c.contains("sum")), "{cases:?}");
+        assert!(cases.is_sorted_by_key(|c| position(c)), "{cases:?}");
+        for item in rows {
+            let (case, ms) = (
+                item["case"].as_str().unwrap(),
+                item["baseline_ms"].as_f64().unwrap(),
+            );
+            assert_eq!(item["backend"], "cpu");
+            assert_eq!(item["kiln_ms"].as_f64().unwrap(), kiln_ms(case));
+            assert!(ms > 0.0, "{item}");
+            let ratio = item["ratio"].as_f64().unwrap();
+            assert!(
+                (ratio - ms / kiln_ms(case)).abs() <= 0.01 * ratio + 1e-4,
+                "{item}"
+            );
+            let engine = item["baseline"].as_str().unwrap();
+            let line = format!("| {case} | cpu | 4096 | ");
+            assert!(
+                out.lines()
+                    .any(|l| l.starts_with(&line) && l.contains(engine)),
+                "{line} {engine}\n{out}"
+            );
+        }
+    }
+    let (out, status, items, svg) = bench("no-peers", &[&args[..], &["--no-peers"]].concat());
+    std::fs::remove_file(&svg).unwrap();
+    assert_eq!(status, Some(0), "{out}");
+    assert!(items.iter().all(|i| i.get("peer").is_none()), "{items:?}");
+    assert!(!out.contains("numpy"), "{out}");
 }
 
 #[test]
