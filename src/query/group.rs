@@ -26,10 +26,12 @@
 
 use super::*;
 
+mod counts;
 mod dense;
 mod explain;
 mod tuple;
 
+use counts::{count_single_key, Counted, HISTOGRAM_KEYS};
 use dense::{dense_chunk_on, dense_plan, DENSE_KEYS, RANGES_PER_REDUCTION};
 pub(super) use dense::{dense_fold_values, key_ranges};
 use tuple::dense_fold_tuple;
@@ -431,12 +433,26 @@ impl<'a, K: Row, T: Row> GroupBy<'a, K, T> {
     pub fn count(self) -> Result<Vec<(K, usize)>> {
         let _span = self.query.plan_span("group_by count");
         let mut pairs = self.pairs::<u32>(Box::new(one_u32))?;
-        let zero = [ScalarValue::U32(0)];
-        if let Some(counts) = dense_fold(&mut pairs, &zero, &add_columns, FoldOp::Adds)? {
-            return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
+        let types = key_types::<K>();
+        match types[..] {
+            [ty] if ty.is_int() => match count_single_key(pairs, ty)? {
+                Counted::Counts(counts) => {
+                    let key = |k| K::from_values(&mut std::iter::once(k));
+                    return Ok(counts
+                        .into_iter()
+                        .map(|(k, c)| (key(k), c as usize))
+                        .collect());
+                }
+                Counted::Declined(rows) => pairs = rows,
+            },
+            _ => {
+                let zero = [ScalarValue::U32(0)];
+                if let Some(counts) = dense_fold(&mut pairs, &zero, &add_columns, FoldOp::Adds)? {
+                    return Ok(counts.into_iter().map(|(k, c)| (k, c as usize)).collect());
+                }
+            }
         }
         let ctx = pairs.ctx.clone();
-        let types = key_types::<K>();
         let parts = types.len();
         let keys: Query<K> = pairs.map_erased(move |c| c[..parts].to_vec()).retype();
         let (sorted, n) = keys.sorted_by_first_columns(&types, false).into_columns()?;

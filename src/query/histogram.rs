@@ -17,7 +17,7 @@ const PRIVATE_BINS: u32 = 4096;
 
 /// Where a histogram kernel counts.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Counts {
+pub(super) enum Counts {
     /// One global atomic per element; one element per work item.
     Global,
     /// A private array per work item, which counts its chunk.
@@ -222,7 +222,12 @@ impl<'a, T: Int + Row> Query<'a, T> {
 /// * chunked, more bins: rows of counts in device memory, one per chunk (see [`row_chunk`]),
 ///   then one work item per bin adds up its column;
 /// * otherwise one global atomic per element.
-fn histogram_plan(profile: &DeviceProfile, inputs: usize, n: usize, bins: u32) -> (Plan, Counts) {
+pub(super) fn histogram_plan(
+    profile: &DeviceProfile,
+    inputs: usize,
+    n: usize,
+    bins: u32,
+) -> (Plan, Counts) {
     let chunked = !profile.grouped();
     let key = |place: u32, group: u32| ("query_histogram", [bins, place, group]);
     let counted = |key, place| {

@@ -1,5 +1,5 @@
-//! Groupings by tuple keys against `BTreeMap`s keyed by the same tuples; groupings by one
-//! value are in `queries`.
+//! Groupings by tuple keys against `BTreeMap`s keyed by the same tuples, and counts by one
+//! integer key over wide spans of values; other groupings by one value are in `queries`.
 
 use crate::common::{every_backend_plan_and_size, has_i64, spread, SPECIAL_F32};
 use kiln::Context;
@@ -229,4 +229,58 @@ fn q_filtered<'a>(
         .zip(xs)
         .filter(move |(_, x)| (x % m).ne(0u32))
         .group_by(|((a, b), _)| (a, b))
+}
+
+/// The count of each key of `keys`, in ascending key order, as a `BTreeMap` gives it.
+fn counted<K: Copy + Ord>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
+    let mut counts = BTreeMap::new();
+    for k in keys {
+        *counts.entry(k).or_insert(0) += 1;
+    }
+    counts.into_iter().collect()
+}
+
+/// `count()` by one integer key spanning more values than the dense plan takes (1024): up to
+/// 2^20 a histogram of offsets from the smallest key counts them, past that the sort path
+/// does. Each span's both ends are present; keys start at 7 (u32), at the type's smallest
+/// value (i32, so offsets cross zero), and past 2^32 below zero (i64).
+#[test]
+fn counts_by_one_key_over_wide_spans_match_btreemaps() {
+    every_backend_plan_and_size(&[0, 1, 2, 1000, 40_001], |c, n, at| {
+        for span in [1025u32, 65_536, 1 << 20, (1 << 20) + 1] {
+            let offsets: Vec<u32> = (0..n as u32)
+                .map(|i| match i {
+                    0 => 0,
+                    1 => span - 1,
+                    _ => spread(i, span),
+                })
+                .collect();
+            let u: Vec<u32> = offsets.iter().map(|o| 7 + o).collect();
+            let got = c.from(&u).group_by(|k| k).count().unwrap();
+            assert_eq!(got, counted(u.iter().copied()), "u32, span {span}, {at}");
+            let kept = c.from(&u).filter(|k| (k % 3u32).ne(0u32));
+            let want = counted(u.iter().copied().filter(|k| k % 3 != 0));
+            assert_eq!(
+                kept.group_by(|k| k).count().unwrap(),
+                want,
+                "u32 filtered, span {span}, {at}"
+            );
+            let none = c.from(&u).filter(|k| k.lt(7u32)).group_by(|k| k).count();
+            assert_eq!(none.unwrap(), [], "u32, no row kept, span {span}, {at}");
+            let s: Vec<i32> = offsets
+                .iter()
+                .map(|o| i32::MIN.wrapping_add(*o as i32))
+                .collect();
+            let got = c.from(&s).group_by(|k| k).count().unwrap();
+            assert_eq!(got, counted(s.iter().copied()), "i32, span {span}, {at}");
+            if has_i64() {
+                let l: Vec<i64> = offsets.iter().map(|o| *o as i64 - (1 << 33)).collect();
+                let got = c.from(&l).group_by(|k| k).count().unwrap();
+                assert_eq!(got, counted(l.iter().copied()), "i64, span {span}, {at}");
+            }
+        }
+        let every_u16: Vec<u16> = (0..n as u32).map(|i| spread(i, 1 << 16) as u16).collect();
+        let got = c.from(&every_u16).group_by(|k| k).count().unwrap();
+        assert_eq!(got, counted(every_u16.iter().copied()), "u16, {at}");
+    });
 }

@@ -142,17 +142,34 @@ pub(in crate::query) fn dense_fold_values<P>(
     if !key_type.is_int() {
         return Ok(None);
     }
-    let (lo, hi) = key_range(pairs, key_type)?;
-    if hi < lo {
-        // Every row was filtered out.
-        return Ok(Some(Vec::new()));
+    match key_span(pairs, key_type)? {
+        KeySpan::Empty => Ok(Some(Vec::new())),
+        KeySpan::Values { lo, keys } if keys <= DENSE_KEYS as u128 => {
+            fold_key_span(pairs, lo, keys as u32, identity, op, how)
+        }
+        KeySpan::Values { .. } => Ok(None),
     }
-    if hi - lo >= DENSE_KEYS as i128 {
-        return Ok(None);
-    }
-    let keys = (hi - lo + 1) as u32;
-    let lo = ScalarValue::from_bits(key_type, lo as u64);
-    fold_key_span(pairs, lo, keys, identity, op, how)
+}
+
+/// The integer keys of a grouping's rows, as [`key_span`] finds them.
+pub(super) enum KeySpan {
+    /// No row is kept.
+    Empty,
+    /// The keys lie among the `keys` values from `lo` (of the keys' type).
+    Values { lo: ScalarValue, keys: u128 },
+}
+
+/// The span of the integer keys of type `ty` in the first column of the rows of `pairs`
+/// (see [`key_range`]).
+pub(super) fn key_span<P>(pairs: &Query<'_, P>, ty: ScalarType) -> Result<KeySpan> {
+    let (lo, hi) = key_range(pairs, ty)?;
+    Ok(match hi < lo {
+        true => KeySpan::Empty,
+        false => KeySpan::Values {
+            lo: ScalarValue::from_bits(ty, lo as u64),
+            keys: (hi - lo + 1) as u128,
+        },
+    })
 }
 
 /// [`DenseFold`] of the rows of `pairs` (a key, then the values folded) whose keys are

@@ -3,6 +3,7 @@
 //! path a run can take and the condition that picks it.
 
 use super::*;
+use crate::query::histogram::histogram_plan;
 use crate::query::materialize::materialize_plan;
 use crate::query::reduce::reduce_plan;
 
@@ -26,7 +27,9 @@ impl<K: Row, T: Row> GroupBy<'_, K, T> {
     /// anything: the source and the fused stages, then each path a run can take and what
     /// picks it. Integer keys first reduce to their smallest and largest (8-bit keys skip
     /// this); when those span at most 1024 values, the dense plan folds the rows without a
-    /// sort (shown for the widest span its type allows). Tuples of integers reduce to the
+    /// sort (shown for the widest span its type allows); a key wider than 8 bits spanning at
+    /// most 2^20 values is counted by a histogram of its offset from the smallest key (shown
+    /// for 2^20 bins; `count()` only, the other folds sort). Tuples of integers reduce to the
     /// smallest and largest of each part, and take the dense plan when the parts' spans
     /// multiply to at most 1024. Otherwise, and for keys with a float part, the
     /// sort path runs: the keys written to device columns, sorted, their runs marked, and each
@@ -85,7 +88,15 @@ impl<K: Row, T: Row> GroupBy<'_, K, T> {
                 }
                 None => format!("  none: no chunk length keeps {span} keys' loops within this device's loop budget, so such keys take the sort path\n"),
             };
-            s += "\n3. otherwise: the sort path\n";
+            if matches!(types[..], [ty] if ty.bits() > 8) {
+                s += &format!("\n3. when they span at most {HISTOGRAM_KEYS} values: a histogram of each key's offset from the smallest, shown for {HISTOGRAM_KEYS}\n");
+                s += &histogram_plan(profile, inputs, n, HISTOGRAM_KEYS)
+                    .0
+                    .to_string();
+                s += "\n4. otherwise: the sort path\n";
+            } else {
+                s += "\n3. otherwise: the sort path\n";
+            }
         }
         let flagged = Query::<(u32, K)>::shape_only(&q.ctx, n);
         s + &sort_path::<K>(&q.ctx, profile, (inputs, q.has_filter()), n)

@@ -129,6 +129,23 @@ static GROUP_SUM: Baseline = Baseline {
     }),
     bytes_per_element: None,
 };
+/// The keys' span in [`Bench::ids`].
+const ID_KEYS: usize = 65_521;
+
+static GROUP_COUNT_DENSE: Baseline = Baseline {
+    label: "rayon dense per-key counts",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let counts = per_chunk_sums(&b.ids, 1 << 20, ID_KEYS, |h: &mut [usize], k| {
+                h[*k as usize] += 1
+            });
+            let keys = (0u32..).zip(counts);
+            keys.filter(|(_, c)| *c > 0).collect::<Vec<_>>()
+        })
+    }),
+    bytes_per_element: None,
+};
+
 static GROUP_COUNT: Baseline = Baseline {
     label: "rayon par_sort_unstable + run counts",
     measure: Measure::Host(|b| {
@@ -392,9 +409,10 @@ pub(super) static CASES: &[Case] = &[
         },
         &GROUP_SUM,
     ),
-    case(
-        "group_by count (65521 u32 keys, sorted)",
+    tuned_case(
+        "group_by count (65521 u32 keys, dense)",
         |b, ctx| Ok(b.best(|| ctx.from(&b.ids).group_by(|k| k).count().unwrap())),
+        &GROUP_COUNT_DENSE,
         &GROUP_COUNT,
     ),
     case(
