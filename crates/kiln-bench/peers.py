@@ -63,6 +63,7 @@ def numpy_cases(d):
         "histogram (256 bins of u8)": lambda: np.bincount(levels, minlength=256),
         "sort to_vec (radix, stable)": lambda: np.sort(xs, kind="stable"),
         "group_by sum (256 u8 keys, dense)": lambda: _dense_sum_numpy(levels, xs),
+        "group_by sum (65521 u32 keys, dense)": lambda: _dense_sum_numpy(ids, xs),
         "group_by count (65521 u32 keys, dense)": lambda: _dense_count_numpy(ids),
         "distinct to_vec (65521 u32 values)": lambda: np.unique(ids),
     }
@@ -73,9 +74,9 @@ def _fused_numpy(xs):
     return (y[y > np.float32(1000)] + np.float32(100)).sum()
 
 
-def _dense_sum_numpy(levels, xs):
-    sums = np.bincount(levels, weights=xs, minlength=256)
-    return sums[np.bincount(levels, minlength=256) > 0]
+def _dense_sum_numpy(keys, xs):
+    sums = np.bincount(keys, weights=xs)
+    return sums[np.bincount(keys) > 0]
 
 
 def _dense_count_numpy(ids):
@@ -89,6 +90,7 @@ def polars_cases(d):
     xs = pl.Series("x", d["xs"])
     frame = pl.DataFrame({"k": d["levels"], "x": d["xs"]})
     ids = pl.DataFrame({"k": d["ids"]})
+    id_rows = pl.DataFrame({"k": d["ids"], "x": d["xs"]})
     levels = pl.DataFrame({"k": d["levels"]})
     return {
         "map to_vec": lambda: xs * 2.0 + 1.0,
@@ -100,6 +102,7 @@ def polars_cases(d):
         "histogram (256 bins of u8)": lambda: levels.group_by("k").len(),
         "sort to_vec (radix, stable)": lambda: xs.sort(),
         "group_by sum (256 u8 keys, dense)": lambda: frame.group_by("k").agg(pl.col("x").sum()),
+        "group_by sum (65521 u32 keys, dense)": lambda: id_rows.group_by("k").agg(pl.col("x").sum()),
         "group_by count (65521 u32 keys, dense)": lambda: ids.group_by("k").len(),
         "distinct to_vec (65521 u32 values)": lambda: ids["k"].unique(),
     }
@@ -117,6 +120,7 @@ def duckdb_cases(d):
     con.register("xs", {"x": d["xs"]})
     con.register("levels", {"k": d["levels"], "x": d["xs"]})
     con.register("ids", {"k": d["ids"]})
+    con.register("id_rows", {"k": d["ids"], "x": d["xs"]})
 
     def query(sql):
         return lambda: next(iter(con.execute(sql).fetchnumpy().values()))
@@ -134,6 +138,7 @@ def duckdb_cases(d):
         "histogram (256 bins of u8)": query("SELECT count(*) AS c FROM levels GROUP BY k"),
         "sort to_vec (radix, stable)": query("SELECT x FROM xs ORDER BY x"),
         "group_by sum (256 u8 keys, dense)": query("SELECT sum(x) AS s FROM levels GROUP BY k"),
+        "group_by sum (65521 u32 keys, dense)": query("SELECT sum(x) AS s FROM id_rows GROUP BY k"),
         "group_by count (65521 u32 keys, dense)": query("SELECT count(*) AS c FROM ids GROUP BY k"),
         "distinct to_vec (65521 u32 values)": query("SELECT DISTINCT k FROM ids"),
     }

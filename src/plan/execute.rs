@@ -326,10 +326,17 @@ fn launch(
 
 /// Value `i` of type `ty` in word storage holding values of `ty` one after another.
 pub(crate) fn read_value(words: &[u64], i: usize, ty: ScalarType) -> ScalarValue {
-    let size = ty.size() as usize;
-    let mut b = [0u8; 8];
-    b[..size].copy_from_slice(&bytes(words)[i * size..(i + 1) * size]);
-    ScalarValue::from_bits(ty, u64::from_le_bytes(b))
+    let bits = match ty.size() {
+        4 => u32s(words, i + 1)[i] as u64,
+        8 => words[i],
+        size => {
+            let (b, size) = (bytes(words), size as usize);
+            let mut v = [0u8; 8];
+            v[..size].copy_from_slice(&b[i * size..(i + 1) * size]);
+            u64::from_le_bytes(v)
+        }
+    };
+    ScalarValue::from_bits(ty, bits)
 }
 
 fn bytes(w: &[u64]) -> &[u8] {

@@ -3,7 +3,7 @@
 //! query from a description (a SQL plan, a schema) needs no Rust type per column. The same
 //! planner and kernels run them as the typed [`Query`].
 
-use super::group::{dense_fold_values, FoldOp};
+use super::group::{dense_fold_values, dense_key_limit, FoldOp};
 use super::*;
 
 /// One input column of [`Context::from_columns`]: a host slice of values, or a bitmap.
@@ -369,8 +369,9 @@ impl<'a> DynGroupBy<'a> {
     /// Folds the `value` columns (of the types of `identity`) of each key's rows with `op`
     /// from `identity`, in input order; returns one row per key present, the key first and
     /// then its folded columns, in ascending key order. The keys must span at most 1024
-    /// values (largest minus smallest plus one; 8-bit keys always do): the grouping is the
-    /// typed `group_by`'s dense plan, and wider keys fail with [`Error::Unsupported`]. Fails
+    /// values (largest minus smallest plus one; 8-bit keys always do), or 2^20 where plans
+    /// are chunked (CPUs): the grouping is the typed `group_by`'s dense plan, and wider keys
+    /// fail with [`Error::Unsupported`]. Fails
     /// otherwise as [`DynQuery::fold`] does.
     ///
     /// ```
@@ -450,10 +451,11 @@ impl<'a> DynGroupBy<'a> {
             out
         });
         match dense_fold_values(&pairs, self.key_type, identity, op, how)? {
-            Some(rows) => Ok(rows),
+            Some(rows) => Ok(rows.into_vecs()),
             None => Err(pairs.unsupported(&format!(
-                "group_by over columns of run-time types with keys of {} spanning more than 1024 values",
-                self.key_type
+                "group_by over columns of run-time types with keys of {} spanning more than {} values",
+                self.key_type,
+                dense_key_limit(&pairs.ctx.profile())
             ))),
         }
     }

@@ -18,9 +18,11 @@
 //! `sort_by_key` sorts by a tuple) and compared part by part when marking runs.
 //!
 //! Integer keys that span few values (at most [`DENSE_KEYS`], found by a min/max reduction
-//! first; 8-bit keys always do and need no reduction) take a shorter path without a sort
-//! (`group/dense.rs`); so do tuples of integers whose parts' spans multiply to at most that
-//! (`group/tuple.rs`).
+//! first; 8-bit keys always do and need no reduction; one key spanning up to 2^20 values
+//! where plans are chunked, [`dense_key_limit`]) take a shorter path without a sort
+//! (`group/dense.rs`); so do tuples of integers whose parts' spans multiply to at most
+//! [`DENSE_KEYS`] (`group/tuple.rs`), and `count()` by one key spanning up to 2^20 values,
+//! a histogram (`group/counts.rs`).
 //!
 //! `explain` (`group/explain.rs`) prints the plans of both paths without running either.
 
@@ -33,7 +35,7 @@ mod tuple;
 
 use counts::{count_single_key, Counted, HISTOGRAM_KEYS};
 use dense::{dense_chunk_on, dense_plan, DENSE_KEYS, RANGES_PER_REDUCTION};
-pub(super) use dense::{dense_fold_values, key_ranges};
+pub(super) use dense::{dense_fold_values, dense_key_limit, key_ranges};
 use tuple::dense_fold_tuple;
 
 /// How a grouping's fold combines values, which decides whether its dense plan may add them
@@ -327,8 +329,8 @@ fn dense_fold<K: Row, V: Row>(
         ref parts => dense_fold_tuple(pairs, parts, identity, op, how)?,
     };
     Ok(rows.map(|rows| {
-        rows.into_iter()
-            .map(|row| <(K, V)>::from_values(&mut row.into_iter()))
+        rows.rows()
+            .map(|row| <(K, V)>::from_values(&mut row.iter().copied()))
             .collect()
     }))
 }

@@ -1,5 +1,5 @@
-//! Groupings by tuple keys against `BTreeMap`s keyed by the same tuples, and counts by one
-//! integer key over wide spans of values; other groupings by one value are in `queries`.
+//! Groupings by tuple keys against `BTreeMap`s keyed by the same tuples, and counts and other
+//! folds by one integer key over wide spans of values; other groupings by one value are in `queries`.
 
 use crate::common::{every_backend_plan_and_size, has_i64, spread, SPECIAL_F32};
 use kiln::Context;
@@ -282,5 +282,96 @@ fn counts_by_one_key_over_wide_spans_match_btreemaps() {
         let every_u16: Vec<u16> = (0..n as u32).map(|i| spread(i, 1 << 16) as u16).collect();
         let got = c.from(&every_u16).group_by(|k| k).count().unwrap();
         assert_eq!(got, counted(every_u16.iter().copied()), "u16, {at}");
+    });
+}
+
+/// Folds other than `count()` by one integer key over the same wide spans: where plans are
+/// chunked (CPUs) and loops unlimited, keys spanning up to 2^20 values take the dense plan
+/// (a range reduction, the partials, one combine: at most 5 launches), past that and on
+/// grouped plans the sort path (more). Wrapping sums, the order-sensitive affine fold, and
+/// min/max of floats, plain, filtered and with no row kept.
+#[test]
+fn folds_by_one_key_over_wide_spans_match_btreemaps() {
+    every_backend_plan_and_size(&[0, 1, 2, 1000, 40_001], |c, n, at| {
+        let chunked = c.effective_plan_shape() == kiln::PlanShape::Chunked;
+        // With a loop limit, chunked plans take the dense plan only while a chunk's loops fit.
+        let limited = c.device().max_loop_iterations.is_some();
+        let xs: Vec<u32> = (0..n as u32).map(|i| spread(i ^ 0x5a5a, 1 << 24)).collect();
+        let fs: Vec<f32> = xs.iter().map(|x| *x as f32 * 0.5 - 4e6).collect();
+        for span in [1025u32, 65_536, 1 << 20, (1 << 20) + 1] {
+            let offsets: Vec<u32> = (0..n as u32)
+                .map(|i| match i {
+                    0 => 0,
+                    1 => span - 1,
+                    _ => spread(i, span),
+                })
+                .collect();
+            let u: Vec<u32> = offsets.iter().map(|o| 7 + o).collect();
+            let want = host(&u, &xs, |k| k);
+            let q = || c.from(&u).zip(&xs).group_by(|(k, _)| k);
+            let (got, used) = launches(c, || q().sum(|(_, x)| x).unwrap());
+            assert_eq!(got, want.sums, "u32 sum, span {span}, {at}");
+            if n >= 2 && !(chunked && limited) {
+                let dense = chunked && span <= 1 << 20;
+                assert_eq!(used <= 5, dense, "{used} launches, span {span}, {at}");
+            }
+            let got = q()
+                .fold(
+                    (1u32, 0u32),
+                    |(_, x)| (x * 2u32 + 1u32, x >> 3u32),
+                    |(a1, b1), (a2, b2)| (a1 * a2, b1 * a2 + b2),
+                )
+                .unwrap();
+            assert_eq!(got, want.maps, "affine fold, span {span}, {at}");
+
+            let s: Vec<i32> = offsets
+                .iter()
+                .map(|o| i32::MIN.wrapping_add(*o as i32))
+                .collect();
+            let mut lows = BTreeMap::<i32, f32>::new();
+            let mut highs = BTreeMap::<i32, f32>::new();
+            for (k, f) in s.iter().zip(&fs) {
+                let lo = lows.entry(*k).or_insert(f32::INFINITY);
+                *lo = lo.min(*f);
+                let hi = highs.entry(*k).or_insert(f32::NEG_INFINITY);
+                *hi = hi.max(*f);
+            }
+            let q = || c.from(&s).zip(&fs).group_by(|(k, _)| k);
+            let got = q().min(|(_, f)| f).unwrap();
+            assert_eq!(
+                got,
+                lows.into_iter().collect::<Vec<_>>(),
+                "f32 min, span {span}, {at}"
+            );
+            let got = q().max(|(_, f)| f).unwrap();
+            assert_eq!(
+                got,
+                highs.into_iter().collect::<Vec<_>>(),
+                "f32 max, span {span}, {at}"
+            );
+
+            let kept: Vec<usize> = (0..n).filter(|i| !u[*i].is_multiple_of(3)).collect();
+            let kept_u: Vec<u32> = kept.iter().map(|i| u[*i]).collect();
+            let kept_xs: Vec<u32> = kept.iter().map(|i| xs[*i]).collect();
+            let got = c
+                .from(&u)
+                .zip(&xs)
+                .filter(|(k, _)| (k % 3u32).ne(0u32))
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x)
+                .unwrap();
+            assert_eq!(
+                got,
+                host(&kept_u, &kept_xs, |k| k).sums,
+                "filtered, span {span}, {at}"
+            );
+            let none = c
+                .from(&u)
+                .zip(&xs)
+                .filter(|(k, _)| k.lt(7u32))
+                .group_by(|(k, _)| k)
+                .sum(|(_, x)| x);
+            assert_eq!(none.unwrap(), [], "no row kept, span {span}, {at}");
+        }
     });
 }

@@ -50,6 +50,7 @@ const PEER_CASES: &[(&str, Holds)] = &[
     ("histogram (256 bins of u8)", Holds::Bins256),
     ("sort to_vec (radix, stable)", Holds::Each),
     ("group_by sum (256 u8 keys, dense)", Holds::Levels),
+    ("group_by sum (65521 u32 keys, dense)", Holds::Ids),
     ("group_by count (65521 u32 keys, dense)", Holds::Ids),
     ("distinct to_vec (65521 u32 values)", Holds::Ids),
 ];

@@ -32,9 +32,7 @@ pub(super) fn count_single_key<P>(pairs: Query<'_, P>, ty: ScalarType) -> Result
         let zero = [ScalarValue::U32(0)];
         let dense = fold_key_span(&pairs, lo, keys as u32, &zero, &add_columns, FoldOp::Adds)?;
         if let Some(rows) = dense {
-            let counts = rows
-                .into_iter()
-                .map(|row| (row[0], row[1].to_bits() as u32));
+            let counts = rows.rows().map(|row| (row[0], row[1].to_bits() as u32));
             return Ok(Counted::Counts(counts.collect()));
         }
     }

@@ -1,4 +1,5 @@
-//! The dense path of a grouping: integer keys that span few values (at most [`DENSE_KEYS`])
+//! The dense path of a grouping: integer keys that span few values (at most [`DENSE_KEYS`],
+//! or [`WIDE_DENSE_KEYS`] for one key on devices whose plans are chunked, [`dense_key_limit`])
 //! are folded without a sort. Each work item folds its chunk of rows into one slot per key
 //! (in device memory, shared memory or private arrays, [`DensePartials`]), then one work item
 //! per key folds the chunks' slots in chunk order.
@@ -9,6 +10,11 @@ use std::ops::Range;
 /// Integer keys spanning at most this many values (largest minus smallest plus one) are folded
 /// without a sort: see [`DenseFold`].
 pub(super) const DENSE_KEYS: u32 = 1024;
+/// The most values one integer key may span for its folds to take the dense plan on devices
+/// whose plans are chunked (CPUs): each of a few work items folds its chunk of rows into
+/// slots of its own in device memory ([`DensePartials::Slots`]); 2^20 slots of 4 bytes stay
+/// in a core's cache hierarchy, and a chunk is at least four times as long as its slots.
+pub(super) const WIDE_DENSE_KEYS: u32 = 1 << 20;
 /// The most key columns whose ranges one reduction finds: its last kernel binds a partial and
 /// a result buffer for each smallest and each largest value, and GL adapters of wgpu bind 15
 /// storage buffers per kernel.
@@ -21,7 +27,8 @@ const DENSE_FAN: u32 = 32;
 /// Where the dense plan's partials launch folds each chunk's rows.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum DensePartials {
-    /// A work item per chunk, into its slots in device memory (GPUs, in input order).
+    /// A work item per chunk, into its slots in device memory (GPUs, in input order; CPUs
+    /// when the keys span more than [`DENSE_KEYS`] values).
     Slots,
     /// A work item per chunk, in groups of `items`, into slots of its own in shared memory
     /// (each row's read-modify-write stays on the chip), copied to its slots in device memory
@@ -29,7 +36,8 @@ pub(super) enum DensePartials {
     /// each work item's `stride` slots after the last's (one more than the keys, so the work
     /// items of a warp folding the same key touch different banks).
     SharedSlots { items: u32, stride: u32 },
-    /// A work item per chunk, into private arrays copied to its slots at the end (CPUs).
+    /// A work item per chunk, into private arrays of [`DENSE_KEYS`] slots copied to its slots
+    /// at the end (CPUs, when the keys span at most that many values).
     Private,
     /// A group per chunk, adding into shared memory with atomics, then copied to the chunk's
     /// slots (GPUs, for [`FoldOp::Adds`] of integers up to 32 bits).
@@ -63,6 +71,17 @@ impl DensePartials {
             },
             false => DensePartials::Slots,
         }
+    }
+}
+
+/// The most values one integer key may span for its folds to take the dense plan on `profile`:
+/// [`WIDE_DENSE_KEYS`] where the plan is chunked, [`DENSE_KEYS`] where it is grouped (GPUs,
+/// whose thousands of work items each keep a chunk's slots: wider spans leave too few chunks
+/// to keep the device busy, and the sort path is fast there).
+pub(in crate::query) fn dense_key_limit(profile: &DeviceProfile) -> u32 {
+    match profile.grouped() {
+        true => DENSE_KEYS,
+        false => WIDE_DENSE_KEYS,
     }
 }
 
@@ -115,6 +134,40 @@ pub(in crate::query) fn key_ranges<P>(
     Ok(ranges)
 }
 
+/// What a dense fold gives: each key that has rows with its folds, in ascending key order, as
+/// rows of column constants (the key's parts first, then the folded values) one after another
+/// in one vector, so a fold over many keys allocates once, not once per key.
+pub(in crate::query) struct KeyRows {
+    /// Column constants per row: at least one.
+    width: usize,
+    values: Vec<ScalarValue>,
+}
+
+impl KeyRows {
+    /// Rows of `width` column constants (at least one), none yet, with room for `rows`.
+    pub(super) fn with_capacity(width: usize, rows: usize) -> Self {
+        KeyRows {
+            width: width.max(1),
+            values: Vec::with_capacity(width.max(1) * rows),
+        }
+    }
+
+    /// Appends a row; `row` holds [`Self::width`] values.
+    pub(super) fn push(&mut self, row: impl IntoIterator<Item = ScalarValue>) {
+        self.values.extend(row);
+    }
+
+    /// The rows, in order.
+    pub(in crate::query) fn rows(&self) -> std::slice::ChunksExact<'_, ScalarValue> {
+        self.values.chunks_exact(self.width)
+    }
+
+    /// The rows, each in a vector of its own.
+    pub(in crate::query) fn into_vecs(self) -> Vec<Vec<ScalarValue>> {
+        self.rows().map(<[ScalarValue]>::to_vec).collect()
+    }
+}
+
 /// An integer value as an `i128`.
 pub(super) fn widened(v: ScalarValue) -> i128 {
     let unused = 64 - v.ty().bits();
@@ -128,23 +181,24 @@ pub(super) fn widened(v: ScalarValue) -> i128 {
 /// The dense plan's folds of rows whose first column is a key of type `key_type` and whose other
 /// columns are the values folded: each key's row of column constants, the key first, in
 /// ascending key order; `None` when the keys are not integers spanning at most
-/// [`DENSE_KEYS`] values, or no chunk length fits the device.
+/// [`dense_key_limit`] values, or no chunk length fits the device.
 pub(in crate::query) fn dense_fold_values<P>(
     pairs: &Query<'_, P>,
     key_type: ScalarType,
     identity: &[ScalarValue],
     op: CombineFn<'_>,
     how: FoldOp,
-) -> Result<Option<Vec<Vec<ScalarValue>>>> {
+) -> Result<Option<KeyRows>> {
+    let none = || KeyRows::with_capacity(1 + identity.len(), 0);
     if pairs.len == 0 {
-        return Ok(Some(Vec::new()));
+        return Ok(Some(none()));
     }
     if !key_type.is_int() {
         return Ok(None);
     }
     match key_span(pairs, key_type)? {
-        KeySpan::Empty => Ok(Some(Vec::new())),
-        KeySpan::Values { lo, keys } if keys <= DENSE_KEYS as u128 => {
+        KeySpan::Empty => Ok(Some(none())),
+        KeySpan::Values { lo, keys } if keys <= dense_key_limit(&pairs.ctx.profile()) as u128 => {
             fold_key_span(pairs, lo, keys as u32, identity, op, how)
         }
         KeySpan::Values { .. } => Ok(None),
@@ -182,7 +236,7 @@ pub(super) fn fold_key_span<P>(
     identity: &[ScalarValue],
     op: CombineFn<'_>,
     how: FoldOp,
-) -> Result<Option<Vec<Vec<ScalarValue>>>> {
+) -> Result<Option<KeyRows>> {
     let dense = DenseFold {
         query: pairs,
         key_type: lo.ty(),
@@ -223,9 +277,15 @@ pub(super) fn offset_type(ty: ScalarType) -> ScalarType {
 pub(super) fn dense_chunk_on(profile: &DeviceProfile, n: usize, keys: u32) -> Option<u32> {
     let n = n as u64;
     let units = profile.compute_units.max(1) as u64;
+    // Slots in device memory (more keys than private arrays hold) cost a cleared and a
+    // combined slot per key per chunk: one chunk per compute unit.
+    let per_unit = match keys > DENSE_KEYS {
+        true => 1,
+        false => 8,
+    };
     let min_rows = match profile.grouped() {
         true => (ITEM_CHUNK * 16) as u64,
-        false => (profile.chunk as u64).max(n.div_ceil(8 * units)),
+        false => (profile.chunk as u64).max(n.div_ceil(per_unit * units)),
     };
     dense_chunk(n, keys as u64, min_rows, profile.loop_budget())
 }
@@ -251,7 +311,8 @@ fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<
 }
 
 /// The fold of every key's values when the integer keys span few values (`keys` of them, from
-/// `lo`): no sort, two launches, the first over the query's fused (key, value) rows.
+/// `lo`): no sort, two launches (one when the rows are one chunk), the first over the query's
+/// fused (key, value) rows.
 ///
 /// 1. Each work item takes a chunk of rows and folds each row into its own slot for the row's
 ///    key (`partial[chunk * keys + key - lo]`, in global memory, which only it touches), and
@@ -267,7 +328,8 @@ fn dense_chunk(n: u64, keys: u64, min_rows: u64, budget: Option<u64>) -> Option<
 /// 2. One work item per key folds that key's seen slots of every chunk, in chunk order, and
 ///    marks the key seen when any was. On GPUs, where thousands of chunks keep a few hundred
 ///    work items looping, the combine is a tree instead: each level folds runs of
-///    [`DENSE_FAN`] consecutive chunks per key, in order, until one chunk is left.
+///    [`DENSE_FAN`] consecutive chunks per key, in order, until one chunk is left. Rows that
+///    are one chunk need no combine: its slots are the folds.
 ///
 /// The host then keeps the keys that were seen, in key order.
 struct DenseFold<'b, 'q, P> {
@@ -512,7 +574,7 @@ impl<P> DenseFold<'_, '_, P> {
     /// Runs both kernels over the query's rows (keys, then values) in chunks of `chunk` rows
     /// on `profile` (see [`dense_plan`]) and returns each key that has rows with its fold, in
     /// key order.
-    fn run(&self, profile: &DeviceProfile, chunk: u32) -> Result<Vec<Vec<ScalarValue>>> {
+    fn run(&self, profile: &DeviceProfile, chunk: u32) -> Result<KeyRows> {
         let ctx = &self.query.ctx;
         let types = self.value_types();
         let inputs = self.query.columns.len();
@@ -547,16 +609,18 @@ impl<P> DenseFold<'_, '_, P> {
         run.finish(&sources, Vec::new())?;
         let found = run.temp_words(out_seen)?;
         let values: Vec<Vec<u64>> = outs.map(|t| run.temp_words(t)).collect::<Result<_>>()?;
-        Ok((0..self.keys as usize)
+        let seen: Vec<usize> = (0..self.keys as usize)
             .filter(|s| read_value(&found, *s, ScalarType::U32) != ScalarValue::U32(0))
-            .map(|s| {
-                let key =
-                    ScalarValue::from_bits(self.key_type, self.lo.to_bits().wrapping_add(s as u64));
-                std::iter::once(key)
-                    .chain(values.iter().zip(&types).map(|(w, t)| read_value(w, s, *t)))
-                    .collect()
-            })
-            .collect())
+            .collect();
+        let mut rows = KeyRows::with_capacity(1 + types.len(), seen.len());
+        for s in seen {
+            let key = self.lo.to_bits().wrapping_add(s as u64);
+            rows.values.push(ScalarValue::from_bits(self.key_type, key));
+            for (w, t) in values.iter().zip(&types) {
+                rows.values.push(read_value(w, s, *t));
+            }
+        }
+        Ok(rows)
     }
 }
 
@@ -566,8 +630,9 @@ impl<P> DenseFold<'_, '_, P> {
 /// as fit their slots in shared memory; in the grouped plan, when `how` adds integers of up
 /// to 32 bits whose counters fit in shared memory, one group per chunk adding with shared
 /// atomics; the smallest key is input
-/// `inputs`), then the combine's levels (one in the chunked plan; on GPUs as many as folding
-/// [`DENSE_FAN`] chunks at a time takes to leave one). Returns the plan, where its partials
+/// `inputs`), then the combine's levels (none for one chunk, whose slots are the folds; one in
+/// the chunked plan; on GPUs as many as folding [`DENSE_FAN`] chunks at a time takes to leave
+/// one). Returns the plan, where its partials
 /// fold, and the temporaries holding the folded values and the seen flags, one per key.
 pub(super) fn dense_plan(
     profile: &DeviceProfile,
@@ -584,9 +649,14 @@ pub(super) fn dense_plan(
     };
     let shared_bytes = (types.len() as u64 + 1) * DENSE_KEYS as u64 * 4;
     let small_ints = types.iter().all(|t| t.is_int() && t.size() <= 4);
-    let kind = if g == 1 && profile.indexed_private_arrays {
+    let narrow = keys <= DENSE_KEYS;
+    let kind = if g == 1 && profile.indexed_private_arrays && narrow {
         DensePartials::Private
-    } else if g > 1 && how == FoldOp::Adds && small_ints && shared_bytes <= profile.max_shared_bytes
+    } else if g > 1
+        && narrow
+        && how == FoldOp::Adds
+        && small_ints
+        && shared_bytes <= profile.max_shared_bytes
     {
         DensePartials::SharedAdds
     } else if g > 1 {
@@ -638,15 +708,16 @@ pub(super) fn dense_plan(
         }
     }
     // The combine folds `fan` chunks' slots of each key per work item, level after level,
-    // until one chunk is left: one level in the chunked plan, a tree on GPUs.
+    // until one chunk is left: one level in the chunked plan, a tree on GPUs; none when the
+    // rows were one chunk, whose slots are the folds.
     let fan = match profile.grouped() {
         true => DENSE_FAN,
         false => chunks.max(1),
     };
     let group = 64.min(profile.max_group_size);
     let (mut slots, mut seen, mut chunks) = (slots, seen, chunks);
-    loop {
-        let parts = chunks.div_ceil(fan).max(1);
+    while chunks > 1 {
+        let parts = chunks.div_ceil(fan);
         let (folds, flags) = match parts {
             1 => ("folds", "seen keys"),
             _ => ("partial folds", "partial seen"),
@@ -667,12 +738,10 @@ pub(super) fn dense_plan(
             ]);
         let items = parts * keys;
         plan.launch(combine, Grid::linear(items.div_ceil(group), group), b);
-        if parts == 1 {
-            plan.result = outs.start..out_seen.end;
-            return (plan, kind, (outs, out_seen.start));
-        }
         (slots, seen, chunks) = (outs, out_seen, parts);
     }
+    plan.result = slots.start..seen.end;
+    (plan, kind, (slots, seen.start))
 }
 
 /// `v` converted to `to`.

@@ -5,7 +5,7 @@
 //! `(o0 * s1 + o1) * s2 + o2`, so ascending indices are ascending tuples. The dense plan folds
 //! by that index and the host turns each index back into the parts.
 
-use super::dense::{fold_key_span, key_offset, key_ranges, offset_type, widened};
+use super::dense::{fold_key_span, key_offset, key_ranges, offset_type, widened, KeyRows};
 use super::*;
 
 /// The smallest value and the span of each part of a tuple key.
@@ -62,9 +62,10 @@ pub(super) fn dense_fold_tuple<P>(
     identity: &[ScalarValue],
     op: CombineFn<'_>,
     how: FoldOp,
-) -> Result<Option<Vec<Vec<ScalarValue>>>> {
+) -> Result<Option<KeyRows>> {
+    let none = || KeyRows::with_capacity(key_types.len() + identity.len(), 0);
     if pairs.len == 0 {
-        return Ok(Some(Vec::new()));
+        return Ok(Some(none()));
     }
     if !key_types.iter().all(|t| t.is_int()) {
         return Ok(None);
@@ -72,7 +73,7 @@ pub(super) fn dense_fold_tuple<P>(
     let ranges = key_ranges(pairs, key_types)?;
     if ranges.iter().any(|(lo, hi)| hi < lo) {
         // Every row was filtered out.
-        return Ok(Some(Vec::new()));
+        return Ok(Some(none()));
     }
     let mut keys = 1i128;
     for (lo, hi) in &ranges {
@@ -100,13 +101,16 @@ pub(super) fn dense_fold_tuple<P>(
     })));
     let folds = fold_key_span(pairs, ScalarValue::U32(0), keys as u32, identity, op, how);
     pairs.stages.pop();
-    Ok(folds?.map(|rows| {
-        rows.into_iter()
-            .map(|row| {
-                let mut row = row.into_iter();
-                let index = row.next().expect("a dense row has its key").to_bits();
-                radix.parts(index).into_iter().chain(row).collect()
-            })
-            .collect()
+    Ok(folds?.map(|folds| {
+        let mut rows = KeyRows::with_capacity(key_types.len() + identity.len(), folds.rows().len());
+        for row in folds.rows() {
+            rows.push(
+                radix
+                    .parts(row[0].to_bits())
+                    .into_iter()
+                    .chain(row[1..].iter().copied()),
+            );
+        }
+        rows
     }))
 }

@@ -132,15 +132,72 @@ static GROUP_SUM: Baseline = Baseline {
 /// The keys' span in [`Bench::ids`].
 const ID_KEYS: usize = 65_521;
 
+/// Rows per chunk of the dense per-key baselines over `n` rows: one chunk per rayon thread,
+/// and at least as many rows as keys (each chunk's slots are cleared and added up once).
+fn key_chunk(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads()).max(ID_KEYS)
+}
+
 static GROUP_COUNT_DENSE: Baseline = Baseline {
     label: "rayon dense per-key counts",
     measure: Measure::Host(|b| {
         b.best(|| {
-            let counts = per_chunk_sums(&b.ids, 1 << 20, ID_KEYS, |h: &mut [usize], k| {
+            let counts = per_chunk_sums(&b.ids, key_chunk(b.n), ID_KEYS, |h: &mut [usize], k| {
                 h[*k as usize] += 1
             });
             let keys = (0u32..).zip(counts);
             keys.filter(|(_, c)| *c > 0).collect::<Vec<_>>()
+        })
+    }),
+    bytes_per_element: None,
+};
+
+static GROUP_SUM_WIDE: Baseline = Baseline {
+    label: "rayon dense per-key sums",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let chunk = key_chunk(b.n);
+            let empty = || (vec![0f32; ID_KEYS], vec![0u32; ID_KEYS]);
+            let (sums, counts) = b
+                .ids
+                .par_chunks(chunk)
+                .zip(b.xs.par_chunks(chunk))
+                .map(|(k, x)| {
+                    let (mut sums, mut counts) = empty();
+                    k.iter().zip(x).for_each(|(k, x)| {
+                        sums[*k as usize] += x;
+                        counts[*k as usize] += 1;
+                    });
+                    (sums, counts)
+                })
+                .reduce(empty, |mut a, b| {
+                    a.0.iter_mut().zip(b.0).for_each(|(a, b)| *a += b);
+                    a.1.iter_mut().zip(b.1).for_each(|(a, b)| *a += b);
+                    a
+                });
+            let keys = (0u32..).zip(sums).zip(counts);
+            keys.filter(|(_, c)| *c > 0)
+                .map(|(k, _)| k)
+                .collect::<Vec<_>>()
+        })
+    }),
+    bytes_per_element: None,
+};
+
+static GROUP_SUM_SORTED: Baseline = Baseline {
+    label: "rayon par_sort_unstable + run sums",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let mut v: Vec<(u32, f32)> = b.ids.iter().copied().zip(b.xs.iter().copied()).collect();
+            v.par_sort_unstable_by_key(|p| p.0);
+            let mut runs: Vec<(u32, f32)> = Vec::new();
+            for (id, x) in v {
+                match runs.last_mut() {
+                    Some((last, sum)) if *last == id => *sum += x,
+                    _ => runs.push((id, x)),
+                }
+            }
+            runs
         })
     }),
     bytes_per_element: None,
@@ -414,6 +471,17 @@ pub(super) static CASES: &[Case] = &[
         |b, ctx| Ok(b.best(|| ctx.from(&b.ids).group_by(|k| k).count().unwrap())),
         &GROUP_COUNT_DENSE,
         &GROUP_COUNT,
+    ),
+    tuned_case(
+        "group_by sum (65521 u32 keys, dense)",
+        |b, ctx| {
+            Ok(b.best(|| {
+                let groups = ctx.from(&b.ids).zip(&b.xs).group_by(|(k, _)| k);
+                groups.sum(|(_, x)| x).unwrap()
+            }))
+        },
+        &GROUP_SUM_WIDE,
+        &GROUP_SUM_SORTED,
     ),
     case(
         "distinct to_vec (65521 u32 values)",
