@@ -231,6 +231,18 @@ fn q_filtered<'a>(
         .group_by(|((a, b), _)| (a, b))
 }
 
+/// `n` offsets below `span`: 0 and `span - 1` first, so that from two rows on the keys they
+/// make span exactly `span` values, then spread over it.
+fn span_offsets(n: usize, span: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| match i {
+            0 => 0,
+            1 => span - 1,
+            _ => spread(i, span),
+        })
+        .collect()
+}
+
 /// The count of each key of `keys`, in ascending key order, as a `BTreeMap` gives it.
 fn counted<K: Copy + Ord>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
     let mut counts = BTreeMap::new();
@@ -248,13 +260,7 @@ fn counted<K: Copy + Ord>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
 fn counts_by_one_key_over_wide_spans_match_btreemaps() {
     every_backend_plan_and_size(&[0, 1, 2, 1000, 40_001], |c, n, at| {
         for span in [1025u32, 65_536, 1 << 20, (1 << 20) + 1] {
-            let offsets: Vec<u32> = (0..n as u32)
-                .map(|i| match i {
-                    0 => 0,
-                    1 => span - 1,
-                    _ => spread(i, span),
-                })
-                .collect();
+            let offsets = span_offsets(n, span);
             let u: Vec<u32> = offsets.iter().map(|o| 7 + o).collect();
             let got = c.from(&u).group_by(|k| k).count().unwrap();
             assert_eq!(got, counted(u.iter().copied()), "u32, span {span}, {at}");
@@ -299,13 +305,7 @@ fn folds_by_one_key_over_wide_spans_match_btreemaps() {
         let xs: Vec<u32> = (0..n as u32).map(|i| spread(i ^ 0x5a5a, 1 << 24)).collect();
         let fs: Vec<f32> = xs.iter().map(|x| *x as f32 * 0.5 - 4e6).collect();
         for span in [1025u32, 65_536, 1 << 20, (1 << 20) + 1] {
-            let offsets: Vec<u32> = (0..n as u32)
-                .map(|i| match i {
-                    0 => 0,
-                    1 => span - 1,
-                    _ => spread(i, span),
-                })
-                .collect();
+            let offsets = span_offsets(n, span);
             let u: Vec<u32> = offsets.iter().map(|o| 7 + o).collect();
             let want = host(&u, &xs, |k| k);
             let q = || c.from(&u).zip(&xs).group_by(|(k, _)| k);
