@@ -131,7 +131,8 @@ impl<'a, T: Numeric + Row> Query<'a, T> {
     /// The distinct elements (of those a filter keeps), in ascending order; floats are equal
     /// when their bits are (so -0 and +0 both stay, as do NaNs of different bits), in
     /// `f32::total_cmp` order. Nothing runs until the returned [`Distinct`]'s `to_vec` or
-    /// `to_buffer`.
+    /// `to_buffer`. `to_vec` of integers spanning at most 2^20 values (largest minus
+    /// smallest plus one) counts them as `group_by(|x| x).count()` does, without a sort.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -275,7 +276,14 @@ impl<'a, T: Numeric + Row> Distinct<'a, T> {
     /// ```
     pub fn to_vec(self) -> Result<Vec<T>> {
         let _span = self.query.plan_span("distinct to_vec");
-        let (ctx, cols, n) = self.runs()?;
+        let query = match T::TYPE.is_int() {
+            true => match distinct_by_counts(self.query)? {
+                Ok(distinct) => return Ok(distinct),
+                Err(query) => query,
+            },
+            false => self.query,
+        };
+        let (ctx, cols, n) = Distinct { query }.runs()?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -306,6 +314,23 @@ impl<'a, T: Scalar + Numeric + Row> Distinct<'a, T> {
         let refs: Vec<&dyn DeviceMemory> = cols.iter().map(|c| &**c).collect();
         run_ends::<T>(Query::over_device(&ctx, &refs, n)).to_buffer()
     }
+}
+
+/// The distinct elements of `query`, integers of type `T`, as the keys `count()` finds
+/// without a sort (the dense plan up to [`DENSE_KEYS`] values, a histogram up to
+/// [`HISTOGRAM_KEYS`]); `query` back, unchanged in what it yields, when they span more.
+fn distinct_by_counts<T: Numeric + Row>(
+    mut query: Query<'_, T>,
+) -> Result<std::result::Result<Vec<T>, Query<'_, T>>> {
+    query.check()?;
+    let pairs = query.map_erased(|c| vec![c[0].clone(), lit_value(ScalarValue::U32(1))]);
+    Ok(match count_single_key(pairs, T::TYPE)? {
+        Counted::Counts(counts) => Ok(counts
+            .into_iter()
+            .map(|(k, _)| T::from_values(&mut std::iter::once(k)))
+            .collect()),
+        Counted::Declined(pairs) => Err(pairs.map_erased(|c| vec![c[0].clone()]).retype()),
+    })
 }
 
 /// The types of the parts of a key of type `K`.

@@ -252,14 +252,15 @@ fn counted<K: Copy + Ord>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
     counts.into_iter().collect()
 }
 
-/// `count()` by one integer key spanning more values than the dense plan takes (1024): up to
+/// `count()` by one integer key spanning up to the dense plan's 1024 values and more: up to
 /// 2^20 a histogram of offsets from the smallest key counts them, past that the sort path
-/// does. Each span's both ends are present; keys start at 7 (u32), at the type's smallest
-/// value (i32, so offsets cross zero), and past 2^32 below zero (i64).
+/// does; `distinct().to_vec()` of the same integers, which takes the same paths. Each
+/// span's both ends are present; keys start at 7 (u32), at the type's smallest value (i32,
+/// so offsets cross zero), and past 2^32 below zero (i64).
 #[test]
 fn counts_by_one_key_over_wide_spans_match_btreemaps() {
     every_backend_plan_and_size(&[0, 1, 2, 1000, 40_001], |c, n, at| {
-        for span in [1025u32, 65_536, 1 << 20, (1 << 20) + 1] {
+        for span in [1000u32, 1025, 65_536, 1 << 20, (1 << 20) + 1] {
             let offsets = span_offsets(n, span);
             let u: Vec<u32> = offsets.iter().map(|o| 7 + o).collect();
             let got = c.from(&u).group_by(|k| k).count().unwrap();
@@ -273,12 +274,38 @@ fn counts_by_one_key_over_wide_spans_match_btreemaps() {
             );
             let none = c.from(&u).filter(|k| k.lt(7u32)).group_by(|k| k).count();
             assert_eq!(none.unwrap(), [], "u32, no row kept, span {span}, {at}");
+            // distinct().to_vec() keeps the keys the count finds.
+            let keys = |counts: Vec<(u32, usize)>| counts.into_iter().map(|(k, _)| k).collect();
+            let want: Vec<u32> = keys(want);
+            let got = c
+                .from(&u)
+                .filter(|k| (k % 3u32).ne(0u32))
+                .distinct()
+                .to_vec();
+            assert_eq!(got.unwrap(), want, "u32 distinct, span {span}, {at}");
+            let none = c.from(&u).filter(|k| k.lt(7u32)).distinct().to_vec();
+            assert_eq!(
+                none.unwrap(),
+                [],
+                "u32 distinct, no row kept, span {span}, {at}"
+            );
             let s: Vec<i32> = offsets
                 .iter()
                 .map(|o| i32::MIN.wrapping_add(*o as i32))
                 .collect();
             let got = c.from(&s).group_by(|k| k).count().unwrap();
             assert_eq!(got, counted(s.iter().copied()), "i32, span {span}, {at}");
+            let want: Vec<i32> = counted(s.iter().copied())
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            let (got, used) = launches(c, || c.from(&s).distinct().to_vec().unwrap());
+            assert_eq!(got, want, "i32 distinct, span {span}, {at}");
+            // A range reduction and the dense plan or a histogram; the sort path takes more.
+            if n >= 2 {
+                let unsorted = span <= 1 << 20;
+                assert_eq!(used <= 5, unsorted, "{used} launches, span {span}, {at}");
+            }
             if has_i64() {
                 let l: Vec<i64> = offsets.iter().map(|o| *o as i64 - (1 << 33)).collect();
                 let got = c.from(&l).group_by(|k| k).count().unwrap();
@@ -288,6 +315,12 @@ fn counts_by_one_key_over_wide_spans_match_btreemaps() {
         let every_u16: Vec<u16> = (0..n as u32).map(|i| spread(i, 1 << 16) as u16).collect();
         let got = c.from(&every_u16).group_by(|k| k).count().unwrap();
         assert_eq!(got, counted(every_u16.iter().copied()), "u16, {at}");
+        let want: Vec<u16> = counted(every_u16.iter().copied())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let got = c.from(&every_u16).distinct().to_vec().unwrap();
+        assert_eq!(got, want, "u16 distinct, {at}");
     });
 }
 

@@ -29,7 +29,8 @@ impl<K: Row, T: Row> GroupBy<'_, K, T> {
     /// this); when those span at most 1024 values, the dense plan folds the rows without a
     /// sort (shown for the widest span its type allows); a key wider than 8 bits spanning at
     /// most 2^20 values is counted by a histogram of its offset from the smallest key (shown
-    /// for 2^20 bins; `count()` only, the other folds sort). Tuples of integers reduce to the
+    /// for 2^20 bins; `count()` only: where plans are chunked the other folds take the dense
+    /// plan up to 2^20 values, on grouped plans they sort). Tuples of integers reduce to the
     /// smallest and largest of each part, and take the dense plan when the parts' spans
     /// multiply to at most 1024. Otherwise, and for keys with a float part, the
     /// sort path runs: the keys written to device columns, sorted, their runs marked, and each
@@ -63,40 +64,7 @@ impl<K: Row, T: Row> GroupBy<'_, K, T> {
         if !types.iter().all(|t| t.is_int()) {
             s += "\nfloat keys: the sort path\n";
         } else {
-            let span = if matches!(types[..], [ty] if ty.bits() == 8) {
-                1 << 8
-            } else {
-                s += match types.len() {
-                    1 => "\n1. the smallest and largest key\n",
-                    _ => "\n1. the smallest and largest of each part\n",
-                };
-                for group in types.chunks(RANGES_PER_REDUCTION) {
-                    let both: Vec<ScalarType> = group.iter().flat_map(|t| [*t, *t]).collect();
-                    s += &reduce_plan(profile, inputs, n, &both, Order::Any).to_string();
-                }
-                DENSE_KEYS
-            };
-            s += &match types.len() {
-                1 => format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n"),
-                _ => format!("\n2. when the parts' spans multiply to at most {DENSE_KEYS}: the dense plan, by each key's index in mixed radix, shown for {span}\n"),
-            };
-            s += &match dense_chunk_on(profile, n, span) {
-                Some(chunk) => {
-                    dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32], FoldOp::Adds)
-                        .0
-                        .to_string()
-                }
-                None => format!("  none: no chunk length keeps {span} keys' loops within this device's loop budget, so such keys take the sort path\n"),
-            };
-            if matches!(types[..], [ty] if ty.bits() > 8) {
-                s += &format!("\n3. when they span at most {HISTOGRAM_KEYS} values: a histogram of each key's offset from the smallest, shown for {HISTOGRAM_KEYS}\n");
-                s += &histogram_plan(profile, inputs, n, HISTOGRAM_KEYS)
-                    .0
-                    .to_string();
-                s += "\n4. otherwise: the sort path\n";
-            } else {
-                s += "\n3. otherwise: the sort path\n";
-            }
+            s += &unsorted_paths(profile, &types, n, inputs);
         }
         let flagged = Query::<(u32, K)>::shape_only(&q.ctx, n);
         s + &sort_path::<K>(&q.ctx, profile, (inputs, q.has_filter()), n)
@@ -122,9 +90,11 @@ impl<T: Numeric + Row> Distinct<'_, T> {
     }
 
     /// What `to_vec` would run on a device of `profile`, without running anything: the source
-    /// and the fused stages, then the elements written to device columns, sorted, their runs
-    /// marked, and each run's last element kept. Plans after the first are shown for as many
-    /// elements as the source has; a run makes them for those a filter keeps.
+    /// and the fused stages; for integer elements the paths that count them without a sort
+    /// (as [`GroupBy::explain_on`] shows them for one key); then the sort path: the elements
+    /// written to device columns, sorted, their runs marked, and each run's last element kept.
+    /// Plans after the first are shown for as many elements as the source has; a run makes
+    /// them for those a filter keeps.
     ///
     /// ```
     /// # use kiln::prelude::*;
@@ -137,10 +107,62 @@ impl<T: Numeric + Row> Distinct<'_, T> {
         let q = &self.query;
         let n = q.len;
         let flagged = Query::<(u32, T)>::shape_only(&q.ctx, n);
-        format!("{}\ndistinct\n\n", q.describe_source())
-            + &sort_path::<T>(&q.ctx, profile, (q.columns.len(), q.has_filter()), n)
+        let inputs = q.columns.len();
+        let unsorted = match T::TYPE.is_int() {
+            true => unsorted_paths(profile, &[T::TYPE], n, inputs) + "\n",
+            false => String::new(),
+        };
+        format!("{}\ndistinct\n{unsorted}\n", q.describe_source())
+            + &sort_path::<T>(&q.ctx, profile, (inputs, q.has_filter()), n)
             + &run_ends(flagged).materialize_plan(profile).to_string()
     }
+}
+
+/// The paths a `count()` by integer keys of `types` (one per part) over `n` rows from
+/// `inputs` columns takes before the sort path, numbered, each with what picks it, and the
+/// sort path's place after them.
+fn unsorted_paths(
+    profile: &DeviceProfile,
+    types: &[ScalarType],
+    n: usize,
+    inputs: usize,
+) -> String {
+    let mut s = String::new();
+    let span = if matches!(types[..], [ty] if ty.bits() == 8) {
+        1 << 8
+    } else {
+        s += match types.len() {
+            1 => "\n1. the smallest and largest key\n",
+            _ => "\n1. the smallest and largest of each part\n",
+        };
+        for group in types.chunks(RANGES_PER_REDUCTION) {
+            let both: Vec<ScalarType> = group.iter().flat_map(|t| [*t, *t]).collect();
+            s += &reduce_plan(profile, inputs, n, &both, Order::Any).to_string();
+        }
+        DENSE_KEYS
+    };
+    s += &match types.len() {
+        1 => format!("\n2. when the keys span at most {DENSE_KEYS} values: the dense plan, shown for {span}\n"),
+        _ => format!("\n2. when the parts' spans multiply to at most {DENSE_KEYS}: the dense plan, by each key's index in mixed radix, shown for {span}\n"),
+    };
+    s += &match dense_chunk_on(profile, n, span) {
+        Some(chunk) => {
+            dense_plan(profile, inputs, n, chunk, span, &[ScalarType::U32], FoldOp::Adds)
+                .0
+                .to_string()
+        }
+        None => format!("  none: no chunk length keeps {span} keys' loops within this device's loop budget, so such keys take the sort path\n"),
+    };
+    if matches!(types[..], [ty] if ty.bits() > 8) {
+        s += &format!("\n3. when they span at most {HISTOGRAM_KEYS} values: a histogram of each key's offset from the smallest, shown for {HISTOGRAM_KEYS}\n");
+        s += &histogram_plan(profile, inputs, n, HISTOGRAM_KEYS)
+            .0
+            .to_string();
+        s += "\n4. otherwise: the sort path\n";
+    } else {
+        s += "\n3. otherwise: the sort path\n";
+    }
+    s
 }
 
 /// The plans of the sort path up to marking the runs, for `n` keys of type `K` (a column
