@@ -221,6 +221,23 @@ static GROUP_COUNT: Baseline = Baseline {
     }),
     bytes_per_element: None,
 };
+static DISTINCT_DENSE: Baseline = Baseline {
+    label: "rayon dense per-chunk marks",
+    measure: Measure::Host(|b| {
+        b.best(|| {
+            let seen = per_chunk_sums(&b.ids, key_chunk(b.n), ID_KEYS, |h: &mut [u32], k| {
+                h[*k as usize] |= 1
+            });
+            (0u32..)
+                .zip(seen)
+                .filter(|(_, s)| *s > 0)
+                .map(|(k, _)| k)
+                .collect::<Vec<_>>()
+        })
+    }),
+    bytes_per_element: None,
+};
+
 static DISTINCT: Baseline = Baseline {
     label: "rayon par_sort_unstable + dedup",
     measure: Measure::Host(|b| {
@@ -483,9 +500,10 @@ pub(super) static CASES: &[Case] = &[
         &GROUP_SUM_WIDE,
         &GROUP_SUM_SORTED,
     ),
-    case(
+    tuned_case(
         "distinct to_vec (65521 u32 values)",
         |b, ctx| Ok(b.best(|| ctx.from(&b.ids).distinct().to_vec().unwrap())),
+        &DISTINCT_DENSE,
         &DISTINCT,
     ),
     case("map to_vec vs parallel memcpy", map, &MEMCPY),
