@@ -345,6 +345,16 @@ fn fingerprint_of(
     Some(Fingerprint { shape, constants })
 }
 
+/// The name of input column `c`'s parameter: `in0`, `in1`, ... (the first eight without
+/// an allocation: a cached query declares them on every call).
+fn input_name(c: usize) -> std::borrow::Cow<'static, str> {
+    const NAMES: [&str; 8] = ["in0", "in1", "in2", "in3", "in4", "in5", "in6", "in7"];
+    match NAMES.get(c) {
+        Some(name) => (*name).into(),
+        None => format!("in{c}").into(),
+    }
+}
+
 /// Stores each of `vals` to an output of its own, so a fingerprint records which values
 /// are handed on as well as the IR that computes them. The outputs share one name: a
 /// fingerprint is compared, never compiled, and its parameters' order tells them apart.
@@ -773,7 +783,7 @@ impl<'a, T> Query<'a, T> {
             .columns
             .iter()
             .enumerate()
-            .map(|(c, input)| k.buffer_dyn(&format!("in{c}"), Type::Scalar(input.ty), Access::Read))
+            .map(|(c, input)| k.buffer_dyn(&input_name(c), Type::Scalar(input.ty), Access::Read))
             .collect();
         let bounding = all
             .iter()

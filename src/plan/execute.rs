@@ -57,6 +57,9 @@ enum TempMemory {
     Device(Arc<dyn DeviceMemory>),
 }
 
+/// Temporaries a launch binds from a list on the stack (plans with more allocate it).
+const INLINE_TEMPS: usize = 8;
+
 /// A plan being run: [`Run::start`] runs the steps that need no outputs, then the caller,
 /// knowing [`Run::rows`], provides them to [`Run::finish`].
 pub(crate) struct Run<'c> {
@@ -199,19 +202,23 @@ impl<'c> Run<'c> {
                     .bindings_of(l)
                     .iter()
                     .any(|b| matches!(b, Binding::Temp(_)));
-                let mut temps: Vec<Option<&mut TempMemory>> = match binds_temps {
-                    true => self.temps.iter_mut().map(Some).collect(),
-                    false => Vec::new(),
+                let (mut inline, mut spilled): ([Option<&mut TempMemory>; INLINE_TEMPS], Vec<_>) =
+                    Default::default();
+                let temps: &mut [Option<&mut TempMemory>] = match binds_temps {
+                    false => &mut [],
+                    true if self.temps.len() <= INLINE_TEMPS => {
+                        let count = self.temps.len();
+                        for (slot, t) in inline.iter_mut().zip(self.temps.iter_mut()) {
+                            *slot = Some(t);
+                        }
+                        &mut inline[..count]
+                    }
+                    true => {
+                        spilled.extend(self.temps.iter_mut().map(Some));
+                        &mut spilled
+                    }
                 };
-                launch(
-                    self.ctx,
-                    plan,
-                    &self.kernels,
-                    l,
-                    &mut temps,
-                    inputs,
-                    outputs,
-                )
+                launch(self.ctx, plan, &self.kernels, l, temps, inputs, outputs)
             }
             Step::SumCounts { counts } => {
                 let n = plan.temps[*counts].len;

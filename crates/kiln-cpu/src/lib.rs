@@ -469,6 +469,10 @@ fn groups_per_call(grid: &Grid) -> u32 {
 
 static ZEROS: [u64; MAX_ELEM_BYTES as usize / 8] = [0; MAX_ELEM_BYTES as usize / 8];
 
+/// Frame words a launch keeps on its own stack (kernels of up to 10 parameters and shared
+/// arrays together); longer frames are allocated.
+const INLINE_FRAME: usize = SLOT_PARAMS + 2 * 10;
+
 thread_local! {
     static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
@@ -492,7 +496,15 @@ impl CompiledKernel for CpuKernel {
         let k = &self.kernel;
         let shape = check_launch(BackendKind::Cpu, k, grid, args, MAX_GROUP_SIZE)?;
         check_shared_bytes(&self.info, shape.shared_bytes(k).0, "at element sizes")?;
-        let mut frame = vec![0u64; SLOT_PARAMS + 2 * (k.params.len() + k.shared.len())];
+        let frame_len = SLOT_PARAMS + 2 * (k.params.len() + k.shared.len());
+        let (mut inline, mut spilled) = ([0u64; INLINE_FRAME], Vec::new());
+        let frame: &mut [u64] = match frame_len <= INLINE_FRAME {
+            true => &mut inline[..frame_len],
+            false => {
+                spilled.resize(frame_len, 0);
+                &mut spilled
+            }
+        };
         for (i, a) in args.iter_mut().enumerate() {
             frame[SLOT_PARAMS + 2 * i] = match a {
                 LaunchArg::Device(m) => host_memory(*m).map_err(|e| match e {
@@ -544,7 +556,7 @@ impl CompiledKernel for CpuKernel {
         let rows = grid.groups[1] as u64 * grid.groups[2] as u64;
         let calls = per_row * rows;
         let shared_base = SLOT_PARAMS + 2 * k.params.len();
-        let run_group = |f: &mut Vec<u64>, c: u64| {
+        let run_group = |f: &mut [u64], c: u64| {
             SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
                 if scratch.len() < scratch_words as usize {
@@ -584,12 +596,13 @@ impl CompiledKernel for CpuKernel {
             })
         };
         if calls == 1 {
-            run_group(&mut frame, 0);
+            run_group(frame, 0);
         } else {
             // Each of rayon's pieces of the range gets its own copy of the frame.
+            let frame = &*frame;
             (0..calls)
                 .into_par_iter()
-                .for_each_init(|| frame.clone(), run_group);
+                .for_each_init(|| frame.to_vec(), |f, c| run_group(f, c));
         }
         Ok(())
     }
