@@ -130,6 +130,13 @@ fn validation_errors_say_what_where_and_why() {
     })
     .unwrap_err();
     assert!(e.to_string().contains("another kernel"), "{e}");
+    let outside = lit(2u32);
+    let e = Kernel::build("third", |k| {
+        let y = k.buffer::<u32>("y", Access::Write);
+        y.store(0u32, outside + 1u32);
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("outside any"), "{e}");
     let e = Kernel::build("mixed", |_| {
         let a = lit(1.0f32).erase();
         let b = lit(1u32).erase();

@@ -266,16 +266,15 @@ fn new_fn(name: &str, params: Vec<Param>, result: Option<Type>) -> FnState {
 }
 
 /// Checks that every operand belongs to the function being built; records an error otherwise.
+/// A placeholder operand (what a failed operation returns) records one only when the kernel
+/// has none yet: one built outside any kernel left no error where it was made.
 fn owned(k: &mut KernelState, deps: &[Raw]) -> bool {
     let id = k.fns.last().map(|f| f.id);
-    if deps.contains(&POISON) {
-        return false;
-    }
-    if deps.iter().any(|d| Some(d.owner) != id) {
+    let foreign = deps.iter().any(|d| *d != POISON && Some(d.owner) != id);
+    if foreign || (deps.contains(&POISON) && k.errors.is_empty()) {
         k.errors.push("a value built for another kernel or function (or outside any) was used here; pass it as a parameter instead".into());
-        return false;
     }
-    true
+    !foreign && !deps.contains(&POISON)
 }
 
 /// Appends an expression and its `Eval`; returns the handle, or poison when an operand is foreign.

@@ -33,6 +33,10 @@ impl Syntax for Writer {
         if let ScalarValue::F16(h) = v {
             return lit(ScalarValue::F32(h.to_f32()));
         }
+        if let ScalarValue::F64(x) = v {
+            // Infinities, NaN and subnormals are spelled as the bits of a `u64`.
+            self.needs.int64 |= !(x == 0.0 || x.is_normal());
+        }
         let bits = if v.ty().is_signed() {
             let shift = 64 - v.ty().bits();
             (((v.to_bits() << shift) as i64) >> shift) as u64

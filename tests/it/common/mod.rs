@@ -252,7 +252,9 @@ pub fn translation_check(k: &kiln::ir::Kernel) {
     if tool_present("glslangValidator") {
         let wgsl = kiln::emit(k, kiln::Target::Wgsl).unwrap_or_default();
         let glsl = kiln::emit(k, kiln::Target::Glsl);
-        if wgsl.contains("i64") || wgsl.contains("u64") {
+        let int64 = kiln_wgsl::write_kernel_with(k, Default::default())
+            .is_ok_and(|shader| shader.needs.int64);
+        if int64 || wgsl.contains("i64") || wgsl.contains("u64") {
             // naga's GLSL writer has no 64-bit integers: a typed error is the right answer.
             assert!(
                 matches!(
