@@ -476,8 +476,9 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     pub(super) fn min_max(self, max: bool) -> Result<Option<T>> {
-        if T::TYPE == ScalarType::F32 {
-            return self.f32_min_max(max);
+        match T::TYPE {
+            ScalarType::F32 | ScalarType::F64 => return self.float_min_max(max),
+            _ => {}
         }
         let identity = min_max_identity(T::TYPE, max);
         let fun = if max { MathFn::Max } else { MathFn::Min };
@@ -490,23 +491,75 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
     }
 
-    /// `min`/`max` of f32 elements as an integer reduction of [`f32_extreme_key`]s: one
-    /// unsigned min or max per element, where the float rules for NaN and signed zeros take
-    /// several operations. The key is decoded on the host.
-    pub(super) fn f32_min_max(self, max: bool) -> Result<Option<T>> {
-        let q = self.map_erased(move |c| vec![f32_extreme_key(c[0].typed::<f32>(), max).erase()]);
-        let (fun, empty) = if max {
-            (MathFn::Max, 0)
-        } else {
-            (MathFn::Min, u32::MAX)
+    /// `min`/`max` of f32 or f64 elements with one compare and one select per element: the
+    /// fold keeps its accumulator unless the element is greater (`max`) or smaller (`min`),
+    /// so a NaN is never taken, and starts from minus (`max`) or plus (`min`) infinity. The
+    /// IR's `min`/`max`, whose rules for NaN and signed zeros they follow, take several
+    /// vector operations per element (seven per pair of f64s). Two results are ambiguous and
+    /// cost a second pass: the start (was there an element that is not NaN, or any element?)
+    /// and a zero whose sign the order of a tie chose (`-0.0` for `max`: was there a `+0.0`?).
+    fn float_min_max(mut self, max: bool) -> Result<Option<T>> {
+        let _span = self.plan_span("reduce");
+        self.check()?;
+        let ty = T::TYPE;
+        let float = |x: f64| match ty {
+            ScalarType::F32 => ScalarValue::F32(x as f32),
+            _ => ScalarValue::F64(x),
         };
-        let v = q.reduce_values(
-            vec![ScalarValue::U32(empty)],
-            &|a, b| vec![math2(fun, &a[0], &b[0])],
-            Order::Any,
-        )?;
-        let x = f32_from_extreme_key(v[0].to_bits() as u32, max);
-        Ok(x.map(|x| T::from_bits(x.to_bits() as u64)))
+        let (start, zero) = match max {
+            true => (float(f64::NEG_INFINITY), float(-0.0)),
+            false => (float(f64::INFINITY), float(0.0)),
+        };
+        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        // `a` is the accumulator, which starts at `start` and only ever takes a number; `b`
+        // is an element (which may be NaN: the compare is false and `a` stays) or another
+        // accumulator.
+        let pick = move |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            vec![select_dyn(&bin(better, &b[0], &a[0]), &b[0], &a[0])]
+        };
+        let v = self.reduce_projected(&[start], &pick, &|v| v, Order::Any)?;
+        let count = |project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>| {
+            let counts = self.reduce_projected(
+                &[ScalarValue::U32(0), ScalarValue::U32(0)],
+                &add_columns,
+                project,
+                Order::Any,
+            )?;
+            Ok::<_, Error>([counts[0].to_bits(), counts[1].to_bits()])
+        };
+        let value = |x: ScalarValue| Some(T::from_bits(x.to_bits()));
+        let (one, none) = (ScalarValue::U32(1), ScalarValue::U32(0));
+        if v[0].to_bits() == zero.to_bits() {
+            // The elements that are the other zero (equal to zero, with its sign), counted
+            // in both columns.
+            let other = ScalarValue::from_bits(ty, zero.to_bits() ^ (1 << (ty.bits() - 1)));
+            let sign = float(if max { 1.0 } else { -1.0 });
+            let [others, _] = count(&move |v| {
+                let signed = math2(MathFn::Copysign, &lit_value(float(1.0)), &v[0]);
+                let is_zero = bin(BinaryOp::Eq, &v[0], &lit_value(other));
+                let hit = bin(
+                    BinaryOp::And,
+                    &is_zero,
+                    &bin(BinaryOp::Eq, &signed, &lit_value(sign)),
+                );
+                let counted = select_dyn(&hit, &lit_value(one), &lit_value(none));
+                vec![counted.clone(), counted]
+            })?;
+            return Ok(value(if others > 0 { other } else { zero }));
+        }
+        if v[0].to_bits() != start.to_bits() {
+            return Ok(value(v[0]));
+        }
+        let [numbers, rows] = count(&move |v| {
+            let nan = bin(BinaryOp::Ne, &v[0], &v[0]);
+            let number = select_dyn(&nan, &lit_value(none), &lit_value(one));
+            vec![number, lit_value(one)]
+        })?;
+        Ok(match (numbers, rows) {
+            (0, 0) => None,
+            (0, _) => value(float(f64::NAN)),
+            _ => value(start),
+        })
     }
 
     /// Smallest element (`None` when empty). NaN is skipped unless every element is NaN.
@@ -713,46 +766,6 @@ pub(super) fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
             },
         ),
     }
-}
-
-/// `x` as a `u32` whose unsigned order is the order of the IR's f32 `max` (when `max`) or
-/// `min`: the largest key is the maximum, the smallest the minimum. The bits of a number are
-/// flipped as in IEEE 754 total order (the sign bit of a positive float, every bit of a
-/// negative one), so `-0.0 < +0.0`. A NaN loses to every number and wins only over the
-/// reduction's identity, the key of no element (0 for `max`, `u32::MAX` for `min`): it first
-/// becomes the all-ones NaN, whose flipped bits are 0, and then the key 1 (`max`) or
-/// `u32::MAX - 1` (`min`, whose keys are the flipped bits less one).
-pub(super) fn f32_extreme_key(x: Val<f32>, max: bool) -> Val<u32> {
-    let nan = select(x.is_nan(), u32::MAX, 0u32);
-    let bits = x.bitcast::<u32>() | nan;
-    let negative = (bits.bitcast::<i32>() >> 31i32).bitcast::<u32>();
-    let flipped = bits ^ (negative | 0x8000_0000u32);
-    if max {
-        flipped - nan
-    } else {
-        flipped + nan - 1u32
-    }
-}
-
-/// The f32 whose [`f32_extreme_key`] is `key` (a NaN for NaN's key); `None` for the identity.
-pub(super) fn f32_from_extreme_key(key: u32, max: bool) -> Option<f32> {
-    let (empty, nan, flipped) = if max {
-        (0, 1, key)
-    } else {
-        (u32::MAX, u32::MAX - 1, key.wrapping_add(1))
-    };
-    if key == empty {
-        return None;
-    }
-    if key == nan {
-        return Some(f32::NAN);
-    }
-    let bits = if flipped & 0x8000_0000 != 0 {
-        flipped ^ 0x8000_0000
-    } else {
-        !flipped
-    };
-    Some(f32::from_bits(bits))
 }
 
 /// A fold kernel of the grouped plan: each group folds `g * chunk` consecutive elements of the

@@ -314,23 +314,97 @@ fn nan_and_infinities() {
     });
 }
 
-/// The IR's rule for f32 min/max, computed independently: NaN is skipped unless every element
-/// is NaN, and `-0.0 < +0.0` (total order over the numbers).
-fn min_max_reference(xs: &[f32], max: bool) -> Option<f32> {
-    let numbers = xs.iter().copied().filter(|x| !x.is_nan());
-    let best = if max {
-        numbers.max_by(f32::total_cmp)
-    } else {
-        numbers.min_by(f32::total_cmp)
-    };
-    best.or_else(|| xs.first().map(|_| f32::NAN))
+/// A float type's NaN test and total order, for the min/max references.
+trait Float:
+    kiln::ir::Scalar + kiln::ir::Numeric + kiln::Row<Vals = Val<Self>> + std::fmt::Debug
+{
+    const NAN: Self;
+    fn nan(self) -> bool;
+    fn order(&self, other: &Self) -> std::cmp::Ordering;
+    fn bits(self) -> u64;
 }
 
-fn same_float(got: Option<f32>, want: Option<f32>) -> bool {
+impl Float for f32 {
+    const NAN: f32 = f32::NAN;
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn order(&self, other: &f32) -> std::cmp::Ordering {
+        self.total_cmp(other)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl Float for f64 {
+    const NAN: f64 = f64::NAN;
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn order(&self, other: &f64) -> std::cmp::Ordering {
+        self.total_cmp(other)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+/// The IR's rule for float min/max, computed independently: NaN is skipped unless every
+/// element is NaN, and `-0.0 < +0.0` (total order over the numbers).
+fn min_max_reference<F: Float>(xs: &[F], max: bool) -> Option<F> {
+    let numbers = xs.iter().copied().filter(|x| !x.nan());
+    let best = if max {
+        numbers.max_by(F::order)
+    } else {
+        numbers.min_by(F::order)
+    };
+    best.or_else(|| xs.first().map(|_| F::NAN))
+}
+
+fn same_float<F: Float>(got: Option<F>, want: Option<F>) -> bool {
     match (got, want) {
-        (Some(g), Some(w)) if w.is_nan() => g.is_nan(),
-        (Some(g), Some(w)) => g.to_bits() == w.to_bits(),
+        (Some(g), Some(w)) if w.nan() => g.nan(),
+        (Some(g), Some(w)) => g.bits() == w.bits(),
         (g, w) => g.is_none() && w.is_none(),
+    }
+}
+
+/// Checks `min`, `max` and a filtered `max` (of the elements `keep` keeps, as plain Rust
+/// does with `kept`) of `n` elements drawn from each of `pools` against the reference.
+fn check_min_max_of_pools<F: Float>(
+    c: &Context,
+    n: usize,
+    at: &str,
+    pools: &[Vec<F>],
+    keep: fn(Val<F>) -> Val<bool>,
+    kept: fn(&F) -> bool,
+) {
+    for (p, pool) in pools.iter().enumerate() {
+        if n > 5 && p % 8 != 0 {
+            continue;
+        }
+        let xs: Vec<F> = (0..n).map(|i| pool[(i * 7 + p) % pool.len()]).collect();
+        for max in [false, true] {
+            let got = if max {
+                c.from(&xs).max()
+            } else {
+                c.from(&xs).min()
+            }
+            .unwrap();
+            let want = min_max_reference(&xs, max);
+            assert!(
+                same_float(got, want),
+                "{at}, pool {pool:?}, max {max}: {got:?}, want {want:?}"
+            );
+        }
+        let chosen: Vec<F> = xs.iter().copied().filter(kept).collect();
+        let got = c.from(&xs).filter(keep).max().unwrap();
+        let want = min_max_reference(&chosen, true);
+        assert!(
+            same_float(got, want),
+            "{at}, filtered, pool {pool:?}: {got:?}, want {want:?}"
+        );
     }
 }
 
@@ -370,32 +444,23 @@ fn float_min_and_max_skip_nan_and_order_signed_zeros() {
                 .collect()
         })
         .collect();
+    // The same pools in f64 (every f32 value, NaNs, zeros and infinities keeping their kind),
+    // with f64's own extremes in place of f32's.
+    let wide = |x: f32| match x {
+        f32::MAX => f64::MAX,
+        f32::MIN => f64::MIN,
+        x if x.to_bits() == 1 => f64::from_bits(1),
+        x if x.to_bits() == 0x8000_0001 => -f64::from_bits(1),
+        x => x as f64,
+    };
+    let pools64: Vec<Vec<f64>> = pools
+        .iter()
+        .map(|p| p.iter().map(|x| wide(*x)).collect())
+        .collect();
     every_backend_plan_and_size(&[0, 1, 5, 16385, 100_003], |c, n, at| {
-        for (p, pool) in pools.iter().enumerate() {
-            if n > 5 && p % 8 != 0 {
-                continue;
-            }
-            let xs: Vec<f32> = (0..n).map(|i| pool[(i * 7 + p) % pool.len()]).collect();
-            for max in [false, true] {
-                let got = if max {
-                    c.from(&xs).max()
-                } else {
-                    c.from(&xs).min()
-                }
-                .unwrap();
-                let want = min_max_reference(&xs, max);
-                assert!(
-                    same_float(got, want),
-                    "{at}, pool {pool:?}, max {max}: {got:?}, want {want:?}"
-                );
-            }
-            let kept: Vec<f32> = xs.iter().copied().filter(|x| *x >= 0.0).collect();
-            let got = c.from(&xs).filter(|x| x.ge(0.0)).max().unwrap();
-            let want = min_max_reference(&kept, true);
-            assert!(
-                same_float(got, want),
-                "{at}, filtered, pool {pool:?}: {got:?}, want {want:?}"
-            );
+        check_min_max_of_pools(c, n, at, &pools, |x| x.ge(0.0), |x| *x >= 0.0);
+        if has_f64() {
+            check_min_max_of_pools(c, n, at, &pools64, |x| x.ge(0.0), |x| *x >= 0.0);
         }
         let xs = floats(n);
         let got = c.from(&xs).map(|x| -x).min().unwrap();
