@@ -72,6 +72,9 @@ const OP_CLOSURE: u32 = u32::MAX;
 const KEY_CLOSURE: u32 = u32::MAX - 1;
 /// The number of a user's value function (`group_by(..).sum(..)`, `fold`, ...).
 const VALUE_CLOSURE: u32 = u32::MAX - 2;
+/// The number of the value `argmin`/`argmax` search for in their second pass, a constant of
+/// the data: another value reuses the kernels (numbers below the joins' tables).
+const SOUGHT_CLOSURE: u32 = u32::MAX - 2048;
 /// Largest input a query accepts: `i32::MAX` elements.
 ///
 /// ```

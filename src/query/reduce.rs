@@ -491,9 +491,10 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         Ok((v[1].to_bits() != 0).then(|| T::from_bits(v[0].to_bits())))
     }
 
-    /// `min`/`max` of f32 or f64 elements with one compare and one select per element: the
-    /// fold keeps its accumulator unless the element is greater (`max`) or smaller (`min`),
-    /// so a NaN is never taken, and starts from minus (`max`) or plus (`min`) infinity. The
+    /// `min`/`max` of f32 or f64 elements with one compare and one select per element
+    /// ([`Self::best_value`]): the fold keeps its accumulator unless the element is greater
+    /// (`max`) or smaller (`min`), so a NaN is never taken, and starts from minus (`max`) or
+    /// plus (`min`) infinity. The
     /// IR's `min`/`max`, whose rules for NaN and signed zeros they follow, take several
     /// vector operations per element (seven per pair of f64s). Two results are ambiguous and
     /// cost a second pass: the start (was there an element that is not NaN, or any element?)
@@ -510,14 +511,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             true => (float(f64::NEG_INFINITY), float(-0.0)),
             false => (float(f64::INFINITY), float(0.0)),
         };
-        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
-        // `a` is the accumulator, which starts at `start` and only ever takes a number; `b`
-        // is an element (which may be NaN: the compare is false and `a` stays) or another
-        // accumulator.
-        let pick = move |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            vec![select_dyn(&bin(better, &b[0], &a[0]), &b[0], &a[0])]
-        };
-        let v = self.reduce_projected(&[start], &pick, &|v| v, Order::Any)?;
+        let v = [self.best_value(max)?];
         let count = |project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>| {
             let counts = self.reduce_projected(
                 &[ScalarValue::U32(0), ScalarValue::U32(0)],
@@ -635,32 +629,88 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         Ok((n != 0).then(|| sum / n as f64))
     }
 
-    pub(super) fn arg_best(self, max: bool) -> Result<Option<usize>> {
+    /// The position of the first largest (`max`) or smallest element, NaN counting as the
+    /// worst, in two passes of one compare and one select per element each: the best value
+    /// ([`Self::best_value`]), then the least position holding it (a fold of values, their
+    /// positions and the tie rule took about a dozen operations per element).
+    pub(super) fn arg_best(mut self, max: bool) -> Result<Option<usize>> {
         if self.has_filter() {
             return self.arg_best_counted(max);
         }
-        let mut q = self.map_erased(|c| c);
+        let _span = self.plan_span("reduce");
+        self.check()?;
+        let best = self.best_value(max)?;
+        // The first position holding the best value: a minimum of positions, where the
+        // others count as u32::MAX.
+        // Compared in 32 bits at least: the value is a constant that another call's data
+        // changes, and only 32- and 64-bit constants become parameters (see `plan_cache`).
+        let best = match best {
+            ScalarValue::I8(x) => ScalarValue::I32(x.into()),
+            ScalarValue::I16(x) => ScalarValue::I32(x.into()),
+            ScalarValue::U8(x) => ScalarValue::U32(x.into()),
+            ScalarValue::U16(x) => ScalarValue::U32(x.into()),
+            ScalarValue::F16(x) => ScalarValue::F32(x.to_f32()),
+            wide => wide,
+        };
+        let mut q = self.map_erased(move |c| match best.ty() == T::TYPE {
+            true => c,
+            false => vec![expr_dyn(
+                Expr::Cast {
+                    arg: c[0].handle(),
+                    to: best.ty(),
+                },
+                &[&c[0]],
+                Type::Scalar(best.ty()),
+            )],
+        });
         q.stages.push(Stage::Enumerate);
         let none = ScalarValue::U32(u32::MAX);
-        let better = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            let (ai, av, bi, bv) = (
-                a[0].typed::<u32>(),
-                a[1].typed::<T>(),
-                b[0].typed::<u32>(),
-                b[1].typed::<T>(),
-            );
-            let a_none = ai.eq(u32::MAX);
-            let b_some = bi.ne(u32::MAX);
-            // Equal values (or two NaNs) go to the earlier element.
-            let earlier = bi.lt(ai);
-            let better = beats(av, bv, max).or(earlier.and(beats(bv, av, max).not()));
-            let take_b = a_none.or(b_some.and(better));
-            let c = take_b.erase();
-            vec![select_dyn(&c, &b[0], &a[0]), select_dyn(&c, &b[1], &a[1])]
+        let at = move |v: Vec<AnyVal>| {
+            let sought = constants::user_code(SOUGHT_CLOSURE, || lit_value(best));
+            let hit = bin(BinaryOp::Eq, &v[1], &sought);
+            vec![select_dyn(&hit, &v[0], &lit_value(none))]
         };
-        let v = q.reduce_values(vec![none, ScalarValue::zero(T::TYPE)], &better, Order::Any)?;
-        let i = v[0].to_bits() as u32;
-        Ok((i != u32::MAX).then_some(i as usize))
+        let first = |a: Vec<AnyVal>, b: Vec<AnyVal>| vec![math2(MathFn::Min, &a[0], &b[0])];
+        let v = q.reduce_projected(&[none], &first, &at, Order::Any)?;
+        if v[0] != none {
+            return Ok(Some(v[0].to_bits() as usize));
+        }
+        // Nothing equals it: every element is NaN (the first one is the answer), or there is
+        // none.
+        let rows =
+            q.reduce_projected(&[ScalarValue::U32(0)], &add_columns, &one_u32, Order::Any)?;
+        Ok((rows[0].to_bits() != 0).then_some(0))
+    }
+
+    /// The largest (`max`) or smallest element that is not NaN, by one compare and one
+    /// select per element from minus or plus infinity for floats (no element is NaN's
+    /// better), from the type's smallest or largest value for integers; that start when no
+    /// element beats it.
+    fn best_value(&self, max: bool) -> Result<ScalarValue> {
+        let start = match T::TYPE {
+            ScalarType::F16 => ScalarValue::F16(match max {
+                true => kiln_ir::f16::NEG_INFINITY,
+                false => kiln_ir::f16::INFINITY,
+            }),
+            ScalarType::F32 => ScalarValue::F32(if max {
+                f32::NEG_INFINITY
+            } else {
+                f32::INFINITY
+            }),
+            ScalarType::F64 => ScalarValue::F64(if max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }),
+            t => min_max_identity(t, max),
+        };
+        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        // `a` is the accumulator, which only ever takes a number; `b` an element (a NaN
+        // compares false and `a` stays) or another accumulator.
+        let pick = move |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            vec![select_dyn(&bin(better, &b[0], &a[0]), &b[0], &a[0])]
+        };
+        Ok(self.reduce_projected(&[start], &pick, &|v| v, Order::Any)?[0])
     }
 
     /// [`Self::arg_best`] after a stage that drops rows: the position among the kept rows,

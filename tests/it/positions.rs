@@ -229,3 +229,34 @@ fn positions_after_a_filter_count_the_rows_kept() {
         }
     });
 }
+
+/// `argmin` and `argmax` find the best value, then its first position with the value as a
+/// constant of the second pass's kernel: inputs with other best values reuse the kernels from
+/// the third input on, narrow types too (their value is compared widened to 32 bits).
+#[test]
+fn arg_best_of_other_data_compiles_nothing_from_the_third_input_on() {
+    crate::common::every_backend(|| {
+        let c = crate::common::ctx();
+        for round in 0..4u16 {
+            let xs: Vec<u16> = (0..1000u16)
+                .map(|i| (i * 7 + round * 13) % (500 + round * 100))
+                .collect();
+            let ys: Vec<f32> = xs.iter().map(|x| *x as f32 * -0.5).collect();
+            let before = c.stats().compilations;
+            let wide = xs.iter().map(|x| *x as u32);
+            assert_eq!(
+                c.from(&xs).argmax().unwrap(),
+                arg_best_u32(wide, true),
+                "u16, round {round}"
+            );
+            assert_eq!(
+                c.from(&ys).argmin().unwrap(),
+                arg_best(ys.iter().copied(), false),
+                "f32, round {round}"
+            );
+            if round >= 2 {
+                assert_eq!(c.stats().compilations, before, "round {round} compiled");
+            }
+        }
+    });
+}
