@@ -278,6 +278,18 @@ fn math2(fun: MathFn, a: &AnyVal, b: &AnyVal) -> AnyVal {
     )
 }
 
+/// `v` converted to `to`.
+fn cast_dyn(v: &AnyVal, to: ScalarType) -> AnyVal {
+    expr_dyn(
+        Expr::Cast {
+            arg: v.handle(),
+            to,
+        },
+        &[v],
+        Type::Scalar(to),
+    )
+}
+
 pub(crate) fn select_dyn(c: &AnyVal, a: &AnyVal, b: &AnyVal) -> AnyVal {
     expr_dyn(
         Expr::Select {

@@ -494,11 +494,11 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// `min`/`max` of f32 or f64 elements with one compare and one select per element
     /// ([`Self::best_value`]): the fold keeps its accumulator unless the element is greater
     /// (`max`) or smaller (`min`), so a NaN is never taken, and starts from minus (`max`) or
-    /// plus (`min`) infinity. The
-    /// IR's `min`/`max`, whose rules for NaN and signed zeros they follow, take several
-    /// vector operations per element (seven per pair of f64s). Two results are ambiguous and
-    /// cost a second pass: the start (was there an element that is not NaN, or any element?)
-    /// and a zero whose sign the order of a tie chose (`-0.0` for `max`: was there a `+0.0`?).
+    /// plus (`min`) infinity. The IR's `min`/`max`, whose rules for NaN and signed zeros they
+    /// follow, take several vector operations per element (seven per pair of f64s). Two
+    /// results are ambiguous and cost a second pass: the start (was there an element that is
+    /// not NaN, or any element?) and a zero whose sign the order of a tie chose (`-0.0` for
+    /// `max`: was there a `+0.0`?).
     fn float_min_max(mut self, max: bool) -> Result<Option<T>> {
         let _span = self.plan_span("reduce");
         self.check()?;
@@ -507,10 +507,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             ScalarType::F32 => ScalarValue::F32(x as f32),
             _ => ScalarValue::F64(x),
         };
-        let (start, zero) = match max {
-            true => (float(f64::NEG_INFINITY), float(-0.0)),
-            false => (float(f64::INFINITY), float(0.0)),
-        };
+        let (start, zero) = (best_start(ty, max), float(if max { -0.0 } else { 0.0 }));
         let v = [self.best_value(max)?];
         let count = |project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>| {
             let counts = self.reduce_projected(
@@ -600,17 +597,8 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         } else {
             (ScalarType::F32, ScalarValue::F32(0.0))
         };
-        let q = self.map_erased(move |c| {
-            let x = expr_dyn(
-                Expr::Cast {
-                    arg: c[0].handle(),
-                    to: sum_ty,
-                },
-                &[&c[0]],
-                Type::Scalar(sum_ty),
-            );
-            vec![x, lit_value(ScalarValue::U32(1))]
-        });
+        let q =
+            self.map_erased(move |c| vec![cast_dyn(&c[0], sum_ty), lit_value(ScalarValue::U32(1))]);
         let v = q.reduce_values(
             vec![zero, ScalarValue::U32(0)],
             &|a, b| {
@@ -639,12 +627,9 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         }
         let _span = self.plan_span("reduce");
         self.check()?;
-        let best = self.best_value(max)?;
-        // The first position holding the best value: a minimum of positions, where the
-        // others count as u32::MAX.
         // Compared in 32 bits at least: the value is a constant that another call's data
         // changes, and only 32- and 64-bit constants become parameters (see `plan_cache`).
-        let best = match best {
+        let best = match self.best_value(max)? {
             ScalarValue::I8(x) => ScalarValue::I32(x.into()),
             ScalarValue::I16(x) => ScalarValue::I32(x.into()),
             ScalarValue::U8(x) => ScalarValue::U32(x.into()),
@@ -654,16 +639,11 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         };
         let mut q = self.map_erased(move |c| match best.ty() == T::TYPE {
             true => c,
-            false => vec![expr_dyn(
-                Expr::Cast {
-                    arg: c[0].handle(),
-                    to: best.ty(),
-                },
-                &[&c[0]],
-                Type::Scalar(best.ty()),
-            )],
+            false => vec![cast_dyn(&c[0], best.ty())],
         });
         q.stages.push(Stage::Enumerate);
+        // The first position holding the best value: a minimum of positions, where the
+        // others count as u32::MAX.
         let none = ScalarValue::U32(u32::MAX);
         let at = move |v: Vec<AnyVal>| {
             let sought = constants::user_code(SOUGHT_CLOSURE, || lit_value(best));
@@ -687,23 +667,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// better), from the type's smallest or largest value for integers; that start when no
     /// element beats it.
     fn best_value(&self, max: bool) -> Result<ScalarValue> {
-        let start = match T::TYPE {
-            ScalarType::F16 => ScalarValue::F16(match max {
-                true => kiln_ir::f16::NEG_INFINITY,
-                false => kiln_ir::f16::INFINITY,
-            }),
-            ScalarType::F32 => ScalarValue::F32(if max {
-                f32::NEG_INFINITY
-            } else {
-                f32::INFINITY
-            }),
-            ScalarType::F64 => ScalarValue::F64(if max {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }),
-            t => min_max_identity(t, max),
-        };
+        let start = best_start(T::TYPE, max);
         let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
         // `a` is the accumulator, which only ever takes a number; `b` an element (a NaN
         // compares false and `a` stays) or another accumulator.
@@ -789,6 +753,23 @@ fn beats<T: Scalar + Numeric>(a: Val<T>, b: Val<T>, max: bool) -> Val<bool> {
     match T::TYPE.is_float() {
         true => strictly.or(a.ne(a).and(b.eq(b))),
         false => strictly,
+    }
+}
+
+/// Where [`Query::best_value`] starts on `ty`: minus (`max`) or plus infinity for floats,
+/// which every number but that infinity beats and NaN does not, the type's smallest or largest
+/// value for integers.
+fn best_start(ty: ScalarType, max: bool) -> ScalarValue {
+    let infinity = if max {
+        f64::NEG_INFINITY
+    } else {
+        f64::INFINITY
+    };
+    match ty {
+        ScalarType::F16 => ScalarValue::F16(kiln_ir::f16::from_f64(infinity)),
+        ScalarType::F32 => ScalarValue::F32(infinity as f32),
+        ScalarType::F64 => ScalarValue::F64(infinity),
+        t => min_max_identity(t, max),
     }
 }
 

@@ -744,18 +744,6 @@ pub(super) fn dense_plan(
     (plan, kind, (slots, seen.start))
 }
 
-/// `v` converted to `to`.
-fn cast_dyn(v: &AnyVal, to: ScalarType) -> AnyVal {
-    expr_dyn(
-        Expr::Cast {
-            arg: v.handle(),
-            to,
-        },
-        &[v],
-        Type::Scalar(to),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
