@@ -1,5 +1,6 @@
 //! What the query planner knows about a device, and the grid arithmetic every plan shares.
 
+use super::Place;
 use kiln_backend::{DeviceClass, DeviceInfo, Grid};
 
 /// Elements per work item in the chunked plan (fewer on a device with a loop limit: see
@@ -58,6 +59,8 @@ pub struct DeviceProfile {
     pub max_group_size: u32,
     /// See [`DeviceInfo::fits_groups_to_work`].
     pub fits_groups_to_work: bool,
+    /// See [`DeviceInfo::host_memory`].
+    pub host_memory: bool,
     /// See [`DeviceInfo::max_loop_iterations`].
     pub max_loop_iterations: Option<u32>,
     /// See [`DeviceInfo::compute_units`].
@@ -100,6 +103,7 @@ impl DeviceProfile {
             chunk: CHUNK,
             max_group_size: device.max_group_size,
             fits_groups_to_work: device.fits_groups_to_work,
+            host_memory: device.host_memory,
             max_loop_iterations: device.max_loop_iterations,
             compute_units: device.compute_units,
             indexed_private_arrays: device.indexed_private_arrays,
@@ -114,6 +118,15 @@ impl DeviceProfile {
     /// where loops run as long as they need.
     pub(crate) fn loop_budget(&self) -> Option<u64> {
         self.max_loop_iterations.map(|limit| limit as u64 / 2)
+    }
+
+    /// Where a plan keeps a small temporary (a few values per chunk or group): in host
+    /// memory where that is the device's ([`Self::host_memory`]), else on the device.
+    pub(crate) fn small_temp_place(&self) -> Place {
+        match self.host_memory {
+            true => Place::Host,
+            false => Place::Device,
+        }
     }
 
     /// True for the grouped plan.

@@ -345,6 +345,7 @@ mod tests {
             chunk: CHUNK,
             max_group_size: 1024,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: None,
             compute_units: 4,
             indexed_private_arrays: true,

@@ -201,6 +201,7 @@ pub(super) fn reduce_plan(
     order: Order,
 ) -> Plan {
     let input = (0..inputs).map(Binding::Input);
+    let place = profile.small_temp_place();
     if profile.grouped() {
         let g = profile.group_size;
         let key = ("query_reduce_grouped", [order as u32, g, 0]);
@@ -210,7 +211,7 @@ pub(super) fn reduce_plan(
             plan.kernel("query_reduce_combine"),
         );
         let groups = profile.item_groups(n);
-        let partials = plan.temps("partials", types, groups as usize, Place::Device);
+        let partials = plan.temps("partials", types, groups as usize, place);
         let scalars = [
             Binding::Scalar("n", n as u32),
             Binding::Scalar("chunk", ITEM_CHUNK),
@@ -221,7 +222,7 @@ pub(super) fn reduce_plan(
             plan.result = partials;
             return plan;
         }
-        let result = plan.temps("result", types, 1, Place::Device);
+        let result = plan.temps("result", types, 1, place);
         let scalars = [
             Binding::Scalar("n", groups),
             Binding::Scalar("chunk", groups.div_ceil(g)),
@@ -241,19 +242,14 @@ pub(super) fn reduce_plan(
     );
     let groups = profile.chunks(n);
     let per_group = items_per_chunk(order);
-    let partials = plan.temps(
-        "partials",
-        types,
-        (groups * per_group) as usize,
-        Place::Device,
-    );
+    let partials = plan.temps("partials", types, (groups * per_group) as usize, place);
     let scalars = [
         Binding::Scalar("n", n as u32),
         Binding::Scalar("chunk", profile.chunk),
     ];
     let b = input.chain(temp_bindings(partials.clone())).chain(scalars);
     plan.launch(fold, Grid::linear(groups, per_group), b);
-    let result = plan.temps("result", types, 1, Place::Device);
+    let result = plan.temps("result", types, 1, place);
     let b = temp_bindings(partials)
         .chain(temp_bindings(result.clone()))
         .chain([Binding::Scalar("m", groups * per_group)]);

@@ -1690,6 +1690,7 @@ fn generated_code_matches_the_snapshots() {
         chunk: 16384,
         max_group_size: 16384,
         fits_groups_to_work: true,
+        host_memory: true,
         max_loop_iterations: None,
         compute_units: 2,
         indexed_private_arrays: true,
@@ -1699,6 +1700,7 @@ fn generated_code_matches_the_snapshots() {
         shape: kiln::PlanShape::Grouped,
         max_group_size: 1024,
         fits_groups_to_work: false,
+        host_memory: false,
         compute_units: 132,
         max_shared_bytes: 227 << 10,
         ..chunked

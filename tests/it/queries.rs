@@ -850,6 +850,43 @@ fn the_plan_cache_reuses_a_querys_kernels_and_tells_apart_queries_that_differ() 
     });
 }
 
+/// Queries that take turns on one context, more of them than the plan cache finds without
+/// hashing (its recent shapes) and some that differ in one operator only, each find their
+/// own plan on every round after the first and give plain Rust's answer every time.
+#[test]
+fn queries_taking_turns_each_find_their_own_plan() {
+    every_backend(|| {
+        let c = ctx();
+        let xs = ints(3000);
+        type Case = (fn(i32) -> i32, fn(Val<i32>) -> Val<i32>);
+        let cases: [Case; 7] = [
+            (|x| x.wrapping_add(1), |x| x + 1),
+            (|x| x.wrapping_sub(1), |x| x - 1),
+            (|x| x.wrapping_mul(3), |x| x * 3),
+            (|x| x & 0xff, |x| x & 0xff),
+            (|x| x | 1, |x| x | 1),
+            (|x| x ^ 0x55, |x| x ^ 0x55),
+            (|x| x.wrapping_shr(2), |x| x >> 2),
+        ];
+        for round in 0..3 {
+            let before = c.stats();
+            for (plain, traced) in cases {
+                let want = xs.iter().fold(0i32, |a, x| a.wrapping_add(plain(*x)));
+                assert_eq!(
+                    c.from(&xs).map(traced).sum().unwrap(),
+                    want,
+                    "round {round}"
+                );
+            }
+            let after = c.stats();
+            if round > 0 {
+                assert_eq!(after.plan_hits - before.plan_hits, cases.len() as u64);
+                assert_eq!(after.compilations, before.compilations, "round {round}");
+            }
+        }
+    });
+}
+
 /// The plan cache keeps apart scans, sorts, groupings and histograms of one query that differ
 /// only in the terminal's own settings or closures, on one context in both plan shapes;
 /// every answer is checked against plain Rust.

@@ -125,6 +125,11 @@ pub struct DeviceInfo {
     /// compiles once for any group size; false where idle work items exit at once (GPUs) or
     /// a new group size compiles the kernel again (PoCL, wgpu), so groups stay whole.
     pub fits_groups_to_work: bool,
+    /// Whether the device's memory is the host's own (true for the CPU backend only): query
+    /// plans keep their small temporaries (a reduction's partials and result) in host memory
+    /// there, which a launch binds without the device memory's bookkeeping and the host reads
+    /// without a download.
+    pub host_memory: bool,
     /// The most loop iterations a work item may run in total, all its loops together, where
     /// the device stops them silently past that; `None` where loops run as long as they
     /// need. Mesa's llvmpipe stops a SIMD batch of work items after 65535 passes of all their
@@ -162,6 +167,7 @@ impl DeviceInfo {
             max_buffer_bytes: 0,
             indexed_private_arrays: false,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: None,
             features: Features::default(),
             unusable: Some(reason),

@@ -115,6 +115,7 @@ impl CpuBackend {
             max_buffer_bytes: host_memory_bytes(),
             indexed_private_arrays: true,
             fits_groups_to_work: true,
+            host_memory: true,
             max_loop_iterations: None,
             features: Features {
                 f64: true,

@@ -159,6 +159,7 @@ impl CudaBackend {
             max_buffer_bytes: memory,
             indexed_private_arrays: true,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: None,
             features: Features {
                 f64: true,

@@ -318,6 +318,7 @@ impl OpenClBackend {
             max_buffer_bytes: device.max_mem_alloc_size().unwrap_or(u64::MAX),
             indexed_private_arrays: true,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: None,
             features: Features {
                 f64: device.double_fp_config().map(|c| c != 0).unwrap_or(false)

@@ -336,6 +336,7 @@ impl WgpuBackend {
                 .min(limits.max_buffer_size),
             indexed_private_arrays: a.device_type != wgpu::DeviceType::Cpu,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: loop_limit,
             features: Features {
                 f64: features.contains(wgpu::Features::SHADER_F64),

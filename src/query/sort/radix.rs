@@ -493,6 +493,7 @@ mod tests {
             chunk: 16384,
             max_group_size: 1024,
             fits_groups_to_work: false,
+            host_memory: false,
             max_loop_iterations: None,
             compute_units: 4,
             indexed_private_arrays: true,
