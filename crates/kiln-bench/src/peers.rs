@@ -45,6 +45,7 @@ const PEER_CASES: &[(&str, Holds)] = &[
     ("map-filter-map-sum", Holds::One),
     ("sum", Holds::One),
     ("max", Holds::One),
+    ("argmax", Holds::One),
     ("filter to_vec (50%)", Holds::Below500),
     ("scan (running sum) to_vec", Holds::Each),
     ("histogram (256 bins of u8)", Holds::Bins256),

@@ -44,7 +44,21 @@ pub struct RecordedConstants {
 
 /// The name of the value parameter that holds constant `j` of a record.
 pub fn constant_param_name(j: usize) -> String {
-    format!("kiln_const{j}")
+    // The first few without `format!`: a cached query names its constants on every call.
+    const NAMES: [&str; 8] = [
+        "kiln_const0",
+        "kiln_const1",
+        "kiln_const2",
+        "kiln_const3",
+        "kiln_const4",
+        "kiln_const5",
+        "kiln_const6",
+        "kiln_const7",
+    ];
+    match NAMES.get(j) {
+        Some(name) => (*name).to_string(),
+        None => format!("kiln_const{j}"),
+    }
 }
 
 /// Runs `f`, the application of user closure number `closure`, so that the literals it emits

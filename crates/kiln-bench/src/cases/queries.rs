@@ -68,6 +68,15 @@ static FUSED: Baseline = rayon(|b| {
 static SUM: Baseline = rayon(|b| b.best(|| b.xs.par_iter().sum::<f32>()));
 // `f32::max` skips NaN, as kiln's `max()` does.
 static MAX: Baseline = rayon(|b| b.best(|| b.xs.par_iter().copied().reduce(|| f32::NAN, f32::max)));
+// The first position of the largest, as `argmax()` gives it.
+static ARGMAX: Baseline = rayon(|b| {
+    b.best(|| {
+        b.xs.par_iter()
+            .enumerate()
+            .reduce_with(|a, c| if c.1 > a.1 { c } else { a })
+            .map(|(i, _)| i)
+    })
+});
 static MAP_F64: Baseline =
     rayon(|b| b.best(|| b.xd.par_iter().map(|x| x * 2.0 + 1.0).collect::<Vec<f64>>()));
 static SQUARES_F64: Baseline = rayon(|b| b.best(|| b.xd.par_iter().map(|x| x * x).sum::<f64>()));
@@ -265,6 +274,7 @@ pub(super) static MEMCPY: Baseline = Baseline {
 static TUNED_FUSED: Baseline = tuned(|b| b.best(|| tuned::fused_f32(&b.xs)));
 static TUNED_SUM: Baseline = tuned(|b| b.best(|| tuned::sum_f32(&b.xs)));
 static TUNED_MAX: Baseline = tuned(|b| b.best(|| tuned::max_f32(&b.xs)));
+static TUNED_ARGMAX: Baseline = tuned(|b| b.best(|| tuned::argmax_f32(&b.xs)));
 static TUNED_SQUARES_F64: Baseline = tuned(|b| b.best(|| tuned::squares_f64(&b.xd)));
 static TUNED_MAX_F64: Baseline = tuned(|b| b.best(|| tuned::max_f64(&b.xd)));
 static TUNED_SUM_I64: Baseline = tuned(|b| b.best(|| tuned::sum_i64(&b.xl)));
@@ -374,6 +384,12 @@ pub(super) static CASES: &[Case] = &[
         |b, ctx| Ok(b.best(|| ctx.from(&b.xs).max().unwrap())),
         &TUNED_MAX,
         &MAX,
+    ),
+    tuned_case(
+        "argmax",
+        |b, ctx| Ok(b.best(|| ctx.from(&b.xs).argmax().unwrap())),
+        &TUNED_ARGMAX,
+        &ARGMAX,
     ),
     needing(
         Needs::F64,

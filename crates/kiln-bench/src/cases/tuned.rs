@@ -84,6 +84,24 @@ native! {
 }
 
 native! {
+    /// The first position of the largest of `xs` (of the first element when all are NaN):
+    /// the largest as [`max_f32`] finds it, then the first chunk holding it, searched in order.
+    fn argmax_f32(xs: &[f32]) -> Option<usize> {
+        if xs.is_empty() {
+            return None;
+        }
+        let m = max_f32(xs);
+        let found = xs
+            .par_chunks(CHUNK)
+            .enumerate()
+            .find_first(|(_, c)| c.contains(&m));
+        Some(found.map_or(0, |(k, c)| {
+            k * CHUNK + c.iter().position(|x| *x == m).unwrap_or(0)
+        }))
+    }
+}
+
+native! {
     /// The map-filter-map-sum case: `x * 2.0`, kept above 1000, plus 100, summed; branch-free.
     fn fused_f32(xs: &[f32]) -> f32 {
         xs.par_chunks(CHUNK)
@@ -194,6 +212,15 @@ mod tests {
             xs.iter().map(|x| *x as f64).sum()
         ));
         assert_eq!(max_f32(&xs), xs.iter().copied().fold(f32::NAN, f32::max));
+        // The first of several largest, past the first chunk; none of none; 0 of all NaN.
+        let mut ys = xs.clone();
+        ys[70_001] = 5000.0;
+        ys[90_000] = 5000.0;
+        assert_eq!(argmax_f32(&ys), Some(70_001));
+        let largest = xs.iter().copied().fold(f32::NAN, f32::max);
+        assert_eq!(argmax_f32(&xs), xs.iter().position(|x| *x == largest));
+        assert_eq!(argmax_f32(&[]), None);
+        assert_eq!(argmax_f32(&[f32::NAN; 3]), Some(0));
         let fused: f64 = xs
             .iter()
             .map(|x| x * 2.0)
