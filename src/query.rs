@@ -72,9 +72,6 @@ const OP_CLOSURE: u32 = u32::MAX;
 const KEY_CLOSURE: u32 = u32::MAX - 1;
 /// The number of a user's value function (`group_by(..).sum(..)`, `fold`, ...).
 const VALUE_CLOSURE: u32 = u32::MAX - 2;
-/// The number of the value `argmin`/`argmax` search for in their second pass, a constant of
-/// the data: another value reuses the kernels (numbers below the joins' tables).
-const SOUGHT_CLOSURE: u32 = u32::MAX - 2048;
 /// Largest input a query accepts: `i32::MAX` elements.
 ///
 /// ```
@@ -98,10 +95,37 @@ struct Fold<'b> {
     identity: &'b [ScalarValue],
     /// The associative combining function.
     op: CombineFn<'b>,
+    /// A cheaper `op` for folding one row into an accumulator that holds only rows before it
+    /// (every partials kernel folds each accumulator's rows in increasing position), or `None`
+    /// to fold rows with `op`.
+    step: Option<CombineFn<'b>>,
     /// Turns each kept row into the values folded.
     project: ProjectFn<'b>,
     /// Whether the elements must be combined in input order.
     order: Order,
+}
+
+impl<'b> Fold<'b> {
+    /// The fold of `project` of each row into `identity` with `op`, rows too.
+    fn new(
+        identity: &'b [ScalarValue],
+        op: CombineFn<'b>,
+        project: ProjectFn<'b>,
+        order: Order,
+    ) -> Self {
+        Fold {
+            identity,
+            op,
+            step: None,
+            project,
+            order,
+        }
+    }
+
+    /// What folds one row into an accumulator of earlier rows: `step`, else `op`.
+    fn row_op(&self) -> CombineFn<'b> {
+        self.step.unwrap_or(self.op)
+    }
 }
 /// A user's combining function, owned (a fold's or a scan's `op` on the row's columns).
 type OwnedCombineFn<'a> = Box<dyn Fn(Vec<AnyVal>, Vec<AnyVal>) -> Vec<AnyVal> + 'a>;
@@ -591,8 +615,12 @@ impl<'a, T> Query<'a, T> {
             self.element(&cols, global_id(Axis::X), &mut |vals| {
                 let mut outs = vals.clone();
                 if let Some(f) = fold {
-                    let start = f.identity.iter().map(|v| lit_value(*v)).collect();
-                    outs.extend((f.op)(start, (f.project)(vals)));
+                    let start: Vec<AnyVal> = f.identity.iter().map(|v| lit_value(*v)).collect();
+                    let folded = (f.project)(vals);
+                    if let Some(step) = f.step {
+                        outs.extend(step(start.clone(), folded.clone()));
+                    }
+                    outs.extend((f.op)(start, folded));
                 }
                 store_outputs(k, &outs);
             });

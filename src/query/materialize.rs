@@ -167,13 +167,8 @@ impl<'a, T: Row> Query<'a, T> {
     /// The chunked plan's count of kept elements, in the [`QUAD`] layout (counting is
     /// commutative): see [`Self::chunked_fold_kernel`].
     pub(super) fn chunked_count_kernel(&self) -> Result<Kernel> {
-        self.chunked_fold_kernel(
-            "query_filter_count",
-            &[ScalarValue::U32(0)],
-            &add_columns,
-            &one_u32,
-            Order::Any,
-        )
+        let fold = Fold::new(&[ScalarValue::U32(0)], &add_columns, &one_u32, Order::Any);
+        self.chunked_fold_kernel("query_filter_count", &fold)
     }
 
     /// The parameters both ordered scatters declare, in order: the input columns, the output
@@ -273,10 +268,7 @@ impl<'a, T: Row> Query<'a, T> {
             (true, true) => vec![
                 self.grouped_reduce_kernel(
                     "query_filter_count_grouped",
-                    &[ScalarValue::U32(0)],
-                    &add_columns,
-                    &one_u32,
-                    Order::Any,
+                    &Fold::new(&[ScalarValue::U32(0)], &add_columns, &one_u32, Order::Any),
                     plan.profile.group_size,
                 )?,
                 self.grouped_scatter_kernel(plan.profile.group_size)?,

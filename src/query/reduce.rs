@@ -6,19 +6,15 @@
 use super::*;
 
 impl<'a, T> Query<'a, T> {
-    /// The chunked plan's partials kernel: each work item folds `project` of the rows it
-    /// takes into one partial per accumulator, stored at its global id. With [`Order::Kept`]
+    /// The chunked plan's partials kernel: each work item folds the rows it takes into one
+    /// partial per accumulator with `fold`, stored at its global id. With [`Order::Kept`]
     /// each group has one work item folding its chunk; with [`Order::Any`] each group has
     /// [`QUAD`] work items, and of every row of `QUAD * LANES` elements of the chunk, work
-    /// item `j` folds elements `j`, `j + QUAD`, ... into its `LANES` accumulators.
-    pub(super) fn chunked_fold_kernel(
-        &self,
-        name: &str,
-        identity: &[ScalarValue],
-        op: CombineFn<'_>,
-        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
-        order: Order,
-    ) -> Result<Kernel> {
+    /// item `j` folds elements `j`, `j + QUAD`, ... into its `LANES` accumulators. Each
+    /// accumulator takes its rows in increasing position (`fold`'s row op relies on it).
+    pub(super) fn chunked_fold_kernel(&self, name: &str, fold: &Fold<'_>) -> Result<Kernel> {
+        let (identity, op, project, order) = (fold.identity, fold.op, fold.project, fold.order);
+        let step = fold.row_op();
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         let predicated = self.predicated();
         Ok(Kernel::build_unvalidated(name, |k| {
@@ -43,12 +39,12 @@ impl<'a, T> Query<'a, T> {
                             // Always true; it shows the backends that `i` is inside every
                             // column, so the loads need no bounds tests.
                             if_then(i.lt(end), || {
-                                self.fold_element(&cols, i, acc, op, project, predicated)
+                                self.fold_element(&cols, i, acc, step, project, predicated)
                             });
                         }
                     });
                     for_range(start + quarter * LANES, end, |i| {
-                        self.fold_element(&cols, i, last, op, project, predicated)
+                        self.fold_element(&cols, i, last, step, project, predicated)
                     });
                 }
                 Order::Any => {
@@ -60,14 +56,14 @@ impl<'a, T> Query<'a, T> {
                     for_range(0u32, rows, |t| {
                         for (l, acc) in lanes.iter().enumerate() {
                             let i = start + t * row + (l as u32) * QUAD + j;
-                            self.fold_element(&cols, i, acc, op, project, predicated);
+                            self.fold_element(&cols, i, acc, step, project, predicated);
                         }
                     });
                     let tail = start + rows * row;
                     for_range(0u32, (end - tail + (QUAD - 1)) / QUAD, |t| {
                         let i = tail + t * QUAD + j;
                         if_then(i.lt(end), || {
-                            self.fold_element(&cols, i, last, op, project, predicated)
+                            self.fold_element(&cols, i, last, step, project, predicated)
                         });
                     });
                 }
@@ -84,25 +80,20 @@ impl<'a, T> Query<'a, T> {
     }
 
     /// The partials kernel of the grouped plan over this query's rows: see
-    /// [`grouped_fold_kernel`]. `project` turns each kept element into the values folded (the
-    /// element itself for reductions, a 1 for counting).
+    /// [`grouped_fold_kernel`]. `fold`'s projection turns each kept element into the values
+    /// folded (the element itself for reductions, a 1 for counting).
     pub(super) fn grouped_reduce_kernel(
         &self,
         name: &str,
-        identity: &[ScalarValue],
-        op: CombineFn<'_>,
-        project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
-        order: Order,
+        fold: &Fold<'_>,
         g: u32,
     ) -> Result<Kernel> {
         grouped_fold_kernel(
             name,
-            identity,
-            op,
-            order,
+            fold,
             g,
             &|k| self.declare_inputs(k),
-            &|cols, i, sink| self.element(cols, i, &mut |vals| sink(project(vals))),
+            &|cols, i, sink| self.element(cols, i, sink),
         )
     }
 
@@ -127,52 +118,62 @@ impl<'a, T> Query<'a, T> {
         project: &dyn Fn(Vec<AnyVal>) -> Vec<AnyVal>,
         order: Order,
     ) -> Result<Vec<ScalarValue>> {
-        let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
+        self.reduce_fold(&Fold::new(identity, op, project, order))
+    }
+
+    /// Runs the reduction `fold` of the current rows; returns the result's column constants.
+    /// The query stays usable.
+    pub(super) fn reduce_fold(&self, fold: &Fold<'_>) -> Result<Vec<ScalarValue>> {
+        let types: Vec<ScalarType> = fold.identity.iter().map(|v| v.ty()).collect();
         let plan = reduce_plan(
             &self.ctx.profile(),
             self.columns.len(),
             self.len,
             &types,
-            order,
+            fold.order,
         );
-        let fold = Fold {
-            identity,
-            op,
-            project,
-            order,
-        };
-        let kernels = self.compiled(&plan, Some(&fold), || self.reduce_kernels(&plan, &fold))?;
+        let kernels = self.compiled(&plan, Some(fold), || self.reduce_kernels(&plan, fold))?;
         let inputs = self.sources();
         Run::start(&self.ctx, plan, kernels, &inputs)?.finish(&inputs, Vec::new())
     }
 
+    /// The least position of an element equal to `sought`, a constant of the kernel; else 0
+    /// when there are rows, `None` when there are none.
+    fn first_position_of(mut self, sought: ScalarValue) -> Result<Option<usize>> {
+        self.stages.push(Stage::Enumerate);
+        let none = ScalarValue::U32(u32::MAX);
+        let at = move |v: Vec<AnyVal>| {
+            let sought = lit_value(sought);
+            let hit = bin(BinaryOp::Eq, &v[1], &sought);
+            vec![select_dyn(&hit, &v[0], &lit_value(none))]
+        };
+        let first = |a: Vec<AnyVal>, b: Vec<AnyVal>| vec![math2(MathFn::Min, &a[0], &b[0])];
+        let v = self.reduce_projected(&[none], &first, &at, Order::Any)?;
+        if v[0] != none {
+            return Ok(Some(v[0].to_bits() as usize));
+        }
+        let rows =
+            self.reduce_projected(&[ScalarValue::U32(0)], &add_columns, &one_u32, Order::Any)?;
+        Ok((rows[0].to_bits() != 0).then_some(0))
+    }
+
     /// The kernels of a reduction's `plan` (see [`reduce_plan`]) folding with `fold`.
     pub(super) fn reduce_kernels(&self, plan: &Plan, fold: &Fold<'_>) -> Result<Vec<Kernel>> {
-        let (identity, op, project, order) = (fold.identity, fold.op, fold.project, fold.order);
+        let (identity, op) = (fold.identity, fold.op);
         let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
         if plan.profile.grouped() {
             let g = plan.profile.group_size;
-            let partials = self.grouped_reduce_kernel(
-                "query_reduce_grouped",
-                identity,
-                op,
-                project,
-                order,
-                g,
-            )?;
+            let partials = self.grouped_reduce_kernel("query_reduce_grouped", fold, g)?;
             let combine = grouped_fold_kernel(
                 "query_reduce_combine",
-                identity,
-                op,
-                order,
+                &Fold::new(identity, op, &|v| v, fold.order),
                 g,
                 &|k| Inputs::values(declare_columns(k, "folded", &types, Access::Read)),
                 &|cols, i, sink| sink(load_row(cols, &types, i)),
             )?;
             return Ok(vec![partials, combine]);
         }
-        let partials =
-            self.chunked_fold_kernel("query_reduce_partials", identity, op, project, order)?;
+        let partials = self.chunked_fold_kernel("query_reduce_partials", fold)?;
         let finish = Kernel::build_unvalidated("query_reduce_final", |k| {
             let ins: Vec<Memory> = declare_columns(k, "partial", &types, Access::Read);
             let outs: Vec<Memory> = declare_columns(k, "result", &types, Access::Write);
@@ -614,48 +615,65 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     }
 
     /// The position of the first largest (`max`) or smallest element, NaN counting as the
-    /// worst, in two passes of one compare and one select per element each: the best value
-    /// ([`Self::best_value`]), then the least position holding it (a fold of values, their
-    /// positions and the tie rule took about a dozen operations per element).
+    /// worst, in one pass of one compare and two selects per element: each accumulator holds
+    /// a best value and its position, starts at minus (`max`) or plus infinity for floats (the
+    /// type's smallest or largest value for integers) at no position, and takes an element
+    /// only when it beats the value, so a NaN is never taken and, since each accumulator takes
+    /// its elements in increasing position, a tie keeps the first. Combining two accumulators
+    /// also takes equal values at a smaller position. Narrow types fold widened to 32 bits.
+    /// When no element beats the start, a second pass looks for the start value itself.
     pub(super) fn arg_best(mut self, max: bool) -> Result<Option<usize>> {
         if self.has_filter() {
             return self.arg_best_counted(max);
         }
         let _span = self.plan_span("reduce");
         self.check()?;
-        // Compared in 32 bits at least: the value is a constant that another call's data
-        // changes, and only 32- and 64-bit constants become parameters (see `plan_cache`).
-        let best = match self.best_value(max)? {
-            ScalarValue::I8(x) => ScalarValue::I32(x.into()),
-            ScalarValue::I16(x) => ScalarValue::I32(x.into()),
-            ScalarValue::U8(x) => ScalarValue::U32(x.into()),
-            ScalarValue::U16(x) => ScalarValue::U32(x.into()),
-            ScalarValue::F16(x) => ScalarValue::F32(x.to_f32()),
-            wide => wide,
+        let wide = match T::TYPE {
+            ScalarType::I8 | ScalarType::I16 => ScalarType::I32,
+            ScalarType::U8 | ScalarType::U16 => ScalarType::U32,
+            ScalarType::F16 => ScalarType::F32,
+            t => t,
         };
-        let mut q = self.map_erased(move |c| match best.ty() == T::TYPE {
+        let start = best_start(wide, max);
+        let mut q = self.map_erased(move |c| match wide == T::TYPE {
             true => c,
-            false => vec![cast_dyn(&c[0], best.ty())],
+            false => vec![cast_dyn(&c[0], wide)],
         });
         q.stages.push(Stage::Enumerate);
-        // The first position holding the best value: a minimum of positions, where the
-        // others count as u32::MAX.
         let none = ScalarValue::U32(u32::MAX);
-        let at = move |v: Vec<AnyVal>| {
-            let sought = constants::user_code(SOUGHT_CLOSURE, || lit_value(best));
-            let hit = bin(BinaryOp::Eq, &v[1], &sought);
-            vec![select_dyn(&hit, &v[0], &lit_value(none))]
+        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        let take = |take: AnyVal, a: &[AnyVal], b: &[AnyVal]| {
+            vec![
+                select_dyn(&take, &b[0], &a[0]),
+                select_dyn(&take, &b[1], &a[1]),
+            ]
         };
-        let first = |a: Vec<AnyVal>, b: Vec<AnyVal>| vec![math2(MathFn::Min, &a[0], &b[0])];
-        let v = q.reduce_projected(&[none], &first, &at, Order::Any)?;
+        // `a` holds only earlier positions: `b` takes it by a better value alone.
+        let step = |a: Vec<AnyVal>, b: Vec<AnyVal>| take(bin(better, &b[1], &a[1]), &a, &b);
+        // No accumulator holds a NaN, so equal values are equal numbers (or both the start).
+        let op = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let tie = bin(BinaryOp::Eq, &b[1], &a[1]);
+            let earlier = bin(BinaryOp::And, &tie, &bin(BinaryOp::Lt, &b[0], &a[0]));
+            take(
+                bin(BinaryOp::Or, &bin(better, &b[1], &a[1]), &earlier),
+                &a,
+                &b,
+            )
+        };
+        let identity = [none, start];
+        let fold = Fold {
+            step: Some(&step),
+            ..Fold::new(&identity, &op, &|v| v, Order::Any)
+        };
+        let v = q.reduce_fold(&fold)?;
         if v[0] != none {
             return Ok(Some(v[0].to_bits() as usize));
         }
-        // Nothing equals it: every element is NaN (the first one is the answer), or there is
-        // none.
-        let rows =
-            q.reduce_projected(&[ScalarValue::U32(0)], &add_columns, &one_u32, Order::Any)?;
-        Ok((rows[0].to_bits() != 0).then_some(0))
+        // No element beats the start: the first equal to it (minus infinity, the smallest
+        // integer, ...) is the answer; when there is none, every element is NaN (the first one
+        // is the answer), or there is no element.
+        q.stages.pop();
+        q.first_position_of(start)
     }
 
     /// The largest (`max`) or smallest element that is not NaN, by one compare and one
@@ -796,23 +814,23 @@ pub(super) fn min_max_identity(ty: ScalarType, max: bool) -> ScalarValue {
 }
 
 /// A fold kernel of the grouped plan: each group folds `g * chunk` consecutive elements of the
-/// `n`. Each of its `g` work items folds `chunk` of them: with [`Order::Kept`] a contiguous
-/// run, so the order of `op` is kept; with [`Order::Any`] every `g`-th element from its own
-/// position in the group's range, so neighbouring work items read neighbouring elements, the
-/// access a GPU coalesces into whole memory transactions. The group then combines its items'
-/// results through shared memory, neighbours first (strides 1, 2, 4, ...), and work item 0
-/// stores the group's result at the group's index of each `partial` buffer. `inputs` declares
-/// the input buffers and `element` hands the values of element `i` to its sink (or nothing,
-/// for an element filtered out).
+/// `n` with `fold`. Each of its `g` work items folds `chunk` of them, in increasing position:
+/// with [`Order::Kept`] a contiguous run, so the order of `op` is kept; with [`Order::Any`]
+/// every `g`-th element from its own position in the group's range, so neighbouring work
+/// items read neighbouring elements, the access a GPU coalesces into whole memory
+/// transactions. The group then combines its items' results through shared memory,
+/// neighbours first (strides 1, 2, 4, ...), and work item 0 stores the group's result at the
+/// group's index of each `partial` buffer. `inputs` declares the input buffers and `element`
+/// hands the values of element `i` to its sink (or nothing, for an element filtered out).
 pub(super) fn grouped_fold_kernel(
     name: &str,
-    identity: &[ScalarValue],
-    op: CombineFn<'_>,
-    order: Order,
+    fold: &Fold<'_>,
     g: u32,
     inputs: &dyn Fn(&KernelScope) -> Inputs,
     element: ElementFn<'_>,
 ) -> Result<Kernel> {
+    let (identity, op, order) = (fold.identity, fold.op, fold.order);
+    let (step, project) = (fold.row_op(), fold.project);
     let types: Vec<ScalarType> = identity.iter().map(|v| v.ty()).collect();
     Ok(Kernel::build_unvalidated(name, |k| {
         let Inputs {
@@ -829,16 +847,16 @@ pub(super) fn grouped_fold_kernel(
         let chunk = k.value::<u32>("chunk");
         let acc = identity_vars("acc", identity);
         let l = local_id(Axis::X);
-        let fold = |i| element(&cols, i, &mut |vals| fold_into(&acc, vals, op));
+        let fold_row = |i| element(&cols, i, &mut |vals| fold_into(&acc, project(vals), step));
         match order {
             Order::Kept => {
                 let (start, end) = chunk_range(n, chunk);
-                for_range(start, end, fold);
+                for_range(start, end, fold_row);
             }
             Order::Any => {
                 let base = group_id(Axis::X) * (chunk * g);
                 let end = (base + chunk * g).min(n);
-                for_range_step(base + l, end, lit(g), fold);
+                for_range_step(base + l, end, lit(g), fold_row);
             }
         }
         for (t, a) in tiles.iter().zip(&acc) {

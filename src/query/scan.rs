@@ -507,12 +507,7 @@ impl<'a, T: Row> Scan<'a, T> {
         let identity = self.counted_identity();
         let op = |a, b| self.counted_op(a, b);
         let project = |v| self.counted_element(v);
-        let fold = Fold {
-            identity: &identity,
-            op: &op,
-            project: &project,
-            order: Order::Kept,
-        };
+        let fold = Fold::new(&identity, &op, &project, Order::Kept);
         self.query
             .compiled(plan, Some(&fold), || self.kernels(plan))
     }
@@ -526,18 +521,10 @@ impl<'a, T: Row> Scan<'a, T> {
         let op = |a, b| self.counted_op(a, b);
         let project = |v| self.counted_element(v);
         let g = plan.profile.group_size;
+        let fold = Fold::new(&identity, &op, &project, Order::Kept);
         let partials = match plan.profile.grouped() {
-            false => {
-                q.chunked_fold_kernel("query_scan_partials", &identity, &op, &project, Order::Kept)?
-            }
-            true => q.grouped_reduce_kernel(
-                "query_scan_partials_grouped",
-                &identity,
-                &op,
-                &project,
-                Order::Kept,
-                g,
-            )?,
+            false => q.chunked_fold_kernel("query_scan_partials", &fold)?,
+            true => q.grouped_reduce_kernel("query_scan_partials_grouped", &fold, g)?,
         };
         let (g, chains) = match plan.profile.grouped() {
             true => (g, 1),

@@ -588,12 +588,7 @@ impl<P> DenseFold<'_, '_, P> {
             self.how,
         );
         let values = |row: Vec<AnyVal>| row[1..].to_vec();
-        let fold = Fold {
-            identity: self.identity,
-            op: self.op,
-            project: &values,
-            order: Order::Any,
-        };
+        let fold = Fold::new(self.identity, self.op, &values, Order::Any);
         let kernels = self.query.compiled(&plan, Some(&fold), || {
             let first = match partials {
                 DensePartials::SharedAdds => self.shared_adds_kernel(profile.group_size)?,
