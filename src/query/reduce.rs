@@ -157,6 +157,31 @@ impl<'a, T> Query<'a, T> {
         Ok((rows[0].to_bits() != 0).then_some(0))
     }
 
+    /// The least position among the kept rows of one whose value (the last column) is
+    /// `sought`, from an in-order fold of (rows, that position among them); else 0.
+    fn first_counted_position_of(&self, sought: ScalarValue) -> Result<Option<usize>> {
+        let none = ScalarValue::U32(u32::MAX);
+        let hit = move |v: Vec<AnyVal>| {
+            let at = bin(BinaryOp::Eq, &v[2], &lit_value(sought));
+            vec![v[0].clone(), select_dyn(&at, &v[1], &lit_value(none))]
+        };
+        let first = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
+            let (an, ap, bn, bp) = (
+                a[0].typed::<u32>(),
+                a[1].typed::<u32>(),
+                b[0].typed::<u32>(),
+                b[1].typed::<u32>(),
+            );
+            let take_b = ap.eq(u32::MAX).and(bp.ne(u32::MAX));
+            vec![(an + bn).erase(), select(take_b, an + bp, ap).erase()]
+        };
+        let v = self.reduce_projected(&[ScalarValue::U32(0), none], &first, &hit, Order::Kept)?;
+        Ok(Some(match v[1] == none {
+            true => 0,
+            false => v[1].to_bits() as usize,
+        }))
+    }
+
     /// The kernels of a reduction's `plan` (see [`reduce_plan`]) folding with `fold`.
     pub(super) fn reduce_kernels(&self, plan: &Plan, fold: &Fold<'_>) -> Result<Vec<Kernel>> {
         let (identity, op) = (fold.identity, fold.op);
@@ -693,8 +718,14 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
 
     /// [`Self::arg_best`] after a stage that drops rows: the position among the kept rows,
     /// from an in-order fold of (rows, position of the best among them, the best) that
-    /// counts the rows as it goes, so no row is written out.
+    /// counts the rows as it goes, so no row is written out. The best starts as
+    /// [`Self::arg_best`]'s does, at no position, and only a better value replaces it (the
+    /// later rows are the right-hand side, so a tie keeps the earlier): a compare, two
+    /// selects and two adds per row. When no kept row beats the start, a second such fold
+    /// looks for the start value itself.
     fn arg_best_counted(self, max: bool) -> Result<Option<usize>> {
+        let start = best_start(T::TYPE, max);
+        let none = ScalarValue::U32(u32::MAX);
         let q = self.map_erased(|c| {
             let (one, zero) = (
                 lit_value(ScalarValue::U32(1)),
@@ -702,11 +733,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             );
             vec![one, zero, c[0].clone()]
         });
-        let identity = vec![
-            ScalarValue::U32(0),
-            ScalarValue::U32(0),
-            ScalarValue::zero(T::TYPE),
-        ];
+        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
         let later_beats = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
             let (an, ap, bn, bp) = (
                 a[0].typed::<u32>(),
@@ -714,17 +741,24 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
                 b[0].typed::<u32>(),
                 b[1].typed::<u32>(),
             );
-            // `b` holds the rows after `a`'s, so equal values keep `a`'s.
-            let beaten = beats(a[2].typed::<T>(), b[2].typed::<T>(), max);
-            let take_b = bn.ne(0u32).and(an.eq(0u32).or(beaten));
+            let take_b = bin(better, &b[2], &a[2]);
             vec![
                 (an + bn).erase(),
-                select(take_b, an + bp, ap).erase(),
-                select_dyn(&take_b.erase(), &b[2], &a[2]),
+                select_dyn(&take_b, &(an + bp).erase(), &ap.erase()),
+                select_dyn(&take_b, &b[2], &a[2]),
             ]
         };
-        let v = q.reduce_values(identity, &later_beats, Order::Kept)?;
-        Ok((v[0].to_bits() != 0).then(|| v[1].to_bits() as usize))
+        let v = q.reduce_projected(
+            &[ScalarValue::U32(0), none, start],
+            &later_beats,
+            &|v| v,
+            Order::Kept,
+        )?;
+        match (v[0].to_bits(), v[1]) {
+            (0, _) => Ok(None),
+            (_, at) if at != none => Ok(Some(at.to_bits() as usize)),
+            _ => q.first_counted_position_of(start),
+        }
     }
 
     /// Position of the first smallest element (`None` when empty; NaN counts as largest):
@@ -755,18 +789,6 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// ```
     pub fn argmax(self) -> Result<Option<usize>> {
         self.arg_best(true)
-    }
-}
-
-/// True when `b` is strictly better than `a`: larger when `max`, smaller otherwise, and
-/// any number better than a NaN (so NaN counts as smallest for `max`, largest for `min`).
-fn beats<T: Scalar + Numeric>(a: Val<T>, b: Val<T>, max: bool) -> Val<bool> {
-    let strictly = if max { b.gt(a) } else { b.lt(a) };
-    // Only floats have NaNs: comparing an integer with itself would be a compiler warning
-    // on every OpenCL build (and PoCL prints those).
-    match T::TYPE.is_float() {
-        true => strictly.or(a.ne(a).and(b.eq(b))),
-        false => strictly,
     }
 }
 

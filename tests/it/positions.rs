@@ -234,7 +234,8 @@ fn positions_after_a_filter_count_the_rows_kept() {
 /// (`argmax`) or plus infinity, or the type's extreme, at no position: inputs where no
 /// element beats that start (all of it, it among NaNs, all NaN, the smallest or largest
 /// integer everywhere, narrow types too), one value everywhere, and the best value at
-/// positions in every lane and at the end, against a left-to-right search in plain Rust, in
+/// positions in every lane and at the end, also after `skip` and a filter (the counted
+/// fold, which starts the same way), against a left-to-right search in plain Rust, in
 /// both plan shapes at sizes across the planners' chunks.
 #[test]
 fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
@@ -285,6 +286,11 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
                 };
                 let want = arg_best(xs.iter().copied(), max);
                 assert_eq!(got.unwrap(), want, "f32 {name}, {what}, {at}");
+                // After `skip` the position counts the rows kept, in the counted fold.
+                let q = c.from(xs).skip(1);
+                let got = if max { q.argmax() } else { q.argmin() };
+                let want = arg_best(xs.iter().copied().skip(1), max);
+                assert_eq!(got.unwrap(), want, "f32 {name} after skip(1), {what}, {at}");
             }
             if has_f64() {
                 let xs: Vec<f64> = cases[5].1.iter().map(|x| *x as f64).collect();
@@ -316,6 +322,14 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
                 };
                 let want = arg_best_ord(xs.iter().copied(), max);
                 assert_eq!(got.unwrap(), want, "i32 {name}, {what}, {at}");
+                let q = c.from(xs).filter(|x| x.ne(0));
+                let got = if max { q.argmax() } else { q.argmin() };
+                let want = arg_best_ord(xs.iter().copied().filter(|x| *x != 0), max);
+                assert_eq!(
+                    got.unwrap(),
+                    want,
+                    "i32 {name} after a filter, {what}, {at}"
+                );
             }
             let bytes: Vec<u8> = vec![if max { 0 } else { u8::MAX }; n];
             let got = if max {
