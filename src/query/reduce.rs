@@ -137,10 +137,9 @@ impl<'a, T> Query<'a, T> {
         Run::start(&self.ctx, plan, kernels, &inputs)?.finish(&inputs, Vec::new())
     }
 
-    /// The least position of an element equal to `sought`, a constant of the kernel; else 0
-    /// when there are rows, `None` when there are none.
-    fn first_position_of(mut self, sought: ScalarValue) -> Result<Option<usize>> {
-        self.stages.push(Stage::Enumerate);
+    /// Of rows (position, value), the least position of one whose value is `sought`, a
+    /// constant of the kernel; else 0 when there are rows, `None` when there are none.
+    fn first_position_of(&self, sought: ScalarValue) -> Result<Option<usize>> {
         let none = ScalarValue::U32(u32::MAX);
         let at = move |v: Vec<AnyVal>| {
             let sought = lit_value(sought);
@@ -159,27 +158,22 @@ impl<'a, T> Query<'a, T> {
 
     /// The least position among the kept rows of one whose value (the last column) is
     /// `sought`, from an in-order fold of (rows, that position among them); else 0.
-    fn first_counted_position_of(&self, sought: ScalarValue) -> Result<Option<usize>> {
+    fn first_counted_position_of(&self, sought: ScalarValue) -> Result<usize> {
         let none = ScalarValue::U32(u32::MAX);
         let hit = move |v: Vec<AnyVal>| {
             let at = bin(BinaryOp::Eq, &v[2], &lit_value(sought));
             vec![v[0].clone(), select_dyn(&at, &v[1], &lit_value(none))]
         };
         let first = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            let (an, ap, bn, bp) = (
-                a[0].typed::<u32>(),
-                a[1].typed::<u32>(),
-                b[0].typed::<u32>(),
-                b[1].typed::<u32>(),
-            );
+            let ((an, ap), (bn, bp)) = (counted_position(&a), counted_position(&b));
             let take_b = ap.eq(u32::MAX).and(bp.ne(u32::MAX));
             vec![(an + bn).erase(), select(take_b, an + bp, ap).erase()]
         };
         let v = self.reduce_projected(&[ScalarValue::U32(0), none], &first, &hit, Order::Kept)?;
-        Ok(Some(match v[1] == none {
+        Ok(match v[1] == none {
             true => 0,
             false => v[1].to_bits() as usize,
-        }))
+        })
     }
 
     /// The kernels of a reduction's `plan` (see [`reduce_plan`]) folding with `fold`.
@@ -666,7 +660,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         });
         q.stages.push(Stage::Enumerate);
         let none = ScalarValue::U32(u32::MAX);
-        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        let better = better_than(max);
         let take = |take: AnyVal, a: &[AnyVal], b: &[AnyVal]| {
             vec![
                 select_dyn(&take, &b[0], &a[0]),
@@ -697,7 +691,6 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         // No element beats the start: the first equal to it (minus infinity, the smallest
         // integer, ...) is the answer; when there is none, every element is NaN (the first one
         // is the answer), or there is no element.
-        q.stages.pop();
         q.first_position_of(start)
     }
 
@@ -707,7 +700,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     /// element beats it.
     fn best_value(&self, max: bool) -> Result<ScalarValue> {
         let start = best_start(T::TYPE, max);
-        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        let better = better_than(max);
         // `a` is the accumulator, which only ever takes a number; `b` an element (a NaN
         // compares false and `a` stays) or another accumulator.
         let pick = move |a: Vec<AnyVal>, b: Vec<AnyVal>| {
@@ -733,14 +726,9 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
             );
             vec![one, zero, c[0].clone()]
         });
-        let better = if max { BinaryOp::Gt } else { BinaryOp::Lt };
+        let better = better_than(max);
         let later_beats = |a: Vec<AnyVal>, b: Vec<AnyVal>| {
-            let (an, ap, bn, bp) = (
-                a[0].typed::<u32>(),
-                a[1].typed::<u32>(),
-                b[0].typed::<u32>(),
-                b[1].typed::<u32>(),
-            );
+            let ((an, ap), (bn, bp)) = (counted_position(&a), counted_position(&b));
             let take_b = bin(better, &b[2], &a[2]);
             vec![
                 (an + bn).erase(),
@@ -757,7 +745,7 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
         match (v[0].to_bits(), v[1]) {
             (0, _) => Ok(None),
             (_, at) if at != none => Ok(Some(at.to_bits() as usize)),
-            _ => q.first_counted_position_of(start),
+            _ => q.first_counted_position_of(start).map(Some),
         }
     }
 
@@ -790,6 +778,21 @@ impl<'a, T: Scalar + Numeric> Query<'a, T> {
     pub fn argmax(self) -> Result<Option<usize>> {
         self.arg_best(true)
     }
+}
+
+/// The comparison by which a value beats another: greater for `max`, else less.
+fn better_than(max: bool) -> BinaryOp {
+    if max {
+        BinaryOp::Gt
+    } else {
+        BinaryOp::Lt
+    }
+}
+
+/// The first two columns of a counted fold's row: the rows counted and a position among
+/// them.
+fn counted_position(row: &[AnyVal]) -> (Val<u32>, Val<u32>) {
+    (row[0].typed::<u32>(), row[1].typed::<u32>())
 }
 
 /// Where [`Query::best_value`] starts on `ty`: minus (`max`) or plus infinity for floats,

@@ -23,6 +23,18 @@ fn arg_best(xs: impl Iterator<Item = f32>, max: bool) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// `argmax` of `q` when `max`, else `argmin`.
+fn best<T: kiln::ir::Scalar + kiln::ir::Numeric>(
+    q: kiln::Query<'_, T>,
+    max: bool,
+) -> kiln::Result<Option<usize>> {
+    if max {
+        q.argmax()
+    } else {
+        q.argmin()
+    }
+}
+
 /// The position of the first smallest (`max`: largest) integer of `xs`.
 fn arg_best_ord<T: Ord>(xs: impl Iterator<Item = T> + Clone, max: bool) -> Option<usize> {
     let best = if max {
@@ -193,14 +205,17 @@ fn positions_after_a_filter_count_the_rows_kept() {
 
         for max in [false, true] {
             let name = if max { "argmax" } else { "argmin" };
-            let best = |q: kiln::Query<'_, u32>| if max { q.argmax() } else { q.argmin() };
             let want = arg_best_ord(odd.iter().copied(), max);
-            assert_eq!(best(filtered()).unwrap(), want, "filter {name}, {at}");
+            assert_eq!(best(filtered(), max).unwrap(), want, "filter {name}, {at}");
             let want = arg_best_ord(xs.iter().copied().skip(n / 4).take(n / 2), max);
-            let got = best(c.from(&xs).skip(n / 4).take(n / 2)).unwrap();
+            let got = best(c.from(&xs).skip(n / 4).take(n / 2), max).unwrap();
             assert_eq!(got, want, "skip take {name}, {at}");
             let none = c.from(&xs).filter(|x| x.gt(5000u32));
-            assert_eq!(best(none).unwrap(), None, "{name} of nothing kept, {at}");
+            assert_eq!(
+                best(none, max).unwrap(),
+                None,
+                "{name} of nothing kept, {at}"
+            );
 
             // NaNs of both signs first (row 0 is dropped), where a fold that let a NaN win
             // would keep it.
@@ -224,7 +239,7 @@ fn positions_after_a_filter_count_the_rows_kept() {
                 .enumerate()
                 .filter(|(i, _)| (i % 5u32).ne(0u32))
                 .map(|(_, x)| x);
-            let got = if max { q.argmax() } else { q.argmin() };
+            let got = best(q, max);
             assert_eq!(got.unwrap(), want, "f32 {name} after a filter, {at}");
         }
     });
@@ -279,26 +294,18 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
             ];
             let name = if max { "argmax" } else { "argmin" };
             for (what, xs) in &cases {
-                let got = if max {
-                    c.from(xs).argmax()
-                } else {
-                    c.from(xs).argmin()
-                };
+                let got = best(c.from(xs), max);
                 let want = arg_best(xs.iter().copied(), max);
                 assert_eq!(got.unwrap(), want, "f32 {name}, {what}, {at}");
                 // After `skip` the position counts the rows kept, in the counted fold.
                 let q = c.from(xs).skip(1);
-                let got = if max { q.argmax() } else { q.argmin() };
+                let got = best(q, max);
                 let want = arg_best(xs.iter().copied().skip(1), max);
                 assert_eq!(got.unwrap(), want, "f32 {name} after skip(1), {what}, {at}");
             }
             if has_f64() {
                 let xs: Vec<f64> = cases[5].1.iter().map(|x| *x as f64).collect();
-                let got = if max {
-                    c.from(&xs).argmax()
-                } else {
-                    c.from(&xs).argmin()
-                };
+                let got = best(c.from(&xs), max);
                 let want = arg_best(cases[5].1.iter().copied(), max);
                 assert_eq!(got.unwrap(), want, "f64 {name}, start and NaNs, {at}");
             }
@@ -315,15 +322,11 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
                 ("the extreme everywhere", &only),
                 ("its neighbour last", &late),
             ] {
-                let got = if max {
-                    c.from(xs).argmax()
-                } else {
-                    c.from(xs).argmin()
-                };
+                let got = best(c.from(xs), max);
                 let want = arg_best_ord(xs.iter().copied(), max);
                 assert_eq!(got.unwrap(), want, "i32 {name}, {what}, {at}");
                 let q = c.from(xs).filter(|x| x.ne(0));
-                let got = if max { q.argmax() } else { q.argmin() };
+                let got = best(q, max);
                 let want = arg_best_ord(xs.iter().copied().filter(|x| *x != 0), max);
                 assert_eq!(
                     got.unwrap(),
@@ -332,11 +335,7 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
                 );
             }
             let bytes: Vec<u8> = vec![if max { 0 } else { u8::MAX }; n];
-            let got = if max {
-                c.from(&bytes).argmax()
-            } else {
-                c.from(&bytes).argmin()
-            };
+            let got = best(c.from(&bytes), max);
             assert_eq!(
                 got.unwrap(),
                 Some(0),
@@ -349,11 +348,7 @@ fn arg_best_when_no_element_beats_the_start_or_the_best_ties_everywhere() {
                     (false, _) => spread(i as u32, 7) as i16 - 3,
                 })
                 .collect();
-            let got = if max {
-                c.from(&shorts).argmax()
-            } else {
-                c.from(&shorts).argmin()
-            };
+            let got = best(c.from(&shorts), max);
             let want = arg_best_ord(shorts.iter().copied(), max);
             assert_eq!(
                 got.unwrap(),
