@@ -9,12 +9,14 @@
 #![deny(missing_docs)]
 mod lower;
 mod mathlib;
+#[cfg(test)]
+mod tests;
 
 use cranelift_codegen::ir::{types, AbiParam};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use kiln_backend::*;
 use kiln_ir::{print_kernel, Kernel, KernelInfo};
 use lower::*;
@@ -303,18 +305,10 @@ impl CpuBackend {
         };
         let module = code.module.as_mut().expect("just set");
         let math = MathImports::declare(module).map_err(&compile_err)?;
-        let mut ctx = module.make_context();
-        ctx.func.signature.params.push(AbiParam::new(types::I64));
-        let id = module
-            .declare_function(&kernel.name, Linkage::Local, &ctx.func.signature)
-            .map_err(|e| compile_err(e.to_string()))?;
+        let (mut ctx, id, layout) =
+            lower_function(module, &math, lowered, info).map_err(&compile_err)?;
         let log =
             std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|w| w.trim() == "kernels"));
-        let mut fctx = FunctionBuilderContext::new();
-        let layout = {
-            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            Lowerer::lower(b, lowered, info, module, &math).map_err(&compile_err)?
-        };
         ctx.set_disasm(log);
         module
             .define_function(id, &mut ctx)
@@ -346,6 +340,26 @@ impl CpuBackend {
             merges_groups: layout.bytes_per_item == 0 && grouping_unobservable(kernel),
         }))
     }
+}
+
+/// `kernel` (validated with `info`) lowered into a new function of `module` declared as the
+/// kernel's name, not yet compiled: the context holding it, its id and the private memory
+/// its launches provide. Fails with a message naming what could not be lowered or declared.
+fn lower_function(
+    module: &mut JITModule,
+    math: &MathImports,
+    kernel: &Kernel,
+    info: KernelInfo,
+) -> Result<(cranelift_codegen::Context, FuncId, PrivateLayout), String> {
+    let mut ctx = module.make_context();
+    ctx.func.signature.params.push(AbiParam::new(types::I64));
+    let id = module
+        .declare_function(&kernel.name, Linkage::Local, &ctx.func.signature)
+        .map_err(|e| e.to_string())?;
+    let mut fctx = FunctionBuilderContext::new();
+    let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let layout = Lowerer::lower(b, kernel, info, module, math)?;
+    Ok((ctx, id, layout))
 }
 
 type KernelFn = unsafe extern "C" fn(*const u64);

@@ -30,7 +30,7 @@
 //! quads.
 
 use crate::mathlib::MathImports;
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::condcodes::{CondCode, FloatCC, IntCC};
 use cranelift_codegen::ir::{
     self, types, AtomicRmwOp, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
     Value,
@@ -97,6 +97,33 @@ fn clty(s: ScalarType) -> ir::Type {
 
 fn mem_flags() -> MemFlagsData {
     MemFlagsData::trusted()
+}
+
+/// Ends the header of a work-item or quad loop over `stmts`: into `body` while `a cc b`, else
+/// to `exit`. Cranelift 0.135's egraph moves loop-invariant values out of a loop only from
+/// the blocks it visits before the loop's exit (there it leaves the loop for good), and it
+/// visits the exit first when the exit is the branch's second target. So when `stmts` have
+/// no loop inside, the exit comes first (the complement is tested) and everything the same
+/// on every trip (the group's base, buffer lengths, bounds) is computed once before the loop;
+/// with a loop inside, where those values would stay live across the inner loop and spill,
+/// the body comes first and they stay where they are used.
+fn enter_items_loop(
+    b: &mut FunctionBuilder,
+    stmts: &[Stmt],
+    (cc, x, y): (IntCC, Value, Value),
+    body: ir::Block,
+    exit: ir::Block,
+) {
+    let has_loop = stmts
+        .iter()
+        .any(|s| s.any(&|s| matches!(s, Stmt::Loop { .. })));
+    if has_loop {
+        let more = b.ins().icmp(cc, x, y);
+        b.ins().brif(more, body, &[], exit, &[]);
+    } else {
+        let done = b.ins().icmp(cc.complement(), x, y);
+        b.ins().brif(done, exit, &[], body, &[]);
+    }
 }
 
 /// One loop for [`Lowerer::lower_loop`]: `loop { body } continuing { continuing }`.

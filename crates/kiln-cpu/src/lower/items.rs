@@ -49,8 +49,8 @@ impl<'a, 'f> Lowerer<'a, 'f> {
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let item = self.b.use_var(item_var);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, item, self.total);
-        self.b.ins().brif(more, body, &[], exit, &[]);
+        let more = (IntCC::UnsignedLessThan, item, self.total);
+        enter_items_loop(&mut self.b, stmts, more, body, exit);
         self.b.switch_to_block(body);
         self.item = Some(item);
         self.lid = [z; 3];

@@ -482,8 +482,8 @@ impl Lowerer<'_, '_> {
         self.b.switch_to_block(header);
         let q = self.b.use_var(q_var);
         let q4 = self.b.ins().iadd_imm_s(q, 4);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, q4, limit);
-        self.b.ins().brif(more, body, &[], exit, &[]);
+        let more = (IntCC::UnsignedLessThanOrEqual, q4, limit);
+        super::enter_items_loop(&mut self.b, stmts, more, body, exit);
         self.b.switch_to_block(body);
         let none = self.b.ins().splat(types::I32X4, zero);
         self.b.def_var(exited, none);
