@@ -99,7 +99,7 @@ fn mem_flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-/// Ends the header of a work-item or quad loop over `stmts`: into `body` while `a cc b`, else
+/// Ends the header of a work-item or quad loop over `stmts`: into `body` while `x cc y`, else
 /// to `exit`. Cranelift 0.135's egraph moves loop-invariant values out of a loop only from
 /// the blocks it visits before the loop's exit (there it leaves the loop for good), and it
 /// visits the exit first when the exit is the branch's second target. So when `stmts` have
