@@ -242,8 +242,21 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 /// many, and growing both vectors from empty cost a reallocation per doubling.
 const EXPRS_RESERVED: usize = 16;
 
+/// The kernels being built on this thread, the innermost last. Read through a pointer
+/// rather than inside `LocalKey::with`'s closure: the builder runs it for every expression
+/// of every cached query call, and expressions moved into that closure's environment and out
+/// again cost about twice the time of the push itself.
+#[inline(always)]
+fn building() -> std::cell::RefMut<'static, Vec<KernelState>> {
+    let state: *const RefCell<Vec<KernelState>> = BUILDING.with(|b| b as *const _);
+    // SAFETY: the thread-local lives as long as this thread, and the guard returned here is
+    // dropped within the builder call that takes it, on this thread.
+    unsafe { &*state }.borrow_mut()
+}
+
+#[inline(always)]
 fn with_kernel<R>(f: impl FnOnce(&mut KernelState) -> R) -> Option<R> {
-    BUILDING.with(|b| b.borrow_mut().last_mut().map(f))
+    building().last_mut().map(f)
 }
 
 fn record(msg: String) {
@@ -268,6 +281,7 @@ fn new_fn(name: &str, params: Vec<Param>, result: Option<Type>) -> FnState {
 /// Checks that every operand belongs to the function being built; records an error otherwise.
 /// A placeholder operand (what a failed operation returns) records one only when the kernel
 /// has none yet: one built outside any kernel left no error where it was made.
+#[inline(always)]
 fn owned(k: &mut KernelState, deps: &[Raw]) -> bool {
     let id = k.fns.last().map(|f| f.id);
     let foreign = deps.iter().any(|d| *d != POISON && Some(d.owner) != id);
@@ -278,21 +292,28 @@ fn owned(k: &mut KernelState, deps: &[Raw]) -> bool {
 }
 
 /// Appends an expression and its `Eval`; returns the handle, or poison when an operand is foreign.
+#[inline(always)]
 fn push(expr: Expr, deps: &[Raw]) -> Raw {
-    with_kernel(|k| {
-        if !owned(k, deps) {
-            return POISON;
-        }
-        let f = k
-            .fns
-            .last_mut()
-            .expect("a kernel being built always has a function");
-        let h = Handle(f.body.exprs.len() as u32);
-        f.body.exprs.push(expr);
-        f.blocks.last_mut().expect("open block").push(Stmt::Eval(h));
-        Raw { h, owner: f.id }
-    })
-    .unwrap_or(POISON)
+    match building().last_mut() {
+        Some(k) => push_into(k, expr, deps),
+        None => POISON,
+    }
+}
+
+/// [`push`] into the kernel state `k`.
+#[inline(always)]
+fn push_into(k: &mut KernelState, expr: Expr, deps: &[Raw]) -> Raw {
+    if !owned(k, deps) {
+        return POISON;
+    }
+    let f = k
+        .fns
+        .last_mut()
+        .expect("a kernel being built always has a function");
+    let h = Handle(f.body.exprs.len() as u32);
+    f.body.exprs.push(expr);
+    f.blocks.last_mut().expect("open block").push(Stmt::Eval(h));
+    Raw { h, owner: f.id }
 }
 
 fn push_stmt(stmt: Stmt, deps: &[Raw]) {
@@ -321,6 +342,7 @@ fn nested(f: impl FnOnce()) -> Block {
     .unwrap_or_default()
 }
 
+#[inline(always)]
 fn typed<T>(expr: Expr, deps: &[Raw]) -> Val<T> {
     Val::from_raw(push(expr, deps))
 }
@@ -344,19 +366,20 @@ pub fn lit<T: Scalar>(v: T) -> Val<T> {
 
 /// Appends the constant `v`; in the body, inside user code, its slot is recorded
 /// ([`Kernel::user_literals`]).
+#[inline(always)]
 fn literal(v: ScalarValue) -> Raw {
-    let raw = push(Expr::Literal(v), &[]);
-    if raw != POISON {
-        with_kernel(|k| {
-            if let (1, Some((closure, index))) = (k.fns.len(), &mut k.region) {
-                let slot = crate::constants::ConstantSlot {
-                    closure: *closure,
-                    index: *index,
-                };
-                *index += 1;
-                k.user_literals.push((raw.h, slot));
-            }
-        });
+    let mut building = building();
+    let Some(k) = building.last_mut() else {
+        return POISON;
+    };
+    let raw = push_into(k, Expr::Literal(v), &[]);
+    if let (true, 1, Some((closure, index))) = (raw != POISON, k.fns.len(), &mut k.region) {
+        let slot = crate::constants::ConstantSlot {
+            closure: *closure,
+            index: *index,
+        };
+        *index += 1;
+        k.user_literals.push((raw.h, slot));
     }
     raw
 }
