@@ -107,11 +107,36 @@ struct ShapeEntry {
     /// Which constants are parameters in the shape's plans of `general`.
     hoisted: Vec<bool>,
     /// Plans with every constant a literal, by the constants' bits.
-    exact: FxHashMap<Vec<u64>, Arc<[PlannedKernel]>>,
+    exact: FxHashMap<ConstantBits, Arc<[PlannedKernel]>>,
     /// Plans whose `hoisted` constants are parameters, by the bits of the others (zero in
     /// place of each parameter).
-    general: FxHashMap<Vec<u64>, Arc<[PlannedKernel]>>,
+    general: FxHashMap<ConstantBits, Arc<[PlannedKernel]>>,
 }
+
+/// The bits of a call's constants, the key of a shape's plans. Two keys without constants
+/// (most queries) are equal without a `memcmp`: comparing slices of integers calls it, and
+/// glibc's AVX-512 `memcmp` reads the dangling pointer of an empty vector with a masked load
+/// from page zero, which takes a microcode assist (10% of a cached 1000-element `sum()`).
+#[derive(Clone, Debug)]
+struct ConstantBits(Vec<u64>);
+
+impl std::hash::Hash for ConstantBits {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+impl PartialEq for ConstantBits {
+    fn eq(&self, other: &Self) -> bool {
+        match (self.0.is_empty(), other.0.is_empty()) {
+            (true, true) => true,
+            (false, false) => self.0 == other.0,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ConstantBits {}
 
 /// Shapes whose calls skip hashing their fingerprint: see [`Shapes::recent`].
 const RECENT: usize = 4;
@@ -190,11 +215,13 @@ impl Shapes {
 }
 
 /// The key in [`ShapeEntry::general`] of the constants `bits`.
-fn general_key(bits: &[u64], hoisted: &[bool]) -> Vec<u64> {
-    bits.iter()
-        .zip(hoisted)
-        .map(|(b, h)| if *h { 0 } else { *b })
-        .collect()
+fn general_key(bits: &[u64], hoisted: &[bool]) -> ConstantBits {
+    ConstantBits(
+        bits.iter()
+            .zip(hoisted)
+            .map(|(b, h)| if *h { 0 } else { *b })
+            .collect(),
+    )
 }
 
 impl PlanCache {
@@ -216,7 +243,7 @@ impl PlanCache {
                 constants: Vec::new(),
             });
         };
-        let bits: Vec<u64> = fp.constants.values.iter().map(|v| v.to_bits()).collect();
+        let bits = ConstantBits(fp.constants.values.iter().map(|v| v.to_bits()).collect());
         let (hash, hoisted) = {
             let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
             // `same`: the shape is known to be the one cached under `hash`.
@@ -236,7 +263,7 @@ impl PlanCache {
                     *used = clock;
                     let found = entry.exact.get(&bits).or_else(|| {
                         (!entry.general.is_empty())
-                            .then(|| entry.general.get(&general_key(&bits, &entry.hoisted)))
+                            .then(|| entry.general.get(&general_key(&bits.0, &entry.hoisted)))
                             .flatten()
                     });
                     if let Some(kernels) = found {
@@ -250,7 +277,7 @@ impl PlanCache {
                     }
                     let mut grown = false;
                     for (j, v) in fp.constants.values.iter().enumerate() {
-                        let hoist = bits[j] != entry.first[j] && hoistable(v.ty());
+                        let hoist = bits.0[j] != entry.first[j] && hoistable(v.ty());
                         grown |= hoist && !entry.hoisted[j];
                         entry.hoisted[j] |= hoist;
                     }
@@ -261,7 +288,7 @@ impl PlanCache {
                     Some(entry.hoisted.clone())
                 }
                 Some(_) => None,
-                None => Some(vec![false; bits.len()]),
+                None => Some(vec![false; bits.0.len()]),
             };
             (hash, hoisted)
         };
@@ -297,8 +324,8 @@ impl PlanCache {
         let (entry, _) = shapes.map.entry(hash).or_insert_with(|| {
             let entry = ShapeEntry {
                 shape: fp.shape,
-                first: bits.clone(),
-                hoisted: vec![false; bits.len()],
+                first: bits.0.clone(),
+                hoisted: vec![false; bits.0.len()],
                 exact: FxHashMap::default(),
                 general: FxHashMap::default(),
             };
@@ -307,7 +334,7 @@ impl PlanCache {
         let into = if !hoisted.contains(&true) {
             Some((&mut entry.exact, bits))
         } else if entry.hoisted == hoisted {
-            Some((&mut entry.general, general_key(&bits, &hoisted)))
+            Some((&mut entry.general, general_key(&bits.0, &hoisted)))
         } else {
             None
         };

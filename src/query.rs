@@ -578,7 +578,9 @@ impl<'a, T> Query<'a, T> {
         fingerprint_of(plan, settings, |k| {
             let cols = self.declare_inputs(k).all;
             self.element(&cols, global_id(Axis::X), &mut |vals| {
-                let mut outs = vals.clone();
+                let folds = fold.map_or(0, |f| f.identity.len());
+                let mut outs = Vec::with_capacity(vals.len() + 2 * folds);
+                outs.extend_from_slice(&vals);
                 if let Some(f) = fold {
                     let start: Vec<AnyVal> = f.identity.iter().map(|v| lit_value(*v)).collect();
                     let folded = (f.project)(vals);

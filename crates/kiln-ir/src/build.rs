@@ -242,6 +242,21 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 /// many, and growing both vectors from empty cost a reallocation per doubling.
 const EXPRS_RESERVED: usize = 16;
 
+/// How many blocks a function has room for open at once (the outermost and nested ones),
+/// and how many statements a nested block has room for at its first statement: an `if` in a
+/// fingerprint holds about that many, and growing from four cost a reallocation per call.
+const BLOCKS_RESERVED: usize = 4;
+const NESTED_RESERVED: usize = 8;
+
+/// Appends `stmt` to the open block `block`.
+#[inline(always)]
+fn append(block: &mut Vec<Stmt>, stmt: Stmt) {
+    if block.capacity() == 0 {
+        block.reserve(NESTED_RESERVED);
+    }
+    block.push(stmt);
+}
+
 /// The kernels being built on this thread, the innermost last. Read through a pointer
 /// rather than inside `LocalKey::with`'s closure: the builder runs it for every expression
 /// of every cached query call, and expressions moved into that closure's environment and out
@@ -271,7 +286,11 @@ fn new_fn(name: &str, params: Vec<Param>, result: Option<Type>) -> FnState {
             exprs: Vec::with_capacity(EXPRS_RESERVED),
             ..Body::default()
         },
-        blocks: vec![Vec::with_capacity(EXPRS_RESERVED)],
+        blocks: {
+            let mut blocks = Vec::with_capacity(BLOCKS_RESERVED);
+            blocks.push(Vec::with_capacity(EXPRS_RESERVED));
+            blocks
+        },
         loops: 0,
         params,
         result,
@@ -312,7 +331,7 @@ fn push_into(k: &mut KernelState, expr: Expr, deps: &[Raw]) -> Raw {
         .expect("a kernel being built always has a function");
     let h = Handle(f.body.exprs.len() as u32);
     f.body.exprs.push(expr);
-    f.blocks.last_mut().expect("open block").push(Stmt::Eval(h));
+    append(f.blocks.last_mut().expect("open block"), Stmt::Eval(h));
     Raw { h, owner: f.id }
 }
 
@@ -320,7 +339,7 @@ fn push_stmt(stmt: Stmt, deps: &[Raw]) {
     with_kernel(|k| {
         if owned(k, deps) {
             let f = k.fns.last_mut().expect("function");
-            f.blocks.last_mut().expect("open block").push(stmt);
+            append(f.blocks.last_mut().expect("open block"), stmt);
         }
     });
 }

@@ -25,7 +25,8 @@ impl Kernel {
         BUILDING.with(|b| {
             b.borrow_mut().push(KernelState {
                 id,
-                params: Vec::new(),
+                // Room for a fingerprint's columns, outputs and constants.
+                params: Vec::with_capacity(8),
                 shared: Vec::new(),
                 functions: Vec::new(),
                 natives: Vec::new(),
