@@ -22,24 +22,20 @@ impl Kernel {
         body: impl FnOnce(&KernelScope),
     ) -> Result<Kernel, IrError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        BUILDING.with(|b| {
-            b.borrow_mut().push(KernelState {
-                id,
-                // Room for a fingerprint's columns, outputs and constants.
-                params: Vec::with_capacity(8),
-                shared: Vec::new(),
-                functions: Vec::new(),
-                natives: Vec::new(),
-                fns: vec![new_fn("", Vec::new(), None)],
-                errors: Vec::new(),
-                region: None,
-                user_literals: Vec::new(),
-            })
+        building().push(KernelState {
+            id,
+            // Room for a fingerprint's columns, outputs and constants.
+            params: Vec::with_capacity(8),
+            shared: Vec::new(),
+            functions: Vec::new(),
+            natives: Vec::new(),
+            fns: vec![new_fn("", Vec::new(), None)],
+            errors: Vec::new(),
+            region: None,
+            user_literals: Vec::new(),
         });
         body(&KernelScope { id });
-        let state = BUILDING
-            .with(|b| b.borrow_mut().pop())
-            .expect("pushed above");
+        let state = building().pop().expect("pushed above");
         let mut f = state.fns.into_iter().next().expect("kernel function");
         f.body.block = Block(f.blocks.pop().unwrap_or_default());
         let kernel = Kernel {
